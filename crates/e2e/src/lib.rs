@@ -1,0 +1,1 @@
+//! End-to-end scenarios against the real local control plane live in tests/.

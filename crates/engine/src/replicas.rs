@@ -1,0 +1,376 @@
+//! Replica arithmetic for canary rollouts.
+//!
+//! Pure integer functions: given the desired weight and what the ReplicaSets have now, how many
+//! replicas should the canary (new) and stable ReplicaSets be scaled to in this reconcile? The
+//! numbers must be those Argo Rollouts computes, because users read replica counts off
+//! dashboards and tests; the table tests at the bottom hold Argo's published cases.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// Default for `maxSurge` and `maxUnavailable`: the string "25", which Kubernetes reads as 25%.
+pub const DEFAULT_MAX_SURGE: &str = "25%";
+pub const DEFAULT_MAX_UNAVAILABLE: &str = "25%";
+
+/// Spec and available replicas of one ReplicaSet, as the arithmetic sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RsCounts {
+    pub spec: i32,
+    pub available: i32,
+}
+
+impl RsCounts {
+    pub fn new(spec: i32, available: i32) -> Self {
+        Self { spec, available }
+    }
+
+    /// Replicas that count towards availability when deciding how far we may scale down.
+    /// With `ignore_availability` the spec count is taken (pods we are about to remove anyway).
+    fn for_scale_down(self, ignore_availability: bool) -> i32 {
+        if ignore_availability {
+            self.spec
+        } else {
+            self.available.min(self.spec)
+        }
+    }
+}
+
+/// Error for an int-or-percent value that is not a number or a percentage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?}: must be an integer or a percentage like \"25%\"")]
+pub struct InvalidIntOrPercent {
+    pub value: String,
+}
+
+/// Resolves an int-or-percent against `total`, like Kubernetes' `GetScaledValueFromIntOrPercent`:
+/// any string is a percentage (with or without the `%`), rounded up or down as asked.
+pub fn scaled_value(
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, InvalidIntOrPercent> {
+    match value {
+        IntOrString::Int(v) => Ok(*v),
+        IntOrString::String(s) => {
+            let digits = s.trim().trim_end_matches('%');
+            let pct: i64 = digits
+                .parse()
+                .map_err(|_| InvalidIntOrPercent { value: s.clone() })?;
+            let product = pct * i64::from(total);
+            let v = if round_up {
+                (product + 99).div_euclid(100)
+            } else {
+                product.div_euclid(100)
+            };
+            i32::try_from(v).map_err(|_| InvalidIntOrPercent { value: s.clone() })
+        }
+    }
+}
+
+/// Resolved surge and unavailability limits for a given replica count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SurgeLimits {
+    pub max_surge: i32,
+    pub max_unavailable: i32,
+}
+
+/// Resolves `maxSurge` (rounded up) and `maxUnavailable` (rounded down). If both come out 0,
+/// unavailability is forced to 1 so that a rollout can always make progress; it never exceeds
+/// the replica count.
+pub fn resolve_surge_limits(
+    max_surge: Option<&IntOrString>,
+    max_unavailable: Option<&IntOrString>,
+    replicas: i32,
+) -> Result<SurgeLimits, InvalidIntOrPercent> {
+    let default_surge = IntOrString::String(DEFAULT_MAX_SURGE.into());
+    let default_unavailable = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.into());
+    let surge = scaled_value(max_surge.unwrap_or(&default_surge), replicas, true)?.max(0);
+    let mut unavailable = scaled_value(
+        max_unavailable.unwrap_or(&default_unavailable),
+        replicas,
+        false,
+    )?
+    .max(0);
+    if surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    Ok(SurgeLimits {
+        max_surge: surge,
+        max_unavailable: unavailable.min(replicas.max(0)),
+    })
+}
+
+/// The canary/stable split closest to `weight` (out of `max_weight`) using `replicas` pods, or
+/// `replicas + 1` when surge allows one extra pod. Ties prefer the larger canary. For a weight
+/// strictly between 0 and max, neither side may be 0 once there are at least two pods to share.
+/// Returns `(canary, stable)`.
+pub fn approximate_weighted_counts(
+    replicas: i32,
+    weight: i32,
+    max_weight: i32,
+    max_surge: i32,
+) -> (i32, i32) {
+    if replicas <= 0 {
+        return (0, 0);
+    }
+    let max_weight = max_weight.max(1);
+    let weight = weight.clamp(0, max_weight);
+    if weight == 0 {
+        return (0, replicas);
+    }
+    if weight == max_weight {
+        return (replicas, 0);
+    }
+    let forbid_zero = replicas + max_surge >= 2;
+    let mut totals = vec![replicas];
+    if max_surge > 0 {
+        totals.push(replicas + 1);
+    }
+    // Compare |canary/total - weight/max| exactly by cross-multiplying in i64.
+    let mut best: Option<(i64, i64, i32, i32)> = None; // (num, den, canary, stable)
+    for total in totals {
+        let exact = i64::from(weight) * i64::from(total);
+        let floor = exact.div_euclid(i64::from(max_weight));
+        let ceil = (exact + i64::from(max_weight) - 1).div_euclid(i64::from(max_weight));
+        for canary in [floor, ceil] {
+            let canary = canary as i32;
+            let stable = total - canary;
+            if canary > replicas || stable > replicas || canary < 0 || stable < 0 {
+                continue;
+            }
+            if forbid_zero && (canary == 0 || stable == 0) {
+                continue;
+            }
+            // distance = |canary*max - weight*total| / (total*max)
+            let num = (i64::from(canary) * i64::from(max_weight)
+                - i64::from(weight) * i64::from(total))
+            .abs();
+            let den = i64::from(total) * i64::from(max_weight);
+            let better = match best {
+                None => true,
+                Some((bn, bd, bc, _)) => {
+                    let lhs = num * bd;
+                    let rhs = bn * den;
+                    lhs < rhs || (lhs == rhs && canary > bc)
+                }
+            };
+            if better {
+                best = Some((num, den, canary, stable));
+            }
+        }
+    }
+    match best {
+        Some((_, _, c, s)) => (c, s),
+        // Only reachable with one pod and a forbidden zero; a single pod goes where most weight is.
+        None if weight * 2 >= max_weight => (replicas, 0),
+        None => (0, replicas),
+    }
+}
+
+/// Inputs of the basic (replica-weighted, no traffic router) canary calculation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BasicCanaryInputs {
+    pub replicas: i32,
+    /// Desired canary weight 0..=100 (100 when fully promoted).
+    pub weight: i32,
+    pub limits: SurgeLimits,
+    pub new_rs: Option<RsCounts>,
+    pub stable_rs: Option<RsCounts>,
+    /// The new ReplicaSet is the stable one (nothing to roll).
+    pub new_is_stable: bool,
+    /// Sum of spec replicas of all other (older) ReplicaSets.
+    pub other_spec_total: i32,
+}
+
+/// Target spec replicas for this reconcile: `(canary, stable)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CanaryCounts {
+    pub canary: i32,
+    pub stable: i32,
+}
+
+/// Basic canary: move towards the weighted split one safe step at a time.
+///
+/// Scale-up spends the surge headroom (stable first, so capacity is never lost, then canary).
+/// Scale-down is allowed only once older ReplicaSets are gone and only as far as availability
+/// above `replicas - maxUnavailable` permits. While the canary grows, the stable's availability is
+/// not relied upon (it is going away); while it shrinks (abort), the canary's is not.
+pub fn basic_canary_counts(i: BasicCanaryInputs) -> CanaryCounts {
+    let r = i.replicas.max(0);
+    let Some(stable_rs) = i.stable_rs else {
+        return CanaryCounts {
+            canary: r,
+            stable: 0,
+        };
+    };
+    if i.new_is_stable {
+        return CanaryCounts {
+            canary: r,
+            stable: 0,
+        };
+    }
+    let new_rs = i.new_rs.unwrap_or_default();
+    let (desired_canary, desired_stable) =
+        approximate_weighted_counts(r, i.weight, 100, i.limits.max_surge);
+
+    let mut canary = new_rs.spec;
+    let mut stable = stable_rs.spec;
+    let max_total = r + i.limits.max_surge;
+
+    let mut headroom = max_total - (canary + stable + i.other_spec_total);
+    if headroom > 0 {
+        if stable < desired_stable {
+            let add = headroom.min(desired_stable - stable);
+            stable += add;
+            headroom -= add;
+        }
+        if canary < desired_canary {
+            canary = desired_canary.min(canary + headroom);
+        }
+    }
+
+    if i.other_spec_total > 0 {
+        // Older ReplicaSets go first; keep canary and stable where they are.
+        return CanaryCounts { canary, stable };
+    }
+
+    let min_available = r - i.limits.max_unavailable;
+    let increasing = desired_canary >= new_rs.spec;
+    let counted = new_rs.for_scale_down(!increasing) + stable_rs.for_scale_down(increasing);
+    if counted <= min_available {
+        return CanaryCounts { canary, stable };
+    }
+    let scale_down = counted - min_available;
+
+    if increasing {
+        let (s, c) = scale_down_then_fit(
+            Side {
+                rs: stable_rs,
+                target: stable,
+                desired: desired_stable,
+            },
+            Side {
+                rs: new_rs,
+                target: canary,
+                desired: desired_canary,
+            },
+            scale_down,
+            max_total,
+            min_available,
+        );
+        CanaryCounts {
+            canary: c,
+            stable: s,
+        }
+    } else {
+        let (c, s) = scale_down_then_fit(
+            Side {
+                rs: new_rs,
+                target: canary,
+                desired: desired_canary,
+            },
+            Side {
+                rs: stable_rs,
+                target: stable,
+                desired: desired_stable,
+            },
+            scale_down,
+            max_total,
+            min_available,
+        );
+        CanaryCounts {
+            canary: c,
+            stable: s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    rs: RsCounts,
+    target: i32,
+    desired: i32,
+}
+
+/// Scales `shrinking` down towards its desired count within `budget`, then trims `other` if the
+/// pair would exceed the surge limit, removing only pods whose loss keeps availability at or
+/// above `min_available` (unavailable pods go first). Returns `(shrinking, other)`.
+fn scale_down_then_fit(
+    shrinking: Side,
+    other: Side,
+    budget: i32,
+    max_total: i32,
+    min_available: i32,
+) -> (i32, i32) {
+    let mut a = shrinking.target;
+    if shrinking.rs.spec > shrinking.desired {
+        a = (shrinking.rs.spec - budget).max(shrinking.desired);
+    }
+    let mut b = other.target;
+    let over = (a + b - max_total).max(0);
+    if over > 0 {
+        let b_available = other.rs.available.min(b);
+        let a_available = shrinking.rs.available.min(a);
+        let spare_unavailable = b - b_available;
+        let spare_available = (a_available + b_available - min_available).max(0);
+        b -= over.min(spare_unavailable + spare_available);
+    }
+    (a, b)
+}
+
+/// Inputs of the traffic-routed canary calculation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedCanaryInputs {
+    pub replicas: i32,
+    pub weight: i32,
+    pub max_weight: i32,
+    /// `setCanaryScale.replicas` in force, if any.
+    pub canary_scale_replicas: Option<i32>,
+    /// `setCanaryScale.weight` in force, if any (not capped: 200% of 4 is 8).
+    pub canary_scale_weight: Option<i32>,
+    /// `setCanaryScale.matchTrafficWeight: true` cancels the explicit scale.
+    pub match_traffic_weight: bool,
+    pub promote_full: bool,
+    pub aborted: bool,
+    /// `abortScaleDownDelaySeconds` is explicitly 0: keep the canary up after an abort.
+    pub keep_canary_on_abort: bool,
+    pub min_pods_per_replica_set: Option<i32>,
+}
+
+/// Traffic-routed canary: the stable stays at full size; the canary is sized to the weight (or
+/// the explicit `setCanaryScale`). Non-zero counts are raised to `minPodsPerReplicaSet` (capped
+/// at the replica count).
+pub fn routed_canary_counts(i: RoutedCanaryInputs) -> CanaryCounts {
+    let r = i.replicas.max(0);
+    let stable = r;
+    let mut canary = if i.promote_full {
+        r
+    } else if let (false, Some(n)) = (i.match_traffic_weight, i.canary_scale_replicas) {
+        n.max(0)
+    } else if let (false, Some(w)) = (i.match_traffic_weight, i.canary_scale_weight) {
+        ceil_div(i64::from(w.max(0)) * i64::from(r), 100)
+    } else {
+        ceil_div(
+            i64::from(i.weight.max(0)) * i64::from(r),
+            i64::from(i.max_weight.max(1)),
+        )
+    };
+    if i.aborted && !i.keep_canary_on_abort {
+        canary = 0;
+    }
+    let floor = |n: i32| match i.min_pods_per_replica_set {
+        Some(min) if n > 0 => n.max(min.min(r)),
+        _ => n,
+    };
+    CanaryCounts {
+        canary: floor(canary),
+        stable: floor(stable),
+    }
+}
+
+fn ceil_div(num: i64, den: i64) -> i32 {
+    let v = (num + den - 1).div_euclid(den);
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests;
