@@ -1,0 +1,119 @@
+//! The `rollouts-pod-template-hash` value, identical to Argo Rollouts'.
+//!
+//! Argo Rollouts hashes the bytes Go's `encoding/json` produces for the Rollout's
+//! `corev1.PodTemplateSpec` with FNV-32a, appends the collision count when there is one,
+//! and spells the decimal sum with Kubernetes' `SafeEncodeString`. Those bytes follow Go
+//! struct declaration order and Go's `omitempty`, number and string rules, none of which
+//! serde reproduces, so the template is re-encoded here from a table of the Go structs
+//! generated from the k8s.io/api sources (`go_types.rs`).
+//!
+//! The Go JSON of `metadata.creationTimestamp` is kept as `null` (the `omitempty` form,
+//! not the later `omitzero` one), as Argo pins it to keep hashes stable across upgrades.
+
+mod bignum;
+mod encode;
+mod go_time;
+#[rustfmt::skip]
+mod go_types;
+mod quantity;
+mod table;
+
+#[cfg(test)]
+mod table_check;
+#[cfg(test)]
+mod tests;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+pub use go_time::TimeError;
+pub use quantity::QuantityError;
+
+/// Why a template could not be encoded as Go would.
+#[derive(Debug, thiserror::Error)]
+pub enum HashError {
+    /// A field held a JSON value of a type Go cannot decode into the field.
+    #[error("{path}: expected {expected}")]
+    Type { path: String, expected: String },
+    /// An integer did not fit the Go integer type of its field.
+    #[error("{path}: {value} is out of range")]
+    OutOfRange { path: String, value: String },
+    #[error("{path}: invalid quantity {value:?}: {source}")]
+    Quantity {
+        path: String,
+        value: String,
+        source: QuantityError,
+    },
+    #[error("{path}: {source}")]
+    Time { path: String, source: TimeError },
+    /// The typed template could not be turned into JSON.
+    #[error("cannot serialize the pod template: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// Go `encoding/json` bytes of a PodTemplateSpec as k8s.io/api would marshal it.
+pub fn go_json(template: &serde_json::Value) -> Result<Vec<u8>, HashError> {
+    let mut encoder = encode::Encoder::new();
+    encoder.write_struct(go_types::ROOT, Some(template))?;
+    Ok(encoder.finish())
+}
+
+/// The pod-template hash of a typed template.
+pub fn compute_pod_template_hash(
+    template: &PodTemplateSpec,
+    collision_count: Option<i32>,
+) -> Result<String, HashError> {
+    compute_pod_template_hash_value(&serde_json::to_value(template)?, collision_count)
+}
+
+/// The pod-template hash of a template given as JSON (for instance `spec.template` of a
+/// Rollout as stored by the API server).
+pub fn compute_pod_template_hash_value(
+    template: &serde_json::Value,
+    collision_count: Option<i32>,
+) -> Result<String, HashError> {
+    let mut hash = Fnv32a::new();
+    hash.write(&go_json(template)?);
+    if let Some(count) = collision_count {
+        // Little-endian u32 in an 8-byte buffer whose upper half stays zero.
+        let mut buf = [0u8; 8];
+        buf[..4].copy_from_slice(&(count as u32).to_le_bytes());
+        hash.write(&buf);
+    }
+    Ok(safe_encode_string(&hash.sum().to_string()))
+}
+
+const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// Kubernetes' `rand.SafeEncodeString`: each character picks from an alphabet without
+/// vowels and look-alike digits (code point modulo 27).
+///
+/// Go sizes the result in bytes but fills it per character, so input with multi-byte
+/// characters yields trailing NUL bytes; that is reproduced for fidelity.
+pub fn safe_encode_string(s: &str) -> String {
+    let mut out = vec![0u8; s.len()];
+    for (slot, c) in out.iter_mut().zip(s.chars()) {
+        *slot = SAFE_ALPHABET[(c as usize) % SAFE_ALPHABET.len()];
+    }
+    // Only alphabet bytes and NUL: always valid UTF-8.
+    out.into_iter().map(char::from).collect()
+}
+
+/// 32-bit FNV-1a, as Go's `hash/fnv.New32a`.
+struct Fnv32a(u32);
+
+impl Fnv32a {
+    fn new() -> Self {
+        Fnv32a(0x811c_9dc5)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u32::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0193);
+        }
+    }
+
+    fn sum(&self) -> u32 {
+        self.0
+    }
+}

@@ -1,0 +1,266 @@
+//! Whole-object checks: the public entry points, and every Rollout and analysis object in
+//! Argo's examples and end-to-end fixtures.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::test_support::*;
+use super::*;
+
+#[test]
+fn valid_bases_have_no_problems() {
+    assert_problems(spec_problems(json!({})), &[]);
+    assert_problems(blue_green_problems(json!({})), &[]);
+}
+
+#[test]
+fn strategy_must_be_exactly_one() {
+    assert_problems(
+        spec_problems(json!({"strategy": null})),
+        &["spec.strategy: one of canary or blueGreen must be set"],
+    );
+    assert_problems(
+        spec_problems(json!({"strategy": {"canary": null}})),
+        &["spec.strategy: one of canary or blueGreen must be set"],
+    );
+    assert_problems(
+        spec_problems(json!({"strategy": {"blueGreen": {"activeService": "a"}}})),
+        &["spec.strategy: only one of canary and blueGreen may be set, both are"],
+    );
+}
+
+#[test]
+fn anti_affinity_has_exactly_one_kind() {
+    let required = json!({"requiredDuringSchedulingIgnoredDuringExecution": {}});
+    let preferred = json!({"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 100}});
+    assert_problems(canary_problems(json!({"antiAffinity": required})), &[]);
+    assert_problems(blue_green_problems(json!({"antiAffinity": preferred})), &[]);
+    let one_of = "must set exactly one of preferredDuringSchedulingIgnoredDuringExecution or requiredDuringSchedulingIgnoredDuringExecution";
+    assert_problems(
+        canary_problems(json!({"antiAffinity": {}})),
+        &[&format!("spec.strategy.canary.antiAffinity: {one_of}")],
+    );
+    assert_problems(
+        blue_green_problems(json!({"antiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {},
+            "preferredDuringSchedulingIgnoredDuringExecution": {"weight": 0}
+        }})),
+        &[
+            &format!("spec.strategy.blueGreen.antiAffinity: {one_of}"),
+            "spec.strategy.blueGreen.antiAffinity.preferredDuringSchedulingIgnoredDuringExecution.weight: must be between 1 and 100, got 0",
+        ],
+    );
+}
+
+fn corpus_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/argo-corpus/v1.9.1")
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every object of the given kind in Argo's examples and e2e fixtures, by file.
+fn corpus_objects(kind: &str) -> Vec<(PathBuf, Value)> {
+    let root = corpus_root();
+    let mut files = Vec::new();
+    yaml_files(&root.join("examples"), &mut files);
+    yaml_files(&root.join("test"), &mut files);
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Some fixtures are templates or otherwise not plain YAML; they hold nothing to check.
+        let Ok(docs) = crate::yaml::from_multi_doc_str(&text) else {
+            continue;
+        };
+        for doc in docs {
+            if doc["kind"] == kind && doc["apiVersion"] == crate::API_VERSION {
+                objects.push((file.clone(), doc));
+            }
+        }
+    }
+    objects
+}
+
+/// Problems found in corpus objects, keyed by `file (name)`.
+fn corpus_problems<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    validate: impl Fn(&T) -> Vec<String>,
+) -> Vec<(String, Vec<String>)> {
+    let objects = corpus_objects(kind);
+    assert!(
+        !objects.is_empty(),
+        "no {kind} objects found under {:?}",
+        corpus_root()
+    );
+    let total = objects.len();
+    let mut read = 0;
+    let mut found = Vec::new();
+    for (file, doc) in objects {
+        let label = format!(
+            "{} ({})",
+            file.strip_prefix(corpus_root()).unwrap().display(),
+            doc["metadata"]["name"].as_str().unwrap_or("?")
+        );
+        let Ok(object) = serde_json::from_value::<T>(doc) else {
+            continue;
+        };
+        read += 1;
+        let problems = validate(&object);
+        if !problems.is_empty() {
+            found.push((label, problems));
+        }
+    }
+    // Argo's own manifests are all expected to be readable.
+    assert_eq!(read, total, "some {kind} objects could not be read");
+    found
+}
+
+#[test]
+fn validation_of_argo_rollouts_never_panics_and_accepts_the_valid_ones() {
+    let found = corpus_problems::<Rollout>("Rollout", validate_rollout);
+    let report: Vec<String> = found
+        .iter()
+        .map(|(label, problems)| format!("{label}: {problems:#?}"))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "unexpected problems:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn validation_accepts_argo_analysis_templates() {
+    let found = corpus_problems::<AnalysisTemplate>("AnalysisTemplate", validate_analysis_template);
+    assert!(found.is_empty(), "unexpected problems: {found:#?}");
+    let found = corpus_problems::<ClusterAnalysisTemplate>(
+        "ClusterAnalysisTemplate",
+        validate_cluster_analysis_template,
+    );
+    assert!(found.is_empty(), "unexpected problems: {found:#?}");
+}
+
+#[test]
+fn validation_of_argo_analysis_runs() {
+    let found = corpus_problems::<AnalysisRun>("AnalysisRun", validate_analysis_run);
+    assert!(found.is_empty(), "unexpected problems: {found:#?}");
+}
+
+#[test]
+fn validation_reads_the_basic_argo_examples() {
+    let examples = [
+        "examples/rollout-canary.yaml",
+        "examples/rollout-bluegreen.yaml",
+        "examples/rollout-rolling-update.yaml",
+        "examples/rollout-analysis-step.yaml",
+    ];
+    for example in examples {
+        let text = std::fs::read_to_string(corpus_root().join(example)).unwrap();
+        let rollouts: Vec<Rollout> = crate::yaml::from_multi_doc_str(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|doc| doc["kind"] == "Rollout")
+            .map(|doc| serde_json::from_value(doc).unwrap())
+            .collect();
+        assert_eq!(rollouts.len(), 1, "{example}");
+        assert_problems(validate_rollout(&rollouts[0]), &[]);
+    }
+}
+
+/// Values that tend to break arithmetic and parsing.
+fn hostile_values() -> Vec<Value> {
+    vec![
+        json!(null),
+        json!(-1),
+        json!(0),
+        json!(i32::MAX),
+        json!(i32::MIN),
+        json!(""),
+        json!("-1%"),
+        json!("999999999999%"),
+        json!("9223372036854775808s"),
+        json!({}),
+        json!([]),
+        json!([{}]),
+    ]
+}
+
+/// Every path to a value inside `value`, as JSON pointers.
+fn pointers(value: &Value, prefix: String, out: &mut Vec<String>) {
+    out.push(prefix.clone());
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let key = key.replace('~', "~0").replace('/', "~1");
+                pointers(child, format!("{prefix}/{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                pointers(child, format!("{prefix}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn validation_never_panics_on_mangled_rollouts() {
+    let mut checked = 0;
+    for (_, doc) in corpus_objects("Rollout") {
+        let mut paths = Vec::new();
+        pointers(&doc["spec"], "/spec".into(), &mut paths);
+        for path in paths {
+            for hostile in hostile_values() {
+                let mut mangled = doc.clone();
+                if let Some(slot) = mangled.pointer_mut(&path) {
+                    *slot = hostile;
+                }
+                // Values of the wrong type are refused when reading, before validation.
+                if let Ok(rollout) = serde_json::from_value::<Rollout>(mangled) {
+                    validate_rollout(&rollout);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 5_000, "only {checked} mangled rollouts were read");
+}
+
+#[test]
+fn validation_never_panics_on_mangled_analysis_templates() {
+    let mut checked = 0;
+    for (_, doc) in corpus_objects("AnalysisTemplate") {
+        let mut paths = Vec::new();
+        pointers(&doc["spec"], "/spec".into(), &mut paths);
+        for path in paths {
+            for hostile in hostile_values() {
+                let mut mangled = doc.clone();
+                if let Some(slot) = mangled.pointer_mut(&path) {
+                    *slot = hostile;
+                }
+                if let Ok(template) = serde_json::from_value::<AnalysisTemplate>(mangled) {
+                    validate_analysis_template(&template);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 1_000,
+        "only {checked} mangled templates were read"
+    );
+}
