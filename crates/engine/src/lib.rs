@@ -1,4 +1,16 @@
 //! The decision engine: pure functions from an observed Rollout world and the current time to a
 //! plan of writes. No I/O, no clock, no async runtime: everything it needs is passed in.
 
+pub mod conditions;
+pub mod labels;
+pub mod observed;
+pub mod phase;
+pub mod plan;
+pub mod reconcile;
 pub mod replicas;
+pub mod replicaset;
+pub mod steps;
+
+pub use observed::{Observed, ReplicaSetExt};
+pub use plan::{Action, Event, EventType, Plan};
+pub use reconcile::reconcile;

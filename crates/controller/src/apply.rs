@@ -1,0 +1,165 @@
+//! Executes a [`Plan`] through a [`ClusterWriter`], in order, stopping at the first failure.
+//!
+//! Every patch names only the fields the plan changes and carries the resourceVersion the
+//! decision was based on. So a write never carries a stale copy of other fields (no annotation
+//! is ever blanked by a conflict path), and a decision made on stale state is refused with a
+//! conflict, after which the controller observes again.
+
+use serde_json::{Map, Value, json};
+use sluice_api::Rollout;
+use sluice_engine::{Action, Plan};
+
+use crate::writer::{ClusterWriter, WriteError};
+
+/// What applying a plan did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub writes: usize,
+    pub status_written: bool,
+}
+
+pub async fn apply_plan<W: ClusterWriter>(
+    writer: &W,
+    rollout: &Rollout,
+    plan: &Plan,
+) -> Result<Applied, WriteError> {
+    let ns = rollout.metadata.namespace.as_deref().unwrap_or("default");
+    let name = rollout.metadata.name.as_deref().unwrap_or_default();
+    let mut rollout_rv = rollout.metadata.resource_version.clone();
+    let mut applied = Applied::default();
+
+    for action in &plan.actions {
+        match action {
+            Action::CreateReplicaSet { replica_set } => {
+                writer.create_replica_set(ns, replica_set).await?;
+            }
+            Action::ScaleReplicaSet {
+                name: rs,
+                resource_version,
+                to,
+                annotations,
+                ..
+            } => {
+                let mut patch = annotations_patch(resource_version.as_deref(), annotations);
+                patch["spec"] = json!({ "replicas": to });
+                writer.patch_replica_set(ns, rs, &patch).await?;
+            }
+            Action::AnnotateReplicaSet {
+                name: rs,
+                resource_version,
+                annotations,
+            } => {
+                let patch = annotations_patch(resource_version.as_deref(), annotations);
+                writer.patch_replica_set(ns, rs, &patch).await?;
+            }
+            Action::DeleteReplicaSet { name: rs, uid } => {
+                writer.delete_replica_set(ns, rs, uid.as_deref()).await?;
+            }
+            Action::EvictPod { name: pod, uid } => {
+                writer.evict_pod(ns, pod, uid.as_deref()).await?;
+            }
+            Action::AnnotateRollout { annotations, .. } => {
+                let patch = annotations_patch(rollout_rv.as_deref(), annotations);
+                rollout_rv = writer.patch_rollout(ns, name, &patch).await?;
+            }
+        }
+        applied.writes += 1;
+    }
+
+    let old_status =
+        serde_json::to_value(rollout.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+    let new_status = serde_json::to_value(&plan.status).unwrap_or(Value::Null);
+    if let Some(diff) = merge_diff(&old_status, &new_status) {
+        let mut patch = json!({ "status": diff });
+        if let Some(rv) = &rollout_rv {
+            patch["metadata"] = json!({ "resourceVersion": rv });
+        }
+        tracing::trace!(rollout = name, %patch, "status patch");
+        writer.patch_rollout_status(ns, name, &patch).await?;
+        applied.writes += 1;
+        applied.status_written = true;
+    }
+    Ok(applied)
+}
+
+fn annotations_patch(
+    resource_version: Option<&str>,
+    annotations: &std::collections::BTreeMap<String, Option<String>>,
+) -> Value {
+    let mut meta = Map::new();
+    if let Some(rv) = resource_version {
+        meta.insert("resourceVersion".into(), json!(rv));
+    }
+    if !annotations.is_empty() {
+        let a: Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
+            .collect();
+        meta.insert("annotations".into(), Value::Object(a));
+    }
+    json!({ "metadata": meta })
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`, or `None` when they are equal.
+/// Objects are diffed key by key (removed keys become `null`); anything else is replaced whole.
+pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = Map::new();
+            for (k, nv) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        if let Some(d) = merge_diff(ov, nv) {
+                            out.insert(k.clone(), d);
+                        }
+                    }
+                    None => {
+                        out.insert(k.clone(), nv.clone());
+                    }
+                }
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        (o, n) if o == n => None,
+        (_, n) => Some(n.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_diff_minimal() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2], "gone": true});
+        let new = json!({"a": 1, "b": {"c": 2, "d": 4}, "e": [1], "f": "x"});
+        assert_eq!(
+            merge_diff(&old, &new),
+            Some(json!({"b": {"d": 4}, "e": [1], "f": "x", "gone": null}))
+        );
+        assert_eq!(merge_diff(&old, &old), None);
+    }
+
+    #[test]
+    fn annotation_patch_removes_with_null_and_keeps_others_untouched() {
+        let mut a = std::collections::BTreeMap::new();
+        a.insert("scale-down-deadline".to_string(), None);
+        a.insert(
+            "rollout.argoproj.io/desired-replicas".to_string(),
+            Some("5".to_string()),
+        );
+        let p = annotations_patch(Some("42"), &a);
+        assert_eq!(
+            p,
+            json!({"metadata": {"resourceVersion": "42", "annotations": {
+                "rollout.argoproj.io/desired-replicas": "5",
+                "scale-down-deadline": null
+            }}})
+        );
+    }
+}

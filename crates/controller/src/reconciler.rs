@@ -1,0 +1,194 @@
+//! The Rollout reconciler: observe one Rollout's world from the caches, let the engine
+//! decide, apply the plan, publish events. Conflicts are expected under concurrency and lead
+//! to a quick, quiet retry with fresh state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use sluice_api::Rollout;
+use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::{EventType, Observed};
+use tracing::{debug, info, warn};
+
+use crate::apply::apply_plan;
+use crate::args::Args;
+use crate::writer::{ClusterWriter, KubeWriter, WriteError};
+
+/// Label that assigns an object to one controller instance.
+pub const INSTANCE_ID_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
+
+pub struct Context {
+    writer: KubeWriter,
+    replica_sets: Store<ReplicaSet>,
+    recorder: Recorder,
+    resync: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("write failed: {0}")]
+    Write(#[from] WriteError),
+}
+
+/// Label selector for the objects this instance manages (Argo's rule: without an instance id,
+/// objects that carry one belong to somebody else).
+pub fn instance_selector(instance_id: &str) -> String {
+    if instance_id.is_empty() {
+        format!("!{INSTANCE_ID_LABEL}")
+    } else {
+        format!("{INSTANCE_ID_LABEL}={instance_id}")
+    }
+}
+
+pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
+    let (rollouts, replica_sets): (Api<Rollout>, Api<ReplicaSet>) = if args.namespaced {
+        let ns = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        info!(namespace = %ns, "watching one namespace");
+        (
+            Api::namespaced(client.clone(), &ns),
+            Api::namespaced(client.clone(), &ns),
+        )
+    } else {
+        (Api::all(client.clone()), Api::all(client.clone()))
+    };
+
+    // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
+    // just those keeps memory proportional to what we manage.
+    let (rs_reader, rs_writer) = reflector::store();
+    let rs_stream = watcher(
+        replica_sets,
+        watcher::Config::default().labels(POD_TEMPLATE_HASH),
+    )
+    .default_backoff()
+    .reflect(rs_writer)
+    .touched_objects();
+
+    let ctx = Arc::new(Context {
+        writer: KubeWriter::new(client.clone()),
+        replica_sets: rs_reader,
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "rollouts-controller".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        resync: args.resync(),
+    });
+
+    let controller = Controller::new(
+        rollouts,
+        watcher::Config::default().labels(&instance_selector(&args.instance_id)),
+    )
+    .owns_stream(rs_stream)
+    .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
+    .shutdown_on_signal();
+
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(rollout = %obj, "reconciled"),
+                Err(e) => debug!(error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+    info!("controller stopped");
+    Ok(())
+}
+
+fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
+    let ns = ro.namespace();
+    let uid = ro.metadata.uid.as_deref();
+    store
+        .state()
+        .into_iter()
+        .filter(|rs| rs.namespace() == ns)
+        .filter(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        })
+        .map(|rs| (*rs).clone())
+        .collect()
+}
+
+async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if ro.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    // Deciding on a half-filled ReplicaSet cache could mistake a running update for a first
+    // deploy, so nothing is decided before the cache has listed everything once.
+    if ctx.replica_sets.wait_until_ready().await.is_err() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let now = Timestamp::now();
+    let pods = if Observed::needs_pods(&ro, now) {
+        let selector = ro
+            .spec
+            .selector
+            .as_ref()
+            .map(sluice_engine::reconcile::format_selector)
+            .unwrap_or_default();
+        let ns = ro.namespace().unwrap_or_default();
+        ctx.writer.list_pods(&ns, &selector).await?
+    } else {
+        Vec::new()
+    };
+    let observed = Observed {
+        rollout: (*ro).clone(),
+        replica_sets: owned_replica_sets(&ctx.replica_sets, &ro),
+        pods,
+        now,
+    };
+    let plan = sluice_engine::reconcile(&observed);
+    match apply_plan(&ctx.writer, &ro, &plan).await {
+        Ok(applied) => {
+            if applied.writes > 0 {
+                debug!(rollout = %ro.name_any(), writes = applied.writes, "applied plan");
+            }
+            let reference = ro.object_ref(&());
+            for ev in &plan.events {
+                info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), reason = ev.reason, "{}", ev.message);
+                let event = KubeEvent {
+                    type_: match ev.type_ {
+                        EventType::Normal => KubeEventType::Normal,
+                        EventType::Warning => KubeEventType::Warning,
+                    },
+                    reason: ev.reason.into(),
+                    note: Some(ev.message.clone()),
+                    action: ev.reason.into(),
+                    secondary: None,
+                };
+                if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+                    debug!(error = %e, "could not publish event");
+                }
+            }
+            Ok(Action::requeue(
+                plan.requeue_after.map_or(ctx.resync, |d| d.min(ctx.resync)),
+            ))
+        }
+        Err(WriteError::Conflict) | Err(WriteError::NotFound) => {
+            // Our view was stale: observe again shortly. Not an error.
+            debug!(rollout = %ro.name_any(), "stale view, retrying with fresh state");
+            Ok(Action::requeue(Duration::from_millis(500)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn error_policy(ro: Arc<Rollout>, err: &ReconcileError, _ctx: Arc<Context>) -> Action {
+    warn!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), error = %err, "reconcile failed, retrying");
+    Action::requeue(Duration::from_secs(5))
+}

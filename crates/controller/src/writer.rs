@@ -1,0 +1,220 @@
+//! The narrow write interface of the controller. The apply layer speaks only this, so the
+//! real API server ([`KubeWriter`]) and the deterministic simulator can both stand behind it.
+
+use std::future::Future;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
+use kube::{Api, Client};
+use serde_json::Value;
+use sluice_api::Rollout;
+
+/// Why a write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The object changed since it was observed (HTTP 409): observe again and re-decide.
+    #[error("conflict: the object changed since it was read")]
+    Conflict,
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Api(String),
+}
+
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
+        match &e {
+            kube::Error::Api(status) if status.is_conflict() => WriteError::Conflict,
+            kube::Error::Api(status) if status.is_already_exists() => WriteError::Conflict,
+            kube::Error::Api(status) if status.is_not_found() => WriteError::NotFound,
+            _ => WriteError::Api(e.to_string()),
+        }
+    }
+}
+
+/// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
+/// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
+pub trait ClusterWriter: Send + Sync {
+    fn create_replica_set(
+        &self,
+        namespace: &str,
+        rs: &ReplicaSet,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn patch_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn delete_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Evicts a pod through the Eviction API (PodDisruptionBudgets apply).
+    fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Lists the pods a label selector matches (only used while a restart is pending).
+    fn list_pods(
+        &self,
+        namespace: &str,
+        selector: &str,
+    ) -> impl Future<Output = Result<Vec<Pod>, WriteError>> + Send;
+
+    /// Patches Rollout metadata; returns the new resourceVersion.
+    fn patch_rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+
+    /// Patches the Rollout's status subresource; returns the new resourceVersion.
+    fn patch_rollout_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+}
+
+/// [`ClusterWriter`] against a real API server.
+#[derive(Clone)]
+pub struct KubeWriter {
+    client: Client,
+}
+
+/// Field manager recorded on every write.
+pub const FIELD_MANAGER: &str = "sluice-controller";
+
+impl KubeWriter {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    fn params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        }
+    }
+}
+
+impl ClusterWriter for KubeWriter {
+    async fn create_replica_set(&self, namespace: &str, rs: &ReplicaSet) -> Result<(), WriteError> {
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        api.create(&pp, rs).await?;
+        Ok(())
+    }
+
+    async fn patch_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        let dp = DeleteParams {
+            preconditions: uid.map(|u| Preconditions {
+                uid: Some(u.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = EvictParams {
+            delete_options: Some(DeleteParams {
+                preconditions: uid.map(|u| Preconditions {
+                    uid: Some(u.to_string()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match api.evict(name, &params).await {
+            Ok(_) => Ok(()),
+            // A PodDisruptionBudget said not now: try again later.
+            Err(kube::Error::Api(s)) if s.code == 429 => Err(WriteError::Conflict),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn list_pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, WriteError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let list = api.list(&ListParams::default().labels(selector)).await?;
+        Ok(list.items)
+    }
+
+    async fn patch_rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        let api: Api<Rollout> = Api::namespaced(self.client.clone(), namespace);
+        let ro = api
+            .patch(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(ro.metadata.resource_version)
+    }
+
+    async fn patch_rollout_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        let api: Api<Rollout> = Api::namespaced(self.client.clone(), namespace);
+        let ro = api
+            .patch_status(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(ro.metadata.resource_version)
+    }
+}

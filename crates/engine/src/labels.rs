@@ -1,0 +1,27 @@
+//! Label and annotation keys shared with Argo Rollouts. They are part of the compatibility
+//! contract: Argo CD, dashboards and a controller taking over read exactly these.
+
+/// Pod-template hash label on ReplicaSets, their selectors and pods.
+pub const POD_TEMPLATE_HASH: &str = "rollouts-pod-template-hash";
+/// Revision number on the Rollout and on its ReplicaSets.
+pub const REVISION: &str = "rollout.argoproj.io/revision";
+/// Earlier revisions a re-used ReplicaSet served, comma separated.
+pub const REVISION_HISTORY: &str = "rollout.argoproj.io/revision-history";
+/// `spec.replicas` of the Rollout when the ReplicaSet was last scaled.
+pub const DESIRED_REPLICAS: &str = "rollout.argoproj.io/desired-replicas";
+/// RFC 3339 time after which a delayed ReplicaSet is scaled down. Unprefixed, as Argo writes it.
+pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
+/// Notification state on the Rollout; never copied to ReplicaSets.
+pub const NOTIFIED: &str = "notified.notifications.argoproj.io";
+/// kubectl's client-side apply record; never copied to ReplicaSets.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// Time a restart was applied to a ReplicaSet.
+pub const RESTARTED_AFTER: &str = "argo-rollouts.argoproj.io/restarted-after";
+/// Rollout-to-ReplicaSet annotation copy rule: everything except these keys.
+pub const NOT_COPIED_TO_REPLICA_SET: &[&str] = &[
+    LAST_APPLIED,
+    REVISION,
+    REVISION_HISTORY,
+    DESIRED_REPLICAS,
+    NOTIFIED,
+];

@@ -1,0 +1,87 @@
+//! The engine's output: the writes one reconcile should make, in order, plus the status to
+//! record and the events to publish. The apply layer executes it; the simulator can too.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use sluice_api::rollout::RolloutStatus;
+
+/// One write against the API server. Each names the object and the resourceVersion it was
+/// decided on, so that the apply layer can refuse to write over newer state (a 409 makes the
+/// controller observe again and decide afresh).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create the ReplicaSet for the current pod template.
+    CreateReplicaSet { replica_set: Box<ReplicaSet> },
+    /// Set `spec.replicas` and annotations of a ReplicaSet. Annotation values of `None` remove
+    /// the key. Only the named keys are touched; nothing else on the object is rewritten.
+    ScaleReplicaSet {
+        name: String,
+        resource_version: Option<String>,
+        from: i32,
+        to: i32,
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Set or remove annotations on a ReplicaSet without scaling it.
+    AnnotateReplicaSet {
+        name: String,
+        resource_version: Option<String>,
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Delete an old, scaled-down ReplicaSet beyond the revision history limit.
+    DeleteReplicaSet { name: String, uid: Option<String> },
+    /// Evict a pod (restart): the Eviction API, so PodDisruptionBudgets apply.
+    EvictPod { name: String, uid: Option<String> },
+    /// Set or remove annotations on the Rollout itself (its revision number).
+    AnnotateRollout {
+        resource_version: Option<String>,
+        annotations: BTreeMap<String, Option<String>>,
+    },
+}
+
+/// Event severity, as Kubernetes names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An event to publish on the Rollout once the plan's writes succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Event {
+    pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Normal,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Warning,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// What one reconcile decided.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Writes in the order they must happen.
+    pub actions: Vec<Action>,
+    /// The status the Rollout should have after this reconcile. The apply layer writes only the
+    /// difference from the observed status, and nothing when there is none.
+    pub status: RolloutStatus,
+    pub events: Vec<Event>,
+    /// Come back after this long even if nothing changes (a pause or deadline expires).
+    pub requeue_after: Option<Duration>,
+}

@@ -1,0 +1,131 @@
+//! The canary step machine's read side: which step we are on, what weight it asks for, and
+//! the hash that tells whether the step list changed under a running rollout.
+
+use sluice_api::rollout::{CanaryStep, CanaryStrategy};
+
+/// FNV-1a, 32 bit (the hash Argo uses for step lists and pod templates).
+pub fn fnv32a(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bytes {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// Escapes a serde_json string the way Go's encoding/json does (`<`, `>`, `&`, U+2028, U+2029).
+fn go_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for ch in json.chars() {
+        match ch {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `status.currentStepHash`: hash of the step list as JSON. Our step types serialize their
+/// fields in Argo's declaration order, so the bytes match for the same steps.
+pub fn step_hash(canary: &CanaryStrategy) -> String {
+    let json = match &canary.steps {
+        Some(steps) => serde_json::to_string(steps).unwrap_or_default(),
+        None => "null".to_string(),
+    };
+    let sum = fnv32a(go_escape(&json).as_bytes());
+    sluice_api::pod_template_hash::safe_encode_string(&sum.to_string())
+}
+
+pub fn steps(canary: &CanaryStrategy) -> &[CanaryStep] {
+    canary.steps.as_deref().unwrap_or_default()
+}
+
+/// The step at `index`, if the rollout has not gone past the last one.
+pub fn current_step(canary: &CanaryStrategy, index: i32) -> Option<&CanaryStep> {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| steps(canary).get(i))
+}
+
+/// The canary weight in force at step `index`: the last `setWeight` at or before it; 100 once
+/// past the last step; 0 before any `setWeight`.
+pub fn weight_at(canary: &CanaryStrategy, index: i32) -> i32 {
+    let all = steps(canary);
+    let index = usize::try_from(index).unwrap_or(0);
+    if index >= all.len() {
+        return 100;
+    }
+    all[..=index]
+        .iter()
+        .rev()
+        .find_map(|s| s.set_weight)
+        .unwrap_or(0)
+        .clamp(0, 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_api::rollout::RolloutPause;
+
+    fn canary(steps: Vec<CanaryStep>) -> CanaryStrategy {
+        CanaryStrategy {
+            steps: Some(steps),
+            ..Default::default()
+        }
+    }
+
+    fn weight(w: i32) -> CanaryStep {
+        CanaryStep {
+            set_weight: Some(w),
+            ..Default::default()
+        }
+    }
+
+    fn pause() -> CanaryStep {
+        CanaryStep {
+            pause: Some(RolloutPause::default()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn weight_follows_last_set_weight() {
+        let c = canary(vec![pause(), weight(20), pause(), weight(40), pause()]);
+        assert_eq!(weight_at(&c, 0), 0);
+        assert_eq!(weight_at(&c, 1), 20);
+        assert_eq!(weight_at(&c, 2), 20);
+        assert_eq!(weight_at(&c, 4), 40);
+        assert_eq!(weight_at(&c, 5), 100);
+        assert_eq!(weight_at(&canary(vec![]), 0), 100);
+    }
+
+    #[test]
+    fn fnv32a_known_values() {
+        assert_eq!(fnv32a(b""), 0x811c_9dc5);
+        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
+        assert_eq!(fnv32a(b"foobar"), 0xbf9c_f968);
+    }
+
+    #[test]
+    fn step_hash_changes_with_steps_and_is_stable() {
+        let a = canary(vec![weight(20), pause()]);
+        let b = canary(vec![weight(30), pause()]);
+        assert_eq!(step_hash(&a), step_hash(&a.clone()));
+        assert_ne!(step_hash(&a), step_hash(&b));
+        assert!(
+            step_hash(&a)
+                .chars()
+                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
+        );
+    }
+
+    #[test]
+    fn go_escaping() {
+        assert_eq!(go_escape("<a&b>\u{2028}"), "\\u003ca\\u0026b\\u003e\\u2028");
+    }
+}
