@@ -1,0 +1,296 @@
+//! `get rollout`: the header and tree of one rollout, once or (`-w`) each time it changes.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use futures::stream::{self, BoxStream};
+use futures::{Stream, StreamExt as _};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Resource, ResourceExt as _};
+use sluice_api::Rollout;
+
+use super::{emit, explain, get_rollout, label_selector, rollouts, warn};
+use crate::cli::GetRolloutArgs;
+use crate::info::RolloutInfo;
+use crate::kube_target::Target;
+use crate::render::header::render_header;
+use crate::render::style::Style;
+use crate::render::tree::render_tree;
+
+/// How long to wait for more events before showing a burst of changes once.
+const SETTLE: Duration = Duration::from_millis(150);
+/// Upper bound on that wait while events keep coming.
+const MAX_SETTLE: Duration = Duration::from_secs(1);
+/// How often a terminal view is redrawn to keep ages current.
+const REFRESH: Duration = Duration::from_secs(2);
+/// Clears a terminal and moves the cursor to its top left corner.
+const CLEAR_SCREEN: &str = "\x1b[2J\x1b[H";
+
+pub async fn run(target: &Target, args: &GetRolloutArgs) -> anyhow::Result<()> {
+    let api = rollouts(target);
+    let rollout = get_rollout(&api, &args.name).await?;
+    let terminal = std::io::stdout().is_terminal();
+    let style = Style {
+        color: terminal && !args.no_color,
+    };
+    if args.watch {
+        return watch(target, &rollout, style, terminal).await;
+    }
+    let params = match label_selector(&rollout) {
+        Some(selector) => ListParams::default().labels(&selector),
+        None => ListParams::default(),
+    };
+    let replica_sets = Api::<ReplicaSet>::namespaced(target.client.clone(), &target.namespace)
+        .list(&params)
+        .await
+        .map_err(explain)
+        .context("listing ReplicaSets")?
+        .items;
+    let pods = Api::<Pod>::namespaced(target.client.clone(), &target.namespace)
+        .list(&params)
+        .await
+        .map_err(explain)
+        .context("listing pods")?
+        .items;
+    emit(&render(
+        &rollout,
+        &replica_sets,
+        &pods,
+        Timestamp::now(),
+        &style,
+    ))
+}
+
+/// Header, a blank line, then the tree.
+pub fn render(
+    rollout: &Rollout,
+    replica_sets: &[ReplicaSet],
+    pods: &[Pod],
+    now: Timestamp,
+    style: &Style,
+) -> String {
+    let info = RolloutInfo::new(rollout, replica_sets, pods, now);
+    format!(
+        "{}\n{}",
+        render_header(&info, style),
+        render_tree(&info, now, style)
+    )
+}
+
+/// A change seen by one of the three watches.
+enum Change {
+    Rollout(Box<watcher::Event<Rollout>>),
+    ReplicaSet(Box<watcher::Event<ReplicaSet>>),
+    Pod(Box<watcher::Event<Pod>>),
+    /// Time to redraw (ages move on).
+    Tick,
+    /// A watch failed; it is retried with a backoff.
+    Failed(watcher::Error),
+}
+
+/// Watches the rollout, its ReplicaSets and pods, and shows the rollout again after each
+/// burst of changes: redrawn in place on a terminal, appended as a new block otherwise.
+async fn watch(
+    target: &Target,
+    rollout: &Rollout,
+    style: Style,
+    terminal: bool,
+) -> anyhow::Result<()> {
+    let name = rollout.name_any();
+    let selector = label_selector(rollout);
+    let by_labels = || match &selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let client = &target.client;
+    let namespace = &target.namespace;
+    let rollout_events = events(
+        Api::<Rollout>::namespaced(client.clone(), namespace),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+        Change::Rollout,
+    );
+    let rs_events = events(
+        Api::namespaced(client.clone(), namespace),
+        by_labels(),
+        Change::ReplicaSet,
+    );
+    let pod_events = events(
+        Api::namespaced(client.clone(), namespace),
+        by_labels(),
+        Change::Pod,
+    );
+    let mut streams: Vec<BoxStream<'static, Change>> = vec![rollout_events, rs_events, pod_events];
+    if terminal {
+        streams.push(ticks(REFRESH).map(|()| Change::Tick).boxed());
+    }
+    let mut changes = stream::select_all(streams);
+
+    let mut rollouts = Mirror::<Rollout>::default();
+    let mut replica_sets = Mirror::<ReplicaSet>::default();
+    let mut pods = Mirror::<Pod>::default();
+    let mut shown = String::new();
+    while let Some(first) = changes.next().await {
+        let mut pending = Some(first);
+        let deadline = tokio::time::Instant::now() + MAX_SETTLE;
+        while let Some(change) = pending.take() {
+            match change {
+                Change::Rollout(event) => rollouts.apply(*event),
+                Change::ReplicaSet(event) => replica_sets.apply(*event),
+                Change::Pod(event) => pods.apply(*event),
+                Change::Tick => {}
+                Change::Failed(e) => warn(&format!("watch failed, retrying: {e}")),
+            }
+            let wait = SETTLE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            pending = tokio::time::timeout(wait, changes.next())
+                .await
+                .ok()
+                .flatten();
+        }
+        if !(rollouts.ready && replica_sets.ready && pods.ready) {
+            continue;
+        }
+        let Some(current) = rollouts.objects.get(&name) else {
+            bail!("rollout {name:?} was deleted");
+        };
+        let pod_list: Vec<Pod> = pods.objects.values().cloned().collect();
+        let rs_list: Vec<ReplicaSet> = replica_sets.objects.values().cloned().collect();
+        let text = render(current, &rs_list, &pod_list, Timestamp::now(), &style);
+        if text != shown {
+            emit(&frame(&text, !shown.is_empty(), terminal))?;
+            shown = text;
+        }
+    }
+    bail!("the watch of rollout {name:?} ended")
+}
+
+/// What to print to show `text`: on a terminal it replaces the screen; in a pipe it follows
+/// the previous block after a blank line.
+fn frame(text: &str, after_another: bool, terminal: bool) -> String {
+    if terminal {
+        format!("{CLEAR_SCREEN}{text}")
+    } else if after_another {
+        format!("\n{text}")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The watch events of one kind, retried with a backoff, as changes.
+fn events<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    wrap: fn(Box<watcher::Event<K>>) -> Change,
+) -> BoxStream<'static, Change>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config)
+        .default_backoff()
+        .map(move |event| match event {
+            Ok(event) => wrap(Box::new(event)),
+            Err(e) => Change::Failed(e),
+        })
+        .boxed()
+}
+
+/// A tick every `period`, the first one after a full period.
+fn ticks(period: Duration) -> impl Stream<Item = ()> {
+    stream::unfold(
+        tokio::time::interval_at(tokio::time::Instant::now() + period, period),
+        |mut interval| async move {
+            interval.tick().await;
+            Some(((), interval))
+        },
+    )
+}
+
+/// The objects one watch has shown so far, by name. `ready` once the first full list is in.
+#[derive(Debug)]
+pub struct Mirror<K> {
+    pub objects: BTreeMap<String, K>,
+    pub ready: bool,
+    /// Objects of a relist in progress; they replace `objects` when it completes.
+    relisting: Option<BTreeMap<String, K>>,
+}
+
+impl<K> Default for Mirror<K> {
+    fn default() -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            ready: false,
+            relisting: None,
+        }
+    }
+}
+
+impl<K: Resource> Mirror<K> {
+    pub fn apply(&mut self, event: watcher::Event<K>) {
+        match event {
+            watcher::Event::Init => self.relisting = Some(BTreeMap::new()),
+            watcher::Event::InitApply(object) => {
+                let relisting = self.relisting.get_or_insert_with(BTreeMap::new);
+                relisting.insert(object.name_any(), object);
+            }
+            watcher::Event::InitDone => {
+                self.objects = self.relisting.take().unwrap_or_default();
+                self.ready = true;
+            }
+            watcher::Event::Apply(object) => {
+                self.objects.insert(object.name_any(), object);
+            }
+            watcher::Event::Delete(object) => {
+                self.objects.remove(&object.name_any());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::info::fixtures::{canary_world, now, running_pod};
+
+    #[test]
+    fn get_output_is_header_blank_line_tree() {
+        let (ro, rss, pods) = canary_world();
+        let text = render(&ro, &rss, &pods, now(), &Style::PLAIN);
+        assert!(text.starts_with("Name:            demo\n"));
+        assert!(text.contains("  Available:     5\n\nNAME "));
+        assert!(text.ends_with("└──⧉ demo-h0           ReplicaSet  • ScaledDown  24h\n"));
+    }
+
+    #[test]
+    fn frames_redraw_a_terminal_and_append_to_a_pipe() {
+        assert_eq!(frame("A\n", false, true), "\x1b[2J\x1b[HA\n");
+        assert_eq!(frame("B\n", true, true), "\x1b[2J\x1b[HB\n");
+        assert_eq!(frame("A\n", false, false), "A\n");
+        assert_eq!(frame("B\n", true, false), "\nB\n");
+    }
+
+    #[test]
+    fn mirror_follows_lists_and_changes() {
+        let pod = |name: &str| running_pod(name, "h1", 0, "2024-05-01T11:00:00Z");
+        let mut mirror = Mirror::<Pod>::default();
+        mirror.apply(watcher::Event::Init);
+        mirror.apply(watcher::Event::InitApply(pod("a")));
+        assert!(!mirror.ready);
+        assert!(mirror.objects.is_empty());
+        mirror.apply(watcher::Event::InitDone);
+        assert!(mirror.ready);
+        mirror.apply(watcher::Event::Apply(pod("b")));
+        mirror.apply(watcher::Event::Delete(pod("a")));
+        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["b"]);
+        // A relist replaces everything once complete: "b" went away meanwhile.
+        mirror.apply(watcher::Event::Init);
+        mirror.apply(watcher::Event::InitApply(pod("c")));
+        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["b"]);
+        mirror.apply(watcher::Event::InitDone);
+        assert_eq!(mirror.objects.keys().collect::<Vec<_>>(), ["c"]);
+    }
+}

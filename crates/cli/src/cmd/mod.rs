@@ -1,0 +1,164 @@
+//! One module per command; each turns its arguments into requests and output. Patches and
+//! texts are built by pure functions next to the command so they are unit-tested.
+
+mod abort;
+mod get;
+mod lint;
+mod list;
+mod pause;
+mod promote;
+mod restart;
+mod retry;
+mod set_image;
+mod status;
+mod undo;
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use sluice_api::Rollout;
+
+use crate::cli::{Cli, Command, GetCommand, ListCommand, RetryCommand, SetCommand};
+use crate::kube_target::Target;
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let connect = || Target::connect(&cli.global);
+    match cli.command {
+        Command::Version => emit(&format!("kubectl-sluice {}\n", env!("CARGO_PKG_VERSION"))),
+        Command::Lint(args) => lint::run(&args),
+        Command::Get {
+            what: GetCommand::Rollout(args),
+        } => get::run(&connect().await?, &args).await,
+        Command::List {
+            what: ListCommand::Rollouts(args),
+        } => list::run(&connect().await?, &args).await,
+        Command::Status(args) => status::run(&connect().await?, &args).await,
+        Command::Promote(args) => promote::run(&connect().await?, &args).await,
+        Command::Abort(args) => abort::run(&connect().await?, &args.name).await,
+        Command::Retry {
+            what: RetryCommand::Rollout(args),
+        } => retry::run(&connect().await?, &args.name).await,
+        Command::Pause(args) => pause::run(&connect().await?, &args.name, true).await,
+        Command::Resume(args) => pause::run(&connect().await?, &args.name, false).await,
+        Command::Restart(args) => restart::run(&connect().await?, &args).await,
+        Command::Set {
+            what: SetCommand::Image(args),
+        } => set_image::run(&connect().await?, &args).await,
+        Command::Undo(args) => undo::run(&connect().await?, &args).await,
+    }
+}
+
+/// Writes to standard output. A closed pipe (`| head`) ends the output quietly.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to standard output"),
+    }
+}
+
+/// A note on standard error that does not stop the command.
+pub fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr(), "warning: {message}");
+}
+
+/// A plain line on standard error, as kubectl prints "No resources found.".
+pub fn warn_plain(message: &str) {
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+/// Rollouts of the target namespace.
+fn rollouts(target: &Target) -> Api<Rollout> {
+    Api::namespaced(target.client.clone(), &target.namespace)
+}
+
+/// Makes a kube error readable: an API error becomes the server's message
+/// (`rollouts.argoproj.io "demo" not found`).
+pub fn explain(err: kube::Error) -> anyhow::Error {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => anyhow::anyhow!(status.message),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// Reads one Rollout.
+async fn get_rollout(api: &Api<Rollout>, name: &str) -> anyhow::Result<Rollout> {
+    api.get(name)
+        .await
+        .map_err(explain)
+        .with_context(|| format!("reading rollout {name:?}"))
+}
+
+/// JSON merge patch of the Rollout itself.
+async fn merge_patch(
+    api: &Api<Rollout>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> anyhow::Result<Rollout> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(explain)
+        .with_context(|| format!("patching rollout {name:?}"))
+}
+
+/// JSON merge patch of the status subresource. A cluster whose CRD lacks the subresource
+/// answers 404; the same patch then goes to the object, as Argo's client does.
+async fn merge_patch_status(
+    api: &Api<Rollout>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> anyhow::Result<Rollout> {
+    match try_patch_status(api, name, patch).await? {
+        Some(rollout) => Ok(rollout),
+        None => merge_patch(api, name, patch).await,
+    }
+}
+
+/// JSON merge patch of the status subresource; `None` on a 404, which means no such
+/// subresource (or no such Rollout, which a following patch of the object then reports).
+async fn try_patch_status(
+    api: &Api<Rollout>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> anyhow::Result<Option<Rollout>> {
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(rollout) => Ok(Some(rollout)),
+        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
+        Err(e) => Err(explain(e)).with_context(|| format!("patching status of rollout {name:?}")),
+    }
+}
+
+/// The Rollout's pod selector in label-selector syntax, to list its ReplicaSets and pods.
+/// `None` when there is none (ownership then decides alone).
+fn label_selector(rollout: &Rollout) -> Option<String> {
+    let selector = kube::core::Selector::try_from(rollout.spec.selector.clone()?).ok()?;
+    (!selector.selects_all()).then(|| selector.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_of_a_rollout() {
+        let ro: Rollout = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo"},
+            "spec": {"selector": {"matchLabels": {"app": "demo"},
+                                  "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}}
+        }))
+        .unwrap();
+        assert_eq!(
+            label_selector(&ro).as_deref(),
+            Some("app=demo,tier in (web)")
+        );
+        let none: Rollout =
+            serde_json::from_value(serde_json::json!({"metadata": {}, "spec": {}})).unwrap();
+        assert_eq!(label_selector(&none), None);
+    }
+}

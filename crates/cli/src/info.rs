@@ -1,0 +1,754 @@
+//! What `get` and `list` show about a Rollout, distilled from the Rollout, its ReplicaSets and
+//! their pods. Pure: the objects and the current time go in, plain values come out.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sluice_api::rollout::{Rollout, RolloutPhase, RolloutStatus};
+use sluice_engine::ReplicaSetExt;
+use sluice_engine::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+
+use crate::phase::rollout_phase;
+
+/// Tags of a ReplicaSet's role, in the order they are shown.
+pub const TAG_STABLE: &str = "stable";
+pub const TAG_CANARY: &str = "canary";
+pub const TAG_ACTIVE: &str = "active";
+pub const TAG_PREVIEW: &str = "preview";
+
+/// A Rollout as shown to a user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutInfo {
+    pub name: String,
+    pub namespace: String,
+    pub created: Option<Timestamp>,
+    pub phase: RolloutPhase,
+    pub message: String,
+    pub strategy: Strategy,
+    /// `current/total` canary steps, when the canary has steps and a current index.
+    pub step: Option<String>,
+    /// Weight the current canary step asks for.
+    pub set_weight: Option<i32>,
+    /// Weight the canary actually gets: by traffic routing, or by available pods.
+    pub actual_weight: Option<i32>,
+    pub images: Vec<ImageInfo>,
+    pub replicas: ReplicaCounts,
+    /// Newest revision first.
+    pub revisions: Vec<RevisionInfo>,
+}
+
+/// The update strategy of a Rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Canary,
+    BlueGreen,
+    /// Neither (an invalid spec).
+    Unset,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Canary => "Canary",
+            Strategy::BlueGreen => "BlueGreen",
+            Strategy::Unset => "-",
+        }
+    }
+}
+
+/// Replica counts of the Rollout's status, and the desired count of its spec.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicaCounts {
+    pub desired: i32,
+    pub current: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+}
+
+/// An image in use and the roles of the ReplicaSets running it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    pub image: String,
+    pub tags: Vec<&'static str>,
+}
+
+/// The ReplicaSets of one revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevisionInfo {
+    pub revision: i64,
+    pub replica_sets: Vec<ReplicaSetInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaSetInfo {
+    pub name: String,
+    pub created: Option<Timestamp>,
+    /// `Healthy`, `Progressing` or `ScaledDown`.
+    pub status: &'static str,
+    /// Roles (`stable`, `canary`, `active`, `preview`) then `delay:…` while a scale-down waits.
+    pub tags: Vec<String>,
+    pub images: Vec<String>,
+    pub desired: i32,
+    pub current: i32,
+    pub available: i32,
+    pub pods: Vec<PodInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    pub name: String,
+    pub created: Option<Timestamp>,
+    /// What `kubectl get pods` shows in STATUS (`Running`, `ContainerCreating`, …).
+    pub status: String,
+    pub ready_containers: usize,
+    pub containers: usize,
+    pub restarts: i32,
+}
+
+impl RolloutInfo {
+    /// Describes `rollout` with the ReplicaSets it controls among `replica_sets` and their pods
+    /// among `pods` (matched by the pod-template-hash label).
+    pub fn new(
+        rollout: &Rollout,
+        replica_sets: &[ReplicaSet],
+        pods: &[Pod],
+        now: Timestamp,
+    ) -> Self {
+        let default_status = RolloutStatus::default();
+        let status = rollout.status.as_ref().unwrap_or(&default_status);
+        let (phase, message) = rollout_phase(rollout);
+        let strategy = if rollout.canary().is_some() {
+            Strategy::Canary
+        } else if rollout.blue_green().is_some() {
+            Strategy::BlueGreen
+        } else {
+            Strategy::Unset
+        };
+
+        let mut owned: Vec<ReplicaSetInfo> = Vec::new();
+        let mut revisions: Vec<RevisionInfo> = Vec::new();
+        let mut sorted: Vec<&ReplicaSet> = replica_sets
+            .iter()
+            .filter(|rs| is_controlled_by(&rs.metadata, &rollout.metadata))
+            .collect();
+        sorted.sort_by(|a, b| {
+            b.revision()
+                .unwrap_or(0)
+                .cmp(&a.revision().unwrap_or(0))
+                .then_with(|| a.name().cmp(b.name()))
+        });
+        for rs in sorted {
+            let info = replica_set_info(rollout, status, rs, pods, now);
+            let revision = rs.revision().unwrap_or(0);
+            match revisions.last_mut() {
+                Some(last) if last.revision == revision => last.replica_sets.push(info.clone()),
+                _ => revisions.push(RevisionInfo {
+                    revision,
+                    replica_sets: vec![info.clone()],
+                }),
+            }
+            owned.push(info);
+        }
+
+        let (step, set_weight, actual_weight) = match strategy {
+            Strategy::Canary => canary_progress(rollout, status, &owned),
+            _ => (None, None, None),
+        };
+
+        Self {
+            name: rollout.metadata.name.clone().unwrap_or_default(),
+            namespace: rollout.metadata.namespace.clone().unwrap_or_default(),
+            created: created(&rollout.metadata),
+            phase,
+            message,
+            strategy,
+            step,
+            set_weight,
+            actual_weight,
+            images: images_in_use(&owned),
+            replicas: ReplicaCounts {
+                desired: rollout.desired_replicas(),
+                current: status.replicas.unwrap_or(0),
+                updated: status.updated_replicas.unwrap_or(0),
+                ready: status.ready_replicas.unwrap_or(0),
+                available: status.available_replicas.unwrap_or(0),
+            },
+            revisions,
+        }
+    }
+}
+
+/// Whether `child` names `owner` as its controller. Without a UID on the owner (an object not
+/// read from a cluster) the name decides.
+pub fn is_controlled_by(child: &ObjectMeta, owner: &ObjectMeta) -> bool {
+    child.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == "Rollout"
+            && match &owner.uid {
+                Some(uid) => &r.uid == uid,
+                None => Some(&r.name) == owner.name.as_ref(),
+            }
+    })
+}
+
+fn created(meta: &ObjectMeta) -> Option<Timestamp> {
+    meta.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// Step `i/n`, the weight set by the current step, and the weight the canary really gets.
+fn canary_progress(
+    rollout: &Rollout,
+    status: &RolloutStatus,
+    replica_sets: &[ReplicaSetInfo],
+) -> (Option<String>, Option<i32>, Option<i32>) {
+    let steps = rollout.steps();
+    let step = match status.current_step_index {
+        Some(index) if !steps.is_empty() => Some(format!("{index}/{}", steps.len())),
+        _ => None,
+    };
+    let index = usize::try_from(status.current_step_index.unwrap_or(0)).unwrap_or(0);
+    let in_steps = !steps.is_empty() && index < steps.len();
+    let set_weight = if status.is_aborted() {
+        0
+    } else if !in_steps {
+        100
+    } else {
+        steps[..=index]
+            .iter()
+            .rev()
+            .find_map(|s| s.set_weight)
+            .unwrap_or(0)
+    };
+    let traffic_routed = rollout
+        .canary()
+        .is_some_and(|c| c.traffic_routing.is_some());
+    let available = status.available_replicas.unwrap_or(0);
+    let actual_weight = if !in_steps {
+        100
+    } else if available <= 0 {
+        0
+    } else if traffic_routed {
+        status
+            .canary
+            .as_ref()
+            .and_then(|c| c.weights.as_ref())
+            .and_then(|w| w.canary.as_ref())
+            .and_then(|d| d.weight)
+            .unwrap_or(set_weight)
+    } else {
+        replica_sets
+            .iter()
+            .find(|rs| rs.tags.iter().any(|t| t == TAG_CANARY))
+            .map(|rs| rs.available * 100 / available)
+            .unwrap_or(0)
+    };
+    (step, Some(set_weight), Some(actual_weight))
+}
+
+fn replica_set_info(
+    rollout: &Rollout,
+    status: &RolloutStatus,
+    rs: &ReplicaSet,
+    pods: &[Pod],
+    now: Timestamp,
+) -> ReplicaSetInfo {
+    let hash = rs.pod_hash().unwrap_or_default();
+    let mut tags: Vec<String> = Vec::new();
+    let stable = !hash.is_empty() && status.stable_rs.as_deref() == Some(hash);
+    if stable {
+        tags.push(TAG_STABLE.into());
+    }
+    if rollout.canary().is_some() && !stable && status.current_pod_hash.as_deref() == Some(hash) {
+        tags.push(TAG_CANARY.into());
+    }
+    if rollout.blue_green().is_some() {
+        let selectors = status.blue_green.as_ref();
+        let active = selectors.and_then(|b| b.active_selector.as_deref());
+        let preview = selectors.and_then(|b| b.preview_selector.as_deref());
+        if !hash.is_empty() && active == Some(hash) {
+            tags.push(TAG_ACTIVE.into());
+        } else if !hash.is_empty() && preview == Some(hash) {
+            tags.push(TAG_PREVIEW.into());
+        }
+    }
+    if let Some(deadline) = rs.annotation(SCALE_DOWN_DEADLINE).filter(|d| !d.is_empty()) {
+        tags.push(match deadline.parse::<Timestamp>() {
+            Ok(at) if at > now => format!("delay:{}s", at.as_second() - now.as_second()),
+            _ => "delay:passed".into(),
+        });
+    }
+
+    let desired = rs.spec_replicas();
+    let current = rs.status_replicas();
+    let available = rs.available_replicas();
+    let rs_status = if desired == 0 && current == 0 {
+        "ScaledDown"
+    } else if available >= desired && current == desired {
+        "Healthy"
+    } else {
+        "Progressing"
+    };
+
+    let mut rs_pods: Vec<PodInfo> = pods
+        .iter()
+        .filter(|p| !hash.is_empty() && label(&p.metadata, POD_TEMPLATE_HASH) == Some(hash))
+        .map(pod_info)
+        .collect();
+    rs_pods.sort_by(|a, b| a.name.cmp(&b.name));
+
+    ReplicaSetInfo {
+        name: rs.name().to_owned(),
+        created: created(&rs.metadata),
+        status: rs_status,
+        tags,
+        images: rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .map(container_images)
+            .unwrap_or_default(),
+        desired,
+        current,
+        available,
+        pods: rs_pods,
+    }
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn container_images(template: &PodTemplateSpec) -> Vec<String> {
+    template
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.image.clone())
+        .collect()
+}
+
+/// Images of the ReplicaSets that run or want pods, each with the roles it serves. Stable
+/// images come first, then active, canary, preview, then untagged ones.
+fn images_in_use(replica_sets: &[ReplicaSetInfo]) -> Vec<ImageInfo> {
+    let mut images: Vec<ImageInfo> = Vec::new();
+    for rs in replica_sets
+        .iter()
+        .filter(|rs| rs.desired > 0 || rs.current > 0)
+    {
+        let roles: Vec<&'static str> = [TAG_STABLE, TAG_CANARY, TAG_ACTIVE, TAG_PREVIEW]
+            .into_iter()
+            .filter(|role| rs.tags.iter().any(|t| t == role))
+            .collect();
+        for image in &rs.images {
+            let at = match images.iter().position(|i| &i.image == image) {
+                Some(at) => at,
+                None => {
+                    images.push(ImageInfo {
+                        image: image.clone(),
+                        tags: Vec::new(),
+                    });
+                    images.len() - 1
+                }
+            };
+            let entry = &mut images[at];
+            for role in &roles {
+                if !entry.tags.contains(role) {
+                    entry.tags.push(role);
+                }
+            }
+        }
+    }
+    let rank = |info: &ImageInfo| {
+        [TAG_STABLE, TAG_ACTIVE, TAG_CANARY, TAG_PREVIEW]
+            .iter()
+            .position(|role| info.tags.contains(role))
+            .unwrap_or(usize::MAX)
+    };
+    images.sort_by_key(rank);
+    images
+}
+
+fn pod_info(pod: &Pod) -> PodInfo {
+    let container_statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    PodInfo {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        created: created(&pod.metadata),
+        status: pod_status(pod),
+        ready_containers: container_statuses.iter().filter(|c| c.ready).count(),
+        containers: pod.spec.as_ref().map_or(0, |s| s.containers.len()),
+        restarts: container_statuses.iter().map(|c| c.restart_count).sum(),
+    }
+}
+
+/// The pod status word `kubectl get pods` shows: the most telling container state, else the
+/// pod phase.
+pub fn pod_status(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let mut reason = status
+        .and_then(|s| s.reason.clone().or_else(|| s.phase.clone()))
+        .unwrap_or_else(|| "Unknown".into());
+
+    let init_statuses = status
+        .and_then(|s| s.init_container_statuses.as_deref())
+        .unwrap_or_default();
+    let init_total = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .map_or(init_statuses.len(), Vec::len);
+    let mut initializing = false;
+    for (i, c) in init_statuses.iter().enumerate() {
+        let state = c.state.as_ref();
+        if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
+            if t.exit_code == 0 {
+                continue;
+            }
+            reason = match &t.reason {
+                Some(r) if !r.is_empty() => format!("Init:{r}"),
+                _ if t.signal.unwrap_or(0) != 0 => format!("Init:Signal:{}", t.signal.unwrap_or(0)),
+                _ => format!("Init:ExitCode:{}", t.exit_code),
+            };
+        } else if let Some(r) = state
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref())
+            .filter(|r| !r.is_empty() && *r != "PodInitializing")
+        {
+            reason = format!("Init:{r}");
+        } else {
+            reason = format!("Init:{i}/{init_total}");
+        }
+        initializing = true;
+        break;
+    }
+
+    if !initializing {
+        let statuses = status
+            .and_then(|s| s.container_statuses.as_deref())
+            .unwrap_or_default();
+        let mut running = false;
+        for c in statuses.iter().rev() {
+            let state = c.state.as_ref();
+            let waiting = state
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref())
+                .filter(|r| !r.is_empty());
+            let terminated = state.and_then(|s| s.terminated.as_ref());
+            if let Some(w) = waiting {
+                reason = w.to_owned();
+            } else if let Some(t) = terminated {
+                reason = match &t.reason {
+                    Some(r) if !r.is_empty() => r.clone(),
+                    _ if t.signal.unwrap_or(0) != 0 => format!("Signal:{}", t.signal.unwrap_or(0)),
+                    _ => format!("ExitCode:{}", t.exit_code),
+                };
+            } else if c.ready && state.and_then(|s| s.running.as_ref()).is_some() {
+                running = true;
+            }
+        }
+        if reason == "Completed" && running {
+            reason = "Running".into();
+        }
+    }
+
+    if pod.metadata.deletion_timestamp.is_some() {
+        reason = if status.and_then(|s| s.reason.as_deref()) == Some("NodeLost") {
+            "Unknown".into()
+        } else {
+            "Terminating".into()
+        };
+    }
+    reason
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Hand-built objects shared by the rendering tests.
+
+    use super::*;
+    use serde_json::json;
+
+    pub fn now() -> Timestamp {
+        "2024-05-01T12:00:00Z".parse().unwrap()
+    }
+
+    /// A canary at step 1 of 3 (setWeight 20, pause, setWeight 60), paused, one canary pod of
+    /// four available.
+    pub fn canary_rollout() -> Rollout {
+        serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Rollout",
+            "metadata": {"name": "demo", "namespace": "shop", "uid": "ro-uid", "generation": 2,
+                         "creationTimestamp": "2024-05-01T11:00:00Z"},
+            "spec": {
+                "replicas": 4,
+                "selector": {"matchLabels": {"app": "demo"}},
+                "template": {"metadata": {"labels": {"app": "demo"}},
+                             "spec": {"containers": [{"name": "app", "image": "demo:v2"}]}},
+                "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}, {"setWeight": 60}]}}
+            },
+            "status": {
+                "observedGeneration": "2",
+                "phase": "Paused", "message": "CanaryPauseStep",
+                "pauseConditions": [{"reason": "CanaryPauseStep", "startTime": "2024-05-01T11:59:00Z"}],
+                "controllerPause": true,
+                "currentStepIndex": 1,
+                "currentPodHash": "h2", "stableRS": "h1",
+                "replicas": 5, "updatedReplicas": 1, "readyReplicas": 5, "availableReplicas": 5
+            }
+        }))
+        .unwrap()
+    }
+
+    pub fn replica_set(
+        name: &str,
+        hash: &str,
+        revision: i64,
+        image: &str,
+        replicas: i32,
+        created: &str,
+    ) -> ReplicaSet {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "shop", "creationTimestamp": created,
+                "labels": {"app": "demo", "rollouts-pod-template-hash": hash},
+                "annotations": {"rollout.argoproj.io/revision": revision.to_string()},
+                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                                     "name": "demo", "uid": "ro-uid", "controller": true}]
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "demo", "rollouts-pod-template-hash": hash}},
+                "template": {"metadata": {"labels": {"app": "demo", "rollouts-pod-template-hash": hash}},
+                             "spec": {"containers": [{"name": "app", "image": image}]}}
+            },
+            "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas}
+        }))
+        .unwrap()
+    }
+
+    pub fn running_pod(name: &str, hash: &str, restarts: i32, created: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created,
+                         "labels": {"app": "demo", "rollouts-pod-template-hash": hash}},
+            "spec": {"containers": [{"name": "app", "image": "x"}]},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "app", "image": "x", "imageID": "", "ready": true, "restartCount": restarts,
+                "state": {"running": {"startedAt": created}}
+            }]}
+        }))
+        .unwrap()
+    }
+
+    /// The canary rollout with its stable (3 pods), canary (1 pod) and a scaled-down old
+    /// ReplicaSet.
+    pub fn canary_world() -> (Rollout, Vec<ReplicaSet>, Vec<Pod>) {
+        let ro = canary_rollout();
+        let rss = vec![
+            replica_set("demo-h0", "h0", 1, "demo:v0", 0, "2024-04-30T12:00:00Z"),
+            replica_set("demo-h1", "h1", 2, "demo:v1", 4, "2024-05-01T11:00:00Z"),
+            replica_set("demo-h2", "h2", 3, "demo:v2", 1, "2024-05-01T11:58:30Z"),
+        ];
+        let pods = vec![
+            running_pod("demo-h1-aaaaa", "h1", 0, "2024-05-01T11:00:05Z"),
+            running_pod("demo-h1-bbbbb", "h1", 2, "2024-05-01T11:00:05Z"),
+            running_pod("demo-h1-ccccc", "h1", 0, "2024-05-01T11:00:05Z"),
+            running_pod("demo-h1-ddddd", "h1", 0, "2024-05-01T11:00:05Z"),
+            running_pod("demo-h2-eeeee", "h2", 0, "2024-05-01T11:58:40Z"),
+        ];
+        (ro, rss, pods)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canary_summary() {
+        let (ro, rss, pods) = canary_world();
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.phase, RolloutPhase::Paused);
+        assert_eq!(info.message, "CanaryPauseStep");
+        assert_eq!(info.strategy, Strategy::Canary);
+        assert_eq!(info.step.as_deref(), Some("1/3"));
+        assert_eq!(info.set_weight, Some(20));
+        // One available canary pod of five available pods.
+        assert_eq!(info.actual_weight, Some(20));
+        assert_eq!(
+            info.images,
+            [
+                ImageInfo {
+                    image: "demo:v1".into(),
+                    tags: vec!["stable"]
+                },
+                ImageInfo {
+                    image: "demo:v2".into(),
+                    tags: vec!["canary"]
+                },
+            ]
+        );
+        assert_eq!(
+            info.replicas,
+            ReplicaCounts {
+                desired: 4,
+                current: 5,
+                updated: 1,
+                ready: 5,
+                available: 5
+            }
+        );
+        let revisions: Vec<i64> = info.revisions.iter().map(|r| r.revision).collect();
+        assert_eq!(revisions, [3, 2, 1]);
+        let old = &info.revisions[2].replica_sets[0];
+        assert_eq!((old.status, old.tags.len()), ("ScaledDown", 0));
+        assert_eq!(info.revisions[1].replica_sets[0].pods.len(), 4);
+        assert_eq!(info.revisions[1].replica_sets[0].pods[1].restarts, 2);
+    }
+
+    #[test]
+    fn replica_sets_of_other_owners_are_left_out() {
+        let (ro, mut rss, pods) = canary_world();
+        rss[0].metadata.owner_references.as_mut().unwrap()[0].uid = "other".into();
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.revisions.len(), 2);
+    }
+
+    #[test]
+    fn finished_steps_mean_full_weight() {
+        let (mut ro, rss, pods) = canary_world();
+        let status = ro.status.as_mut().unwrap();
+        status.current_step_index = Some(3);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(
+            (info.set_weight, info.actual_weight),
+            (Some(100), Some(100))
+        );
+        assert_eq!(info.step.as_deref(), Some("3/3"));
+    }
+
+    #[test]
+    fn aborted_canary_sets_weight_zero() {
+        let (mut ro, rss, pods) = canary_world();
+        ro.status.as_mut().unwrap().abort = Some(true);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.set_weight, Some(0));
+    }
+
+    #[test]
+    fn traffic_routed_weight_comes_from_status() {
+        let (mut ro, rss, pods) = canary_world();
+        ro.spec
+            .strategy
+            .as_mut()
+            .unwrap()
+            .canary
+            .as_mut()
+            .unwrap()
+            .traffic_routing =
+            Some(serde_json::from_value(json!({"nginx": {"stableIngress": "web"}})).unwrap());
+        ro.status.as_mut().unwrap().canary = Some(
+            serde_json::from_value(
+                json!({"weights": {"canary": {"weight": 15}, "stable": {"weight": 85}}}),
+            )
+            .unwrap(),
+        );
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.actual_weight, Some(15));
+    }
+
+    #[test]
+    fn blue_green_tags_and_delay() {
+        let ro: Rollout = serde_json::from_value(json!({
+            "metadata": {"name": "demo", "uid": "ro-uid", "generation": 1},
+            "spec": {"replicas": 1, "strategy": {"blueGreen": {"activeService": "a", "previewService": "p"}}},
+            "status": {"observedGeneration": "1", "stableRS": "h1", "currentPodHash": "h2",
+                       "blueGreen": {"activeSelector": "h1", "previewSelector": "h2"}}
+        }))
+        .unwrap();
+        let mut old = replica_set("demo-h0", "h0", 1, "demo:v0", 1, "2024-05-01T10:00:00Z");
+        old.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("scale-down-deadline".into(), "2024-05-01T12:00:25Z".into());
+        let rss = vec![
+            old,
+            replica_set("demo-h1", "h1", 2, "demo:v1", 1, "2024-05-01T11:00:00Z"),
+            replica_set("demo-h2", "h2", 3, "demo:v2", 1, "2024-05-01T11:30:00Z"),
+        ];
+        let info = RolloutInfo::new(&ro, &rss, &[], now());
+        let tags: Vec<Vec<String>> = info
+            .revisions
+            .iter()
+            .map(|r| r.replica_sets[0].tags.clone())
+            .collect();
+        assert_eq!(
+            tags,
+            [vec!["preview"], vec!["stable", "active"], vec!["delay:25s"]]
+        );
+        assert_eq!(info.strategy, Strategy::BlueGreen);
+        assert_eq!(info.step, None);
+        assert_eq!(info.images[0].tags, ["stable", "active"]);
+    }
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn pod_status_words() {
+        let waiting = pod(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Pending", "containerStatuses": [{
+                "name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        }));
+        assert_eq!(pod_status(&waiting), "ContainerCreating");
+
+        let crashed = pod(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 4,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+        }));
+        assert_eq!(pod_status(&crashed), "CrashLoopBackOff");
+
+        let init = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [], "initContainers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Pending", "initContainerStatuses": [
+                {"name": "a", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0}}},
+                {"name": "b", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"running": {}}}]}
+        }));
+        assert_eq!(pod_status(&init), "Init:1/2");
+
+        let failed = pod(json!({
+            "metadata": {"name": "p"},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "app", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 2}}}]}
+        }));
+        assert_eq!(pod_status(&failed), "ExitCode:2");
+
+        let deleting = pod(json!({
+            "metadata": {"name": "p", "deletionTimestamp": "2024-05-01T12:00:00Z"},
+            "status": {"phase": "Running"}
+        }));
+        assert_eq!(pod_status(&deleting), "Terminating");
+
+        assert_eq!(
+            pod_status(&pod(json!({"metadata": {"name": "p"}}))),
+            "Unknown"
+        );
+    }
+}
