@@ -25,3 +25,5 @@ pub const NOT_COPIED_TO_REPLICA_SET: &[&str] = &[
     DESIRED_REPLICAS,
     NOTIFIED,
 ];
+/// Rollout name on a Service whose selector the controller manages.
+pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";

@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use sluice_api::rollout::Rollout;
 
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
@@ -17,10 +17,31 @@ pub struct Observed {
     /// Pods of the Rollout. Only needed (and only gathered) while a restart is pending; see
     /// [`Observed::needs_pods`].
     pub pods: Vec<Pod>,
+    /// The Services a blue-green Rollout names (active, preview), as found; absent ones are
+    /// simply missing from the list.
+    pub services: Vec<Service>,
     pub now: Timestamp,
 }
 
 impl Observed {
+    /// Names of the Services the Rollout routes traffic through, to be fetched before deciding.
+    pub fn service_names(rollout: &Rollout) -> Vec<String> {
+        let Some(bg) = rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.blue_green.as_ref())
+        else {
+            return Vec::new();
+        };
+        [&bg.active_service, &bg.preview_service]
+            .into_iter()
+            .flatten()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect()
+    }
+
     /// Whether the decision needs the Rollout's pods: only while `spec.restartAt` has passed and
     /// is not yet recorded as done. Pods are listed on demand, never cached cluster-wide.
     pub fn needs_pods(rollout: &Rollout, now: Timestamp) -> bool {

@@ -31,6 +31,14 @@ pub enum Action {
     },
     /// Delete an old, scaled-down ReplicaSet beyond the revision history limit.
     DeleteReplicaSet { name: String, uid: Option<String> },
+    /// Point a Service at the pods of one ReplicaSet: sets its `rollouts-pod-template-hash`
+    /// selector and the managed-by annotation, leaving every other field alone.
+    SwitchService {
+        name: String,
+        resource_version: Option<String>,
+        pod_hash: String,
+        rollout: String,
+    },
     /// Evict a pod (restart): the Eviction API, so PodDisruptionBudgets apply.
     EvictPod { name: String, uid: Option<String> },
     /// Set or remove annotations on the Rollout itself (its revision number).

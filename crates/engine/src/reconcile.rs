@@ -11,8 +11,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use sluice_api::rollout::{
-    CanaryStepAction, CanaryStrategy, PauseCondition, PauseReason, ReplicaProgressThresholdType,
-    Rollout, RolloutConditionType as Cond, RolloutStatus,
+    BlueGreenStrategy, CanaryStepAction, CanaryStrategy, PauseCondition, PauseReason,
+    ReplicaProgressThresholdType, Rollout, RolloutConditionType as Cond, RolloutStatus,
 };
 
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
@@ -40,7 +40,19 @@ pub fn reconcile(observed: &Observed) -> Plan {
             c::remove(&mut conds, Cond::InvalidSpec);
             plan.status.conditions = Some(conds);
             let mut world = World::new(observed, &prepared, now);
-            world.run(&mut plan);
+            if let Err(message) = world.run(&mut plan) {
+                let mut conds = plan.status.conditions.take().unwrap_or_default();
+                c::set(
+                    &mut conds,
+                    Cond::InvalidSpec,
+                    TRUE,
+                    c::INVALID_SPEC,
+                    message,
+                    now,
+                    false,
+                );
+                plan.status.conditions = Some(conds);
+            }
         }
         Err(message) => {
             let mut conds = plan.status.conditions.take().unwrap_or_default();
@@ -74,9 +86,25 @@ fn truncate_to_seconds(t: Timestamp) -> Timestamp {
 /// What validation and hashing established about the spec.
 struct Prepared {
     pod_hash: String,
-    canary: CanaryStrategy,
+    strategy: Strategy,
     replicas: i32,
     limits: SurgeLimits,
+}
+
+enum Strategy {
+    Canary(Box<CanaryStrategy>),
+    BlueGreen(Box<BlueGreenStrategy>),
+}
+
+impl Prepared {
+    /// The canary strategy; an empty one for blue-green (no steps).
+    fn canary(&self) -> &CanaryStrategy {
+        static NONE: std::sync::OnceLock<CanaryStrategy> = std::sync::OnceLock::new();
+        match &self.strategy {
+            Strategy::Canary(c) => c,
+            Strategy::BlueGreen(_) => NONE.get_or_init(CanaryStrategy::default),
+        }
+    }
 }
 
 fn prepare(ro: &Rollout) -> Result<Prepared, String> {
@@ -85,8 +113,11 @@ fn prepare(ro: &Rollout) -> Result<Prepared, String> {
         return Err(problems.join("; "));
     }
     let strategy = ro.spec.strategy.clone().unwrap_or_default();
+    if let Some(bg) = strategy.blue_green {
+        return prepare_blue_green(ro, bg);
+    }
     let Some(canary) = strategy.canary else {
-        return Err("the blueGreen strategy is not supported by this version of Sluice".into());
+        return Err("a canary or blueGreen strategy is required".into());
     };
     if canary.traffic_routing.is_some() {
         return Err(
@@ -106,6 +137,52 @@ fn prepare(ro: &Rollout) -> Result<Prepared, String> {
             None => return Err(format!("step {i}: no action set")),
         }
     }
+    let (pod_hash, replicas) = hash_and_replicas(ro)?;
+    let limits = replicas::resolve_surge_limits(
+        canary.max_surge.as_ref(),
+        canary.max_unavailable.as_ref(),
+        replicas,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Prepared {
+        pod_hash,
+        strategy: Strategy::Canary(Box::new(canary)),
+        replicas,
+        limits,
+    })
+}
+
+fn prepare_blue_green(ro: &Rollout, bg: BlueGreenStrategy) -> Result<Prepared, String> {
+    for (field, set) in [
+        ("prePromotionAnalysis", bg.pre_promotion_analysis.is_some()),
+        (
+            "postPromotionAnalysis",
+            bg.post_promotion_analysis.is_some(),
+        ),
+    ] {
+        if set {
+            return Err(format!(
+                "spec.strategy.blueGreen.{field}: analysis is not supported by this version of Sluice"
+            ));
+        }
+    }
+    let (pod_hash, replicas) = hash_and_replicas(ro)?;
+    // maxUnavailable only paces restarts in blue-green; nothing surges.
+    let limits = replicas::resolve_surge_limits(
+        Some(&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0)),
+        bg.max_unavailable.as_ref(),
+        replicas,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Prepared {
+        pod_hash,
+        strategy: Strategy::BlueGreen(Box::new(bg)),
+        replicas,
+        limits,
+    })
+}
+
+fn hash_and_replicas(ro: &Rollout) -> Result<(String, i32), String> {
     let template = ro
         .spec
         .template
@@ -119,18 +196,7 @@ fn prepare(ro: &Rollout) -> Result<Prepared, String> {
         .replicas
         .unwrap_or(sluice_api::rollout::DEFAULT_REPLICAS)
         .max(0);
-    let limits = replicas::resolve_surge_limits(
-        canary.max_surge.as_ref(),
-        canary.max_unavailable.as_ref(),
-        replicas,
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(Prepared {
-        pod_hash,
-        canary,
-        replicas,
-        limits,
-    })
+    Ok((pod_hash, replicas))
 }
 
 /// A ReplicaSet whose pod template equals the Rollout's (ignoring the hash label) is the
@@ -214,6 +280,7 @@ struct World<'a> {
     older: Vec<&'a ReplicaSet>,
     all: Vec<&'a ReplicaSet>,
     pods: &'a [k8s_openapi::api::core::v1::Pod],
+    services: &'a [k8s_openapi::api::core::v1::Service],
 }
 
 impl<'a> World<'a> {
@@ -249,6 +316,7 @@ impl<'a> World<'a> {
             older,
             all,
             pods: &observed.pods,
+            services: &observed.services,
         }
     }
 
@@ -269,19 +337,21 @@ impl<'a> World<'a> {
             .unwrap_or(0)
     }
 
-    fn run(&mut self, plan: &mut Plan) {
+    fn run(&mut self, plan: &mut Plan) -> Result<(), String> {
+        let services = self.blue_green_services()?;
         let old = plan.status.clone();
         let mut status_value = std::mem::take(&mut plan.status);
         let status = &mut status_value;
-        let steps_len = steps::steps(&self.p.canary).len() as i32;
+        let is_canary = matches!(self.p.strategy, Strategy::Canary(_));
+        let steps_len = steps::steps(self.p.canary()).len() as i32;
         let mut events = Vec::new();
 
         // A new pod template starts a new update: steps from the beginning, no abort, no pause.
         let template_changed = status.current_pod_hash.as_deref() != Some(self.p.pod_hash.as_str());
-        let step_hash = steps::step_hash(&self.p.canary);
-        let steps_changed = status.current_step_hash.as_deref() != Some(step_hash.as_str());
+        let step_hash = is_canary.then(|| steps::step_hash(self.p.canary()));
+        let steps_changed = status.current_step_hash != step_hash;
         if template_changed || steps_changed {
-            status.current_step_index = Some(0);
+            status.current_step_index = is_canary.then_some(0);
             status.pause_conditions = None;
             status.controller_pause = None;
         }
@@ -290,21 +360,22 @@ impl<'a> World<'a> {
             status.aborted_at = None;
             status.promote_full = None;
             status.current_pod_hash = Some(self.p.pod_hash.clone());
+            if let Some(bg) = status.blue_green.as_mut() {
+                bg.scale_up_preview_check_point = None;
+            }
         }
-        status.current_step_hash = Some(step_hash);
+        status.current_step_hash = step_hash;
 
         // The first revision of a Rollout, or one whose stable ReplicaSet is gone, has nothing
         // to roll from: it becomes stable at once and skips the steps.
         if self.stable_rs.is_none() && self.older.iter().all(|rs| rs.spec_replicas() == 0) {
             status.stable_rs = Some(self.p.pod_hash.clone());
-            status.current_step_index = Some(steps_len);
             self.stable_rs = self.new_rs;
         }
         let new_is_stable = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str());
-        if new_is_stable {
+        if new_is_stable && is_canary {
             status.current_step_index = Some(steps_len);
         }
-
         // Revision bookkeeping: a re-used ReplicaSet (rollback) gets the next revision.
         let revision = match self.new_rs {
             Some(rs) => {
@@ -378,6 +449,64 @@ impl<'a> World<'a> {
             status.controller_pause = None;
         }
 
+        let update = Update {
+            revision,
+            new_is_stable,
+            aborted,
+            manually_paused,
+        };
+        let (scaled, advanced, completed) = match &self.p.strategy {
+            Strategy::Canary(_) => {
+                let (scaled, advanced) = self.canary(status, plan, &mut events, &update);
+                let completed = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
+                    && status.updated_replicas.unwrap_or(0) == self.p.replicas
+                    && status.replicas.unwrap_or(0) == self.p.replicas
+                    && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas;
+                (scaled, advanced, completed)
+            }
+            Strategy::BlueGreen(bg) => {
+                let bg = (**bg).clone();
+                let (scaled, advanced) =
+                    self.blue_green(&bg, &services, status, plan, &mut events, &update);
+                let active = status
+                    .blue_green
+                    .as_ref()
+                    .and_then(|b| b.active_selector.as_deref());
+                let completed = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
+                    && active == Some(self.p.pod_hash.as_str())
+                    && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas;
+                (scaled, advanced, completed)
+            }
+        };
+        let progressed = scaled || advanced || counts_of_status(status) != counts_of_status(&old);
+        self.conditions(
+            status,
+            &mut events,
+            &mut plan.requeue_after,
+            Progress {
+                aborted,
+                created: self.new_rs.is_none() && !manually_paused,
+                progressed,
+                completed,
+                revision,
+            },
+        );
+        plan.events.extend(events);
+        plan.status = status_value;
+        Ok(())
+    }
+
+    /// Canary sizing and the step machine. Returns (scaled, step advanced).
+    fn canary(
+        &mut self,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) -> (bool, bool) {
+        let (revision, new_is_stable, aborted, manually_paused) =
+            (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
+        let steps_len = steps::steps(self.p.canary()).len() as i32;
         // Size every ReplicaSet.
         let step_index = status.current_step_index.unwrap_or(0);
         let weight = if aborted {
@@ -385,7 +514,7 @@ impl<'a> World<'a> {
         } else if new_is_stable || status.promote_full == Some(true) {
             100
         } else {
-            steps::weight_at(&self.p.canary, step_index)
+            steps::weight_at(self.p.canary(), step_index)
         };
         let other_spec_total: i32 = self.older.iter().map(|rs| rs.spec_replicas()).sum();
         let counts = replicas::basic_canary_counts(BasicCanaryInputs {
@@ -417,7 +546,7 @@ impl<'a> World<'a> {
             }
             None => {}
             Some(rs) => {
-                scaled |= self.scale(plan, &mut events, rs, counts.canary, revision);
+                scaled |= self.scale(plan, events, rs, counts.canary, revision);
             }
         }
         // While manually paused before the new ReplicaSet exists, nothing moves.
@@ -426,12 +555,12 @@ impl<'a> World<'a> {
             && (self.new_rs.is_some() || !manually_paused)
         {
             let rev = stable.revision().unwrap_or(0);
-            scaled |= self.scale(plan, &mut events, stable, counts.stable, rev);
+            scaled |= self.scale(plan, events, stable, counts.stable, rev);
         }
-        scaled |= self.scale_down_older(plan, &mut events);
+        scaled |= self.scale_down_older(plan, events);
         self.clean_up_history(plan);
         if !aborted {
-            scaled |= self.restart(status, plan, &mut events);
+            scaled |= self.restart(status, plan, events);
         }
 
         // Step machine.
@@ -453,11 +582,11 @@ impl<'a> World<'a> {
 
         if !aborted && !manually_paused && !new_is_stable && self.new_rs.is_some() {
             let promote_full = status.promote_full == Some(true);
-            if !promote_full && let Some(step) = steps::current_step(&self.p.canary, step_index) {
+            if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
                 let complete = match step.action() {
                     Some(CanaryStepAction::SetWeight(_)) => at_desired,
                     Some(CanaryStepAction::Pause(pause)) => {
-                        self.pause_step(status, &mut events, &mut plan.requeue_after, pause)
+                        self.pause_step(status, events, &mut plan.requeue_after, pause)
                     }
                     _ => false,
                 };
@@ -494,26 +623,12 @@ impl<'a> World<'a> {
             }
         }
 
-        self.fill_counts(status, new_is_stable);
-        let progressed =
-            scaled || step_advanced || counts_of_status(status) != counts_of_status(&old);
-        self.conditions(
-            status,
-            &mut events,
-            &mut plan.requeue_after,
-            Progress {
-                aborted,
-                created: self.new_rs.is_none() && !manually_paused,
-                progressed,
-                revision,
-            },
-        );
-        plan.events.extend(events);
-        plan.status = status_value;
+        self.fill_counts(status, None);
+        (scaled, step_advanced)
     }
 
     fn progress_threshold(&self, desired: i32) -> i32 {
-        let Some(t) = &self.p.canary.replica_progress_threshold else {
+        let Some(t) = &self.p.canary().replica_progress_threshold else {
             return desired;
         };
         let value = t.value.unwrap_or(100).max(0);
@@ -589,12 +704,28 @@ impl<'a> World<'a> {
         to: i32,
         revision: i64,
     ) -> bool {
+        self.scale_with(plan, events, rs, to, revision, BTreeMap::new())
+    }
+
+    /// Scales `rs` to `to`, also setting (or, with `None`, removing) `extra` annotations in the
+    /// same write. Writes nothing when all is already so.
+    fn scale_with(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        rs: &ReplicaSet,
+        to: i32,
+        revision: i64,
+        extra: BTreeMap<String, Option<String>>,
+    ) -> bool {
         let from = rs.spec_replicas();
         let desired = self.p.replicas.to_string();
-        if from == to && rs.annotation(DESIRED_REPLICAS) == Some(desired.as_str()) {
+        let extra_pending = extra.iter().any(|(k, v)| rs.annotation(k) != v.as_deref());
+        if from == to && rs.annotation(DESIRED_REPLICAS) == Some(desired.as_str()) && !extra_pending
+        {
             return false;
         }
-        let mut annotations = BTreeMap::new();
+        let mut annotations = extra;
         annotations.insert(DESIRED_REPLICAS.to_string(), Some(desired));
         plan.actions.push(Action::ScaleReplicaSet {
             name: rs.name().to_string(),
@@ -743,15 +874,25 @@ impl<'a> World<'a> {
         }
     }
 
-    fn fill_counts(&self, status: &mut RolloutStatus, _new_is_stable: bool) {
+    /// Status counts. Canary: HPA replicas and selector cover every ReplicaSet; blue-green
+    /// (`active` given): those of the active ReplicaSet, which is what an HPA should scale.
+    fn fill_counts(&self, status: &mut RolloutStatus, active: Option<&ReplicaSet>) {
         let sum = |f: fn(&ReplicaSet) -> i32| self.all.iter().map(|rs| f(rs)).sum::<i32>();
         let replicas = sum(ReplicaSetExt::status_replicas);
         status.replicas = Some(replicas);
         status.updated_replicas = Some(self.new_rs.map(|rs| rs.status_replicas()).unwrap_or(0));
         status.ready_replicas = Some(sum(ReplicaSetExt::ready_replicas));
         status.available_replicas = Some(sum(ReplicaSetExt::available_replicas));
-        status.hpa_replicas = Some(replicas);
-        status.selector = self.ro.spec.selector.as_ref().map(format_selector);
+        match active {
+            None => {
+                status.hpa_replicas = Some(replicas);
+                status.selector = self.ro.spec.selector.as_ref().map(format_selector);
+            }
+            Some(rs) => {
+                status.hpa_replicas = Some(rs.status_replicas());
+                status.selector = rs.spec.as_ref().map(|spec| format_selector(&spec.selector));
+            }
+        }
     }
 
     fn conditions(
@@ -766,13 +907,7 @@ impl<'a> World<'a> {
         let rs_name = self.new_rs_name();
         let r = self.p.replicas;
         let available = status.available_replicas.unwrap_or(0);
-        let updated = status.updated_replicas.unwrap_or(0);
-        let total = status.replicas.unwrap_or(0);
-        let new_available = self.new_rs.map(|rs| rs.available_replicas()).unwrap_or(0);
-        let completed = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
-            && updated == r
-            && total == r
-            && new_available >= r;
+        let completed = progress.completed;
         let paused = self.ro.spec.paused == Some(true)
             || status
                 .pause_conditions
@@ -1004,7 +1139,16 @@ struct Progress {
     aborted: bool,
     created: bool,
     progressed: bool,
+    completed: bool,
     revision: i64,
+}
+
+/// What the common part of a reconcile settled, for the strategy-specific part.
+struct Update {
+    revision: i64,
+    new_is_stable: bool,
+    aborted: bool,
+    manually_paused: bool,
 }
 
 fn counts_of(rs: &ReplicaSet) -> RsCounts {
@@ -1057,5 +1201,6 @@ pub fn format_selector(selector: &LabelSelector) -> String {
     parts.join(",")
 }
 
+mod bluegreen;
 #[cfg(test)]
 mod tests;

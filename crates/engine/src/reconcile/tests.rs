@@ -26,6 +26,7 @@ struct World {
     writes: usize,
     pods: Vec<Pod>,
     pod_serial: u32,
+    services: Vec<k8s_openapi::api::core::v1::Service>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -56,6 +57,7 @@ impl World {
             writes: 0,
             pods: Vec::new(),
             pod_serial: 0,
+            services: Vec::new(),
         }
     }
 
@@ -118,6 +120,7 @@ impl World {
             rollout: self.ro.clone(),
             replica_sets: self.rss.clone(),
             pods: self.pods.clone(),
+            services: self.services.clone(),
             now: self.now,
         });
         for action in &plan.actions {
@@ -151,6 +154,18 @@ impl World {
                     apply_annotations(rs, annotations);
                 }
                 Action::DeleteReplicaSet { name, .. } => self.rss.retain(|r| r.name() != name),
+                Action::SwitchService { name, pod_hash, .. } => {
+                    let svc = self
+                        .services
+                        .iter_mut()
+                        .find(|s| s.metadata.name.as_ref() == Some(name))
+                        .unwrap();
+                    svc.spec
+                        .get_or_insert_with(Default::default)
+                        .selector
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(POD_TEMPLATE_HASH.to_string(), pod_hash.clone());
+                }
                 Action::EvictPod { name, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_ref() != Some(name));
                 }
@@ -622,5 +637,272 @@ fn rollback_to_a_template_copied_from_a_replica_set_reuses_it() {
     assert_eq!(
         w.replicas_by_image(),
         vec![("app:v1".into(), 2), ("app:v2".into(), 0)]
+    );
+}
+
+fn bg_rollout(replicas: i32, strategy: serde_json::Value) -> Rollout {
+    let mut ro = rollout(replicas, json!([]));
+    ro.spec.strategy = Some(serde_json::from_value(json!({"blueGreen": strategy})).unwrap());
+    ro
+}
+
+fn service(name: &str) -> k8s_openapi::api::core::v1::Service {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"selector": {"app": "demo"}}
+    }))
+    .unwrap()
+}
+
+impl World {
+    fn bg(ro: Rollout) -> Self {
+        let mut w = World::new(ro);
+        w.services = vec![service("active"), service("preview")];
+        w
+    }
+
+    fn selector_of(&self, svc: &str) -> Option<String> {
+        self.services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(svc))?
+            .spec
+            .as_ref()?
+            .selector
+            .as_ref()?
+            .get(POD_TEMPLATE_HASH)
+            .cloned()
+    }
+
+    fn image_behind(&self, svc: &str) -> Option<String> {
+        let hash = self.selector_of(svc)?;
+        self.rss
+            .iter()
+            .find(|rs| rs.pod_hash() == Some(hash.as_str()))
+            .map(World::image_of)
+    }
+
+    /// The active Service never selects a ReplicaSet with fewer available pods than desired.
+    fn assert_active_fully_available(&self) {
+        let Some(hash) = self.selector_of("active") else {
+            return;
+        };
+        let rs = self
+            .rss
+            .iter()
+            .find(|rs| rs.pod_hash() == Some(hash.as_str()))
+            .expect("active ReplicaSet exists");
+        assert!(
+            rs.available_replicas() >= self.ro.spec.replicas.unwrap(),
+            "active selects {} with {} available",
+            rs.name(),
+            rs.available_replicas()
+        );
+    }
+
+    fn settle_bg(&mut self) {
+        for _ in 0..50 {
+            let before = (self.ro.clone(), self.rss.clone(), self.services.clone());
+            self.reconcile();
+            self.assert_active_fully_available();
+            if before.0 == self.ro && before.1 == self.rss && before.2 == self.services {
+                return;
+            }
+        }
+        panic!("did not settle: {:#?}", self.ro.status);
+    }
+}
+
+#[test]
+fn blue_green_first_deploy_points_active_and_preview_at_it() {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview"}),
+    ));
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v1"));
+    let bg = w.status().blue_green.clone().unwrap();
+    assert_eq!(bg.active_selector, w.status().current_pod_hash);
+    assert_eq!(w.status().hpa_replicas, Some(3));
+    assert!(
+        w.status()
+            .selector
+            .as_deref()
+            .unwrap()
+            .contains(POD_TEMPLATE_HASH)
+    );
+    assert_eq!(w.status().current_step_index, None);
+}
+
+#[test]
+fn blue_green_update_switches_after_full_availability_and_scales_old_down_after_delay() {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview", "scaleDownDelaySeconds": 30}),
+    ));
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
+    // The old ReplicaSet waits for its deadline, written as RFC 3339.
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 3)]
+    );
+    let old = w
+        .rss
+        .iter()
+        .find(|r| World::image_of(r) == "app:v1")
+        .unwrap();
+    let deadline = old.annotation(SCALE_DOWN_DEADLINE).unwrap().to_string();
+    assert!(
+        deadline.ends_with('Z') && !deadline.is_empty(),
+        "{deadline}"
+    );
+    w.advance(29);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 3)]
+    );
+    w.advance(1);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
+    );
+    let old = w
+        .rss
+        .iter()
+        .find(|r| World::image_of(r) == "app:v1")
+        .unwrap();
+    assert_eq!(
+        old.annotation(SCALE_DOWN_DEADLINE),
+        None,
+        "removed with the scale-down"
+    );
+}
+
+#[test]
+fn blue_green_manual_promotion_with_preview_replica_count() {
+    let mut w = World::bg(bg_rollout(
+        4,
+        json!({"activeService": "active", "previewService": "preview",
+               "autoPromotionEnabled": false, "previewReplicaCount": 1}),
+    ));
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(w.status().message.as_deref(), Some("BlueGreenPause"));
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 4), ("app:v2".into(), 1)]
+    );
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
+    w.advance(3600);
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    w.promote();
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+}
+
+#[test]
+fn blue_green_auto_promotion_seconds_waits() {
+    let mut w = World::bg(bg_rollout(
+        2,
+        json!({"activeService": "active", "autoPromotionSeconds": 20}),
+    ));
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    w.advance(20);
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+/// Argo's open bug: after an aborted bad revision and a good one, a second bad revision hangs
+/// in "active service cutover pending". Here every bad revision is aborted at its deadline.
+#[test]
+fn blue_green_second_bad_revision_is_aborted_too() {
+    let mut ro = bg_rollout(
+        2,
+        json!({"activeService": "active", "previewService": "preview",
+               "scaleDownDelaySeconds": 30, "abortScaleDownDelaySeconds": 30}),
+    );
+    ro.spec.progress_deadline_seconds = Some(20);
+    ro.spec.progress_deadline_abort = Some(true);
+    let mut w = World::bg(ro);
+    w.settle_bg();
+    w.bad_images = vec!["app:bad2".into(), "app:bad4".into()];
+    for (image, good, stable) in [
+        ("app:bad2", false, "app:v1"),
+        ("app:v3", true, "app:v3"),
+        ("app:bad4", false, "app:v3"),
+    ] {
+        w.set_image(image);
+        w.settle_bg();
+        w.advance(21);
+        w.settle_bg();
+        if good {
+            assert_eq!(
+                w.phase(),
+                RolloutPhase::Healthy,
+                "{image}: {:#?}",
+                w.status()
+            );
+        } else {
+            assert_eq!(
+                w.phase(),
+                RolloutPhase::Degraded,
+                "{image}: {:#?}",
+                w.status()
+            );
+            assert_eq!(w.status().abort, Some(true));
+            assert_eq!(
+                w.image_behind("preview").as_deref(),
+                Some(stable),
+                "preview back"
+            );
+        }
+        assert_eq!(w.image_behind("active").as_deref(), Some(stable), "{image}");
+        // Let every delayed scale-down happen.
+        w.advance(31);
+        w.settle_bg();
+        let up: Vec<(String, i32)> = w
+            .replicas_by_image()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(up, vec![(stable.to_string(), 2)], "{image}");
+        assert!(
+            w.rss
+                .iter()
+                .all(|r| r.annotation(SCALE_DOWN_DEADLINE) != Some("")),
+            "never an empty deadline"
+        );
+    }
+}
+
+#[test]
+fn blue_green_missing_active_service_is_invalid_spec() {
+    let mut w = World::new(bg_rollout(2, json!({"activeService": "nope"})));
+    let plan = w.reconcile();
+    assert!(plan.actions.is_empty());
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("service \"nope\" not found")
     );
 }

@@ -1,0 +1,485 @@
+//! Blue-green: the new ReplicaSet comes up beside the active one (behind the preview
+//! Service), and the active Service is switched only once the new pods are all available.
+//! Old ReplicaSets go away after `scaleDownDelaySeconds`, recorded in the `scale-down-deadline`
+//! annotation; a deadline is only ever compared with the current time, so an expired or
+//! malformed one never blocks anything.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::rollout::{
+    BlueGreenStatus, BlueGreenStrategy, PauseCondition, PauseReason, RolloutStatus,
+};
+
+use super::{Strategy, Update, World, remove_pause, set_requeue};
+use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+use crate::observed::ReplicaSetExt;
+use crate::plan::{Action, Event, Plan};
+use crate::replicaset;
+
+/// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds`.
+const DEFAULT_SCALE_DOWN_DELAY: i32 = 30;
+
+/// The Services a blue-green Rollout routes through.
+pub(super) struct Services {
+    active: Service,
+    preview: Option<Service>,
+}
+
+fn selected_hash(svc: &Service) -> Option<&str> {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .and_then(|s| s.get(POD_TEMPLATE_HASH))
+        .map(String::as_str)
+}
+
+/// Parses a `scale-down-deadline` value; `None` for anything that is not an RFC 3339 time.
+pub fn parse_deadline(value: &str) -> Option<Timestamp> {
+    value.parse::<Timestamp>().ok()
+}
+
+/// What to do with a ReplicaSet that is to be scaled down after a delay.
+#[derive(Debug, PartialEq, Eq)]
+enum Delayed {
+    /// No deadline yet: record one.
+    Annotate(Timestamp),
+    /// The deadline is in the future.
+    Wait(Duration),
+    /// Expired, or unreadable (an empty or garbled value must never keep pods up): scale down.
+    ScaleDownNow,
+}
+
+fn delayed_scale_down(rs: &ReplicaSet, now: Timestamp, delay_secs: i32) -> Delayed {
+    match rs.annotation(SCALE_DOWN_DEADLINE) {
+        None => {
+            Delayed::Annotate(now + jiff::SignedDuration::from_secs(i64::from(delay_secs.max(0))))
+        }
+        Some(value) => match parse_deadline(value) {
+            Some(deadline) if deadline > now => {
+                Delayed::Wait(Duration::try_from(deadline.duration_since(now)).unwrap_or_default())
+            }
+            _ => Delayed::ScaleDownNow,
+        },
+    }
+}
+
+impl World<'_> {
+    /// Looks up the Services a blue-green Rollout names; a missing one is a spec problem the
+    /// user must fix, reported as such.
+    pub(super) fn blue_green_services(&self) -> Result<Option<Services>, String> {
+        let Strategy::BlueGreen(bg) = &self.p.strategy else {
+            return Ok(None);
+        };
+        let find = |field: &str, name: &str| {
+            self.services
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(name))
+                .cloned()
+                .ok_or_else(|| {
+                    format!("spec.strategy.blueGreen.{field}: service \"{name}\" not found")
+                })
+        };
+        let active = find(
+            "activeService",
+            bg.active_service.as_deref().unwrap_or_default(),
+        )?;
+        let preview = match bg.preview_service.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => Some(find("previewService", name)?),
+            None => None,
+        };
+        Ok(Some(Services { active, preview }))
+    }
+
+    /// Blue-green sizing, promotion and Service switching. Returns (scaled, promoted).
+    pub(super) fn blue_green(
+        &mut self,
+        bg: &BlueGreenStrategy,
+        services: &Option<Services>,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) -> (bool, bool) {
+        let Some(services) = services else {
+            return (false, false);
+        };
+        let hash = self.p.pod_hash.clone();
+        let r = self.p.replicas;
+        let rollout = self.rollout_name().to_string();
+        let active_hash = selected_hash(&services.active).map(str::to_string);
+        let mut bgs: BlueGreenStatus = status.blue_green.take().unwrap_or_default();
+        bgs.active_selector = active_hash.clone();
+        let mut scaled = false;
+        let mut promoted = false;
+
+        // Promotion state: a user promote clears the pause conditions we set.
+        let any_pause = status
+            .pause_conditions
+            .as_ref()
+            .is_some_and(|p| !p.is_empty());
+        if status.controller_pause == Some(true) && !any_pause && !u.aborted {
+            status.controller_pause = None;
+            bgs.scale_up_preview_check_point = Some(true);
+        }
+        let checkpoint =
+            bgs.scale_up_preview_check_point == Some(true) || status.promote_full == Some(true);
+        let preview_count = bg.preview_replica_count.map_or(r, |n| n.clamp(0, r));
+        let is_active = active_hash.as_deref() == Some(hash.as_str());
+
+        // Size the new ReplicaSet.
+        let new_target = if u.new_is_stable || is_active || checkpoint {
+            r
+        } else {
+            preview_count
+        };
+        match self.new_rs {
+            None if !u.manually_paused && !u.aborted => {
+                let rs = replicaset::build(self.ro, &hash, u.revision, new_target);
+                events.push(Event::normal(
+                    "ScalingReplicaSet",
+                    format!(
+                        "Scaled up ReplicaSet {} (revision {}) from 0 to {new_target}",
+                        self.new_rs_name(),
+                        u.revision
+                    ),
+                ));
+                plan.actions.push(Action::CreateReplicaSet {
+                    replica_set: Box::new(rs),
+                });
+                scaled = true;
+            }
+            None => {}
+            Some(rs) if u.aborted => {
+                // Aborted: the new pods go after abortScaleDownDelaySeconds (0 keeps them).
+                let delay = bg
+                    .abort_scale_down_delay_seconds
+                    .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
+                if delay > 0 && rs.spec_replicas() > 0 {
+                    scaled |= self.scale_down_after(plan, events, rs, delay);
+                }
+            }
+            Some(rs) => {
+                let mut extra = BTreeMap::new();
+                if rs.annotation(SCALE_DOWN_DEADLINE).is_some() {
+                    // Needed again (a retry or a rollback to it): no longer going away.
+                    extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
+                }
+                let rev = rs.revision().unwrap_or(u.revision);
+                scaled |= self.scale_with(plan, events, rs, new_target, rev, extra);
+            }
+        }
+
+        // The active ReplicaSet keeps full size until traffic has moved off it.
+        let active_rs = active_hash
+            .as_deref()
+            .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
+        if let Some(rs) = active_rs
+            && !is_active
+        {
+            let mut extra = BTreeMap::new();
+            if rs.annotation(SCALE_DOWN_DEADLINE).is_some() {
+                extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
+            }
+            let rev = rs.revision().unwrap_or(0);
+            scaled |= self.scale_with(plan, events, rs, r, rev, extra);
+        }
+
+        // Preview Service: the new pods, or back to the active ones after an abort.
+        if let Some(preview) = &services.preview {
+            let want = if u.aborted || self.new_rs.is_none() {
+                active_hash.clone()
+            } else {
+                Some(hash.clone())
+            };
+            if let Some(want) = &want
+                && selected_hash(preview) != Some(want.as_str())
+            {
+                self.switch_service(plan, events, preview, want, &rollout);
+            }
+            bgs.preview_selector = want;
+        }
+
+        // Promotion gates, then the switch of the active Service.
+        let saturated = |n: i32| {
+            self.new_rs.is_some_and(|rs| {
+                rs.status_is_current() && rs.spec_replicas() == n && rs.available_replicas() >= n
+            })
+        };
+        let mut switch = false;
+        if !is_active && !u.aborted && !u.manually_paused && self.new_rs.is_some() {
+            if u.new_is_stable {
+                // First deploy, or back to the stable template: nothing to verify.
+                switch = saturated(r);
+            } else if !checkpoint && preview_count < r {
+                if saturated(preview_count) {
+                    if bg.auto_promotion_enabled == Some(false) {
+                        self.add_blue_green_pause(status, events);
+                    } else {
+                        bgs.scale_up_preview_check_point = Some(true);
+                    }
+                }
+            } else if saturated(r) {
+                let auto = bg.auto_promotion_enabled != Some(false);
+                let delay = bg.auto_promotion_seconds.unwrap_or(0);
+                if checkpoint {
+                    switch = true;
+                } else if !auto {
+                    self.add_blue_green_pause(status, events);
+                } else if delay > 0 {
+                    switch = self.auto_promotion_due(status, events, plan, delay);
+                } else {
+                    switch = true;
+                }
+            }
+        }
+        if switch {
+            self.switch_service(plan, events, &services.active, &hash, &rollout);
+            bgs.active_selector = Some(hash.clone());
+            bgs.scale_up_preview_check_point = None;
+            remove_pause(status, &PauseReason::BlueGreenPause);
+            status.controller_pause = None;
+            status.promote_full = None;
+            if status.stable_rs.as_deref() != Some(hash.as_str()) {
+                events.push(Event::normal(
+                    "RolloutCompleted",
+                    format!(
+                        "Rollout completed update to revision {} ({hash}): Switched active service",
+                        u.revision
+                    ),
+                ));
+            }
+            status.stable_rs = Some(hash.clone());
+            promoted = true;
+        }
+
+        // Older ReplicaSets (neither new nor active) go after scaleDownDelaySeconds; at most
+        // scaleDownDelayRevisionLimit of them may wait, the newest first.
+        let delay = bg
+            .scale_down_delay_seconds
+            .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
+        let keep_hashes: Vec<&str> = [Some(hash.as_str()), bgs.active_selector.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut older: Vec<&ReplicaSet> = self
+            .all
+            .iter()
+            .copied()
+            .filter(|rs| !rs.pod_hash().is_some_and(|h| keep_hashes.contains(&h)))
+            .collect();
+        older.sort_by_key(|rs| std::cmp::Reverse(rs.revision().unwrap_or(0)));
+        let mut waiting = 0;
+        for rs in older {
+            if rs.spec_replicas() == 0 {
+                if rs.annotation(SCALE_DOWN_DEADLINE).is_some() {
+                    let mut a = BTreeMap::new();
+                    a.insert(SCALE_DOWN_DEADLINE.to_string(), None);
+                    plan.actions.push(Action::AnnotateReplicaSet {
+                        name: rs.name().to_string(),
+                        resource_version: rs.metadata.resource_version.clone(),
+                        annotations: a,
+                    });
+                }
+                continue;
+            }
+            let may_wait = bg
+                .scale_down_delay_revision_limit
+                .is_none_or(|limit| waiting < limit);
+            if may_wait && delay > 0 {
+                waiting += 1;
+                scaled |= self.scale_down_after(plan, events, rs, delay);
+            } else {
+                let mut extra = BTreeMap::new();
+                extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
+                let rev = rs.revision().unwrap_or(0);
+                scaled |= self.scale_with(plan, events, rs, 0, rev, extra);
+            }
+        }
+        self.clean_up_history(plan);
+        if !u.aborted {
+            scaled |= self.restart(status, plan, events);
+        }
+
+        status.blue_green = Some(bgs);
+        let active_now = status
+            .blue_green
+            .as_ref()
+            .and_then(|b| b.active_selector.clone());
+        let active_rs = active_now
+            .as_deref()
+            .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
+        self.fill_counts(status, active_rs.or(self.new_rs));
+        (scaled, promoted)
+    }
+
+    /// Records a deadline on `rs`, or scales it to 0 once the deadline has passed (removing
+    /// the annotation in the same write). Returns whether it scaled.
+    fn scale_down_after(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        rs: &ReplicaSet,
+        delay_secs: i32,
+    ) -> bool {
+        match delayed_scale_down(rs, self.now, delay_secs) {
+            Delayed::Annotate(deadline) => {
+                let mut a = BTreeMap::new();
+                a.insert(SCALE_DOWN_DEADLINE.to_string(), Some(deadline.to_string()));
+                plan.actions.push(Action::AnnotateReplicaSet {
+                    name: rs.name().to_string(),
+                    resource_version: rs.metadata.resource_version.clone(),
+                    annotations: a,
+                });
+                set_requeue(
+                    &mut plan.requeue_after,
+                    Duration::from_secs(delay_secs.max(1) as u64),
+                );
+                false
+            }
+            Delayed::Wait(left) => {
+                set_requeue(&mut plan.requeue_after, left);
+                false
+            }
+            Delayed::ScaleDownNow => {
+                let mut extra = BTreeMap::new();
+                extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
+                let rev = rs.revision().unwrap_or(0);
+                self.scale_with(plan, events, rs, 0, rev, extra)
+            }
+        }
+    }
+
+    fn switch_service(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        svc: &Service,
+        hash: &str,
+        rollout: &str,
+    ) {
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        let from = selected_hash(svc).unwrap_or_default().to_string();
+        plan.actions.push(Action::SwitchService {
+            name: name.clone(),
+            resource_version: svc.metadata.resource_version.clone(),
+            pod_hash: hash.to_string(),
+            rollout: rollout.to_string(),
+        });
+        events.push(Event::normal(
+            "SwitchService",
+            format!("Switched selector for service '{name}' from '{from}' to '{hash}'"),
+        ));
+    }
+
+    fn add_blue_green_pause(&self, status: &mut RolloutStatus, events: &mut Vec<Event>) {
+        let present = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .any(|p| p.reason.as_ref() == Some(&PauseReason::BlueGreenPause));
+        if present {
+            return;
+        }
+        status
+            .pause_conditions
+            .get_or_insert_with(Vec::new)
+            .push(PauseCondition {
+                reason: Some(PauseReason::BlueGreenPause),
+                start_time: Some(Time(self.now)),
+            });
+        status.controller_pause = Some(true);
+        events.push(Event::normal(
+            "RolloutPaused",
+            "Rollout is paused (BlueGreenPause)",
+        ));
+    }
+
+    /// autoPromotionSeconds: pause on arrival, promote once the pause is that old.
+    fn auto_promotion_due(
+        &self,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+        plan: &mut Plan,
+        delay_secs: i32,
+    ) -> bool {
+        let started = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .find(|p| p.reason.as_ref() == Some(&PauseReason::BlueGreenPause))
+            .and_then(|p| p.start_time.as_ref().map(|t| t.0));
+        let Some(started) = started else {
+            self.add_blue_green_pause(status, events);
+            set_requeue(
+                &mut plan.requeue_after,
+                Duration::from_secs(delay_secs as u64),
+            );
+            return false;
+        };
+        let elapsed = Duration::try_from(self.now.duration_since(started)).unwrap_or_default();
+        let delay = Duration::from_secs(delay_secs.max(0) as u64);
+        if elapsed >= delay {
+            true
+        } else {
+            set_requeue(&mut plan.requeue_after, delay - elapsed);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn rs_with(deadline: Option<&str>) -> ReplicaSet {
+        ReplicaSet {
+            metadata: ObjectMeta {
+                annotations: deadline
+                    .map(|d| [(SCALE_DOWN_DEADLINE.to_string(), d.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deadlines_compare_with_now_and_never_block_when_unreadable() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            delayed_scale_down(&rs_with(None), now, 30),
+            Delayed::Annotate("2026-01-01T00:00:30Z".parse().unwrap())
+        );
+        assert_eq!(
+            delayed_scale_down(&rs_with(Some("2026-01-01T00:00:10Z")), now, 30),
+            Delayed::Wait(Duration::from_secs(10))
+        );
+        for stale in [
+            "2025-12-31T23:59:59Z",
+            "",
+            "garbage",
+            "2026-01-01T00:00:00Z",
+        ] {
+            assert_eq!(
+                delayed_scale_down(&rs_with(Some(stale)), now, 30),
+                Delayed::ScaleDownNow,
+                "{stale:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn deadline_is_written_as_rfc3339_utc_seconds() {
+        let now: Timestamp = "2024-08-01T15:13:06Z".parse().unwrap();
+        let Delayed::Annotate(t) = delayed_scale_down(&rs_with(None), now, 30) else {
+            panic!("expected a new deadline");
+        };
+        assert_eq!(t.to_string(), "2024-08-01T15:13:36Z");
+    }
+}
