@@ -320,6 +320,11 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Hash of the stable ReplicaSet, when there is one to keep new pods away from.
+    fn stable_hash(&self) -> Option<&str> {
+        self.stable_rs.and_then(|rs| rs.pod_hash())
+    }
+
     fn rollout_name(&self) -> &str {
         self.ro.metadata.name.as_deref().unwrap_or_default()
     }
@@ -530,7 +535,14 @@ impl<'a> World<'a> {
         let mut scaled = false;
         match self.new_rs {
             None if !manually_paused => {
-                let rs = replicaset::build(self.ro, &self.p.pod_hash, revision, counts.canary);
+                let anti = self
+                    .p
+                    .canary()
+                    .anti_affinity
+                    .as_ref()
+                    .zip(self.stable_hash());
+                let rs =
+                    replicaset::build(self.ro, &self.p.pod_hash, revision, counts.canary, anti);
                 events.push(Event::normal(
                     "ScalingReplicaSet",
                     format!(

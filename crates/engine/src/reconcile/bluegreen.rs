@@ -139,7 +139,8 @@ impl World<'_> {
         };
         match self.new_rs {
             None if !u.manually_paused && !u.aborted => {
-                let rs = replicaset::build(self.ro, &hash, u.revision, new_target);
+                let anti = bg.anti_affinity.as_ref().zip(active_hash.as_deref());
+                let rs = replicaset::build(self.ro, &hash, u.revision, new_target, anti);
                 events.push(Event::normal(
                     "ScalingReplicaSet",
                     format!(
