@@ -13,7 +13,11 @@ CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 OUT="$CACHE_ROOT/kube-v$KUBE_VERSION"
 BIN="$OUT/bin"
 
-log() { printf '\033[1m[control-plane]\033[0m %s\n' "$*" >&2; }
+if [[ -t 2 ]]; then
+  log() { printf '\033[1m[control-plane]\033[0m %s\n' "$*" >&2; }
+else
+  log() { printf '[control-plane] %s\n' "$*" >&2; }
+fi
 
 if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" ]]; then
   log "using cached build in $BIN"
@@ -50,7 +54,8 @@ cd "$WORK"
 TARBALL="kubernetes_${DEB_VERSION}.orig.tar.gz"
 if [[ ! -f $TARBALL ]]; then
   log "downloading the kubernetes source package (about 34 MB)"
-  apt-get source --download-only kubernetes >&2
+  # Pinned to bookworm: other deb-src entries may offer a newer kubernetes without vendor/.
+  apt-get source -o APT::Sandbox::User=root --download-only kubernetes/bookworm >&2
 fi
 SRC="$WORK/kubernetes-$KUBE_VERSION"
 if [[ ! -d $SRC ]]; then
@@ -72,7 +77,11 @@ mkdir -p .go/src/k8s.io
 [[ -e .go/src/k8s.io/kubernetes ]] || ln -s ../../.. .go/src/k8s.io/kubernetes
 log "building kube-apiserver and kube-controller-manager (about 5 minutes on 2 cores, once)"
 ( cd .go/src/k8s.io/kubernetes && make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" ) >&2
-mkdir -p "$BIN"
-cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN/"
+# Moved into place in one step, so an interrupted copy never looks like a finished build.
+rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
+cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN.tmp/"
+rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 log "cached in $BIN"
+# The unpacked tree with its build output takes about 2 GB; the tarball stays for a rebuild.
+cd "$WORK" && rm -rf "$SRC"
 echo "$BIN"

@@ -1,0 +1,29 @@
+# Entry points for developers and CI. `make help` lists them.
+SHELL := bash
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+
+.PHONY: help demo cluster-up cluster-down fake-kubelet test
+
+help: ## List the targets
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
+
+demo: ## Run Sluice on the local control plane (or TARGET_KUBECONFIG=path) and watch a canary progress
+	TARGET_KUBECONFIG="$(TARGET_KUBECONFIG)" scripts/demo.sh
+
+cluster-up: ## Start the local control plane and fake kubelet (builds them the first time); idempotent
+	scripts/cluster-up.sh
+
+cluster-down: ## Stop the local control plane and remove its state in .dev/
+	scripts/cluster-down.sh
+
+fake-kubelet: ## Build the fake kubelet binary
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+
+test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+	scripts/cluster-up.sh
+	$(CARGO) test --workspace

@@ -1,0 +1,334 @@
+//! A stand-in for the kubelet of one node, for a control plane without container runtime.
+//!
+//! It registers a Ready [`Node`], binds every pending pod to it (there is no scheduler either),
+//! and reports pod status as the [`rules`] decide. It also finishes the deletion of pods being
+//! deleted, which a real kubelet does once their containers have stopped; without that they
+//! would hang in `Terminating`.
+//!
+//! Pods are processed by a [`Controller`]: one watch over all pods feeds a local cache, at most
+//! `concurrency` pods are handled at once, never the same pod twice at a time, and timed
+//! transitions (a readiness delay, a job finishing) are requeued on the controller's timer
+//! queue for the instant the rules name, so nothing is polled and nothing is re-listed.
+
+pub mod rules;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use rules::{Phase, PodFacts, Timings, evaluate};
+use status::{StatusContext, desired_status, needs_update};
+
+/// How the fake kubelet behaves.
+#[derive(Clone, Debug)]
+pub struct KubeletConfig {
+    pub node_name: String,
+    pub timings: Timings,
+    /// Pods handled at once.
+    pub concurrency: u16,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            node_name: "fake-node-1".to_string(),
+            timings: Timings::default(),
+            concurrency: 32,
+        }
+    }
+}
+
+/// The address the node reports and every pod gets as host IP.
+const HOST_IP: &str = "127.0.0.1";
+/// Slack added to timed requeues so the wake-up lands after the transition, not just before.
+const REQUEUE_SLACK: Duration = Duration::from_millis(20);
+
+struct Context {
+    client: Client,
+    config: KubeletConfig,
+    /// The pods started here, by uid.
+    pods: Mutex<HashMap<String, Tracked>>,
+}
+
+/// What the kubelet remembers of a pod it started.
+struct Tracked {
+    /// When it was started, to sub-second precision; `status.startTime` only keeps whole
+    /// seconds and serves after a restart of the kubelet.
+    start: Timestamp,
+    /// The phase and readiness last reported, to log each transition once.
+    reported: Option<(Phase, bool)>,
+}
+
+impl Context {
+    fn pods(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tracked>> {
+        self.pods.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn started_now(&self, uid: &str) {
+        let tracked = Tracked {
+            start: Timestamp::now(),
+            reported: None,
+        };
+        self.pods().insert(uid.to_string(), tracked);
+    }
+
+    fn start_of(&self, uid: &str, pod: &Pod) -> Timestamp {
+        let mut pods = self.pods();
+        let tracked = pods.entry(uid.to_string()).or_insert_with(|| Tracked {
+            start: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map_or_else(Timestamp::now, |t| t.0),
+            reported: None,
+        });
+        tracked.start
+    }
+
+    /// Records a report; true when it differs from the previous one.
+    fn reported(&self, uid: &str, outcome: (Phase, bool)) -> bool {
+        let mut pods = self.pods();
+        let Some(tracked) = pods.get_mut(uid) else {
+            return true;
+        };
+        tracked.reported.replace(outcome) != Some(outcome)
+    }
+
+    fn forget(&self, uid: &str) {
+        self.pods().remove(uid);
+    }
+}
+
+/// Registers the node and runs until the process gets SIGINT or SIGTERM.
+pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
+    register_node(&client, &config.node_name).await?;
+    info!(node = %config.node_name, "node registered and Ready");
+    let pods: Api<Pod> = Api::all(client.clone());
+    let concurrency = config.concurrency;
+    let ctx = Arc::new(Context {
+        client,
+        config,
+        pods: Mutex::new(HashMap::new()),
+    });
+    let pod_controller = Controller::new(pods, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(concurrency));
+    let sweeper = tokio::spawn(forget_vanished_pods(pod_controller.store(), ctx.clone()));
+    pod_controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|outcome| async move {
+            if let Err(e) = outcome {
+                debug!("pod not handled: {e}");
+            }
+        })
+        .await;
+    sweeper.abort();
+    info!("stopped");
+    Ok(())
+}
+
+async fn register_node(client: &Client, name: &str) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "sluice.dev/fake-node": "true",
+            },
+        },
+    }))?;
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let now = Timestamp::now().to_string();
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    let capacity =
+        json!({"cpu": "1000", "memory": "1Ti", "pods": "100000", "ephemeral-storage": "1Ti"});
+    let status = json!({
+        "status": {
+            "conditions": [
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+                condition("Ready", "True", "KubeletReady"),
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": HOST_IP},
+                {"type": "Hostname", "address": name},
+            ],
+            "capacity": capacity,
+            "allocatable": capacity,
+            "nodeInfo": {
+                "architecture": "amd64", "operatingSystem": "linux", "osImage": "sluice fake node",
+                "kernelVersion": "", "containerRuntimeVersion": "fake://0", "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2", "machineID": name, "systemUUID": name, "bootID": name,
+            },
+        }
+    });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let name = pod.name_any();
+    let uid = pod.uid().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    if node_name.is_some_and(|n| n != ctx.config.node_name) {
+        return Ok(Action::await_change());
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        // Unbound pods are removed by the API server itself.
+        if node_name.is_some() && finish_deletion(&api, &name, &uid).await? {
+            info!("{namespace}/{name} deleted");
+        }
+        ctx.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    let current = pod.status.as_ref();
+    if current
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed")
+    {
+        ctx.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    if node_name.is_none() {
+        if !bind(&api, &name, &ctx.config.node_name).await? {
+            return Ok(Action::await_change());
+        }
+        ctx.started_now(&uid);
+        debug!("{namespace}/{name} bound");
+    }
+    let start = ctx.start_of(&uid, &pod);
+    let now = Timestamp::now();
+    let elapsed = Duration::try_from(now.duration_since(start)).unwrap_or(Duration::ZERO);
+    let (facts, warnings) = PodFacts::from_pod(&pod);
+    for warning in warnings {
+        warn!("{namespace}/{name}: {warning}");
+    }
+    let eval = evaluate(&facts, &ctx.config.timings, elapsed);
+    let status_ctx = StatusContext {
+        current,
+        uid: &uid,
+        start,
+        now,
+        host_ip: HOST_IP,
+    };
+    let desired = desired_status(&eval, &status_ctx);
+    if needs_update(current, &desired) {
+        let patch = json!({ "status": desired });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+            Err(e) => return Err(e),
+        }
+        if ctx.reported(&uid, (eval.phase, eval.ready())) {
+            let readiness = if eval.ready() { "Ready" } else { "not Ready" };
+            info!("{namespace}/{name} {} {readiness}", eval.phase.as_str());
+        }
+    }
+    if eval.phase.is_terminal() {
+        ctx.forget(&uid);
+    }
+    Ok(match eval.next_change {
+        Some(at) => Action::requeue(at.saturating_sub(elapsed) + REQUEUE_SLACK),
+        None => Action::await_change(),
+    })
+}
+
+/// Binds the pod to the node. False when it is gone or bound elsewhere meanwhile.
+async fn bind(api: &Api<Pod>, name: &str, node_name: &str) -> Result<bool, kube::Error> {
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".to_string()),
+            kind: Some("Node".to_string()),
+            name: Some(node_name.to_string()),
+            ..ObjectReference::default()
+        },
+    };
+    match api
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes the pod for good. False when it was gone already.
+async fn finish_deletion(api: &Api<Pod>, name: &str, uid: &str) -> Result<bool, kube::Error> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn error_policy(pod: Arc<Pod>, error: &kube::Error, _ctx: Arc<Context>) -> Action {
+    warn!(
+        "{}/{}: {error}; retrying",
+        pod.namespace().unwrap_or_default(),
+        pod.name_any()
+    );
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Forgets pods that disappeared without passing through a deletion here (unbound
+/// pods, finished pods the API server removed itself).
+async fn forget_vanished_pods(store: Store<Pod>, ctx: Arc<Context>) {
+    let mut every = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        every.tick().await;
+        let live: std::collections::HashSet<String> =
+            store.state().iter().filter_map(|p| p.uid()).collect();
+        ctx.pods().retain(|uid, _| live.contains(uid));
+    }
+}

@@ -1,0 +1,10 @@
+//! Test support for Sluice against a real local control plane.
+//!
+//! - [`fake_kubelet`]: makes pods behave on a cluster that has no kubelet or scheduler; runs as
+//!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
+//! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
+//!   applying YAML, waiting for conditions.
+
+pub mod fake_kubelet;
+pub mod harness;
+pub mod kubeconfig;

@@ -1,0 +1,72 @@
+# Shared by cluster-up.sh and cluster-down.sh: where the local control plane keeps its state and
+# how its processes are recorded and stopped. Sourced, not run.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DEV="$ROOT/.dev"
+PIDS="$DEV/pids"
+LOGS="$DEV/logs"
+# Stopped in this order, started in the reverse one.
+COMPONENTS=(fake-kubelet kube-controller-manager kube-apiserver etcd)
+
+if [[ -t 2 ]]; then
+  log() { printf '\033[1m[%s]\033[0m %s\n' "$LOG_TAG" "$*" >&2; }
+else
+  log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
+fi
+die() { log "error: $*"; exit 1; }
+
+# Serialises cluster-up and cluster-down, also across test processes. The lock file stays in
+# .dev/ when the state is removed.
+take_lock() {
+  mkdir -p "$DEV"
+  exec 9>"$DEV/cluster.lock"
+  if ! flock -n 9; then
+    log "waiting for another cluster-up/cluster-down to finish"
+    flock 9
+  fi
+}
+
+# The executable a component runs as, to tell its pid from a recycled one.
+component_binary() {
+  case "$1" in
+    fake-kubelet) echo sluice-fake-kubelet ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# Prints the recorded pid of a component when that process is still the component.
+live_pid() {
+  local file="$PIDS/$1.pid" pid
+  [[ -f $file ]] || return 1
+  pid=$(<"$file")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$(component_binary "$1")" || return 1
+  echo "$pid"
+}
+
+# Stops one recorded process: SIGTERM, then SIGKILL after 10 s.
+stop_component() {
+  local name=$1 pid i
+  pid=$(live_pid "$name") || return 0
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  log "$name did not stop in 10 s; killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop_components() {
+  local name
+  for name in "${COMPONENTS[@]}"; do
+    stop_component "$name"
+  done
+}
+
+# Removes everything in .dev/ but the lock file.
+remove_state() {
+  find "$DEV" -mindepth 1 -maxdepth 1 ! -name cluster.lock -exec rm -rf {} +
+}
