@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value, json};
 use sluice_api::Rollout;
+use sluice_engine::labels::{MANAGED_BY, POD_TEMPLATE_HASH};
 use sluice_engine::{Action, Plan};
 
 use crate::writer::{ClusterWriter, WriteError};
@@ -29,6 +30,8 @@ pub async fn apply_plan<W: ClusterWriter>(
     let mut applied = Applied::default();
 
     for action in &plan.actions {
+        // Fencing: a replica that lost the leader lease stops between two writes.
+        writer.may_write()?;
         match action {
             Action::CreateReplicaSet { replica_set } => {
                 writer.create_replica_set(ns, replica_set).await?;
@@ -44,6 +47,14 @@ pub async fn apply_plan<W: ClusterWriter>(
                 patch["spec"] = json!({ "replicas": to });
                 writer.patch_replica_set(ns, rs, &patch).await?;
             }
+            Action::ConfirmReplicaSet {
+                name: rs,
+                resource_version,
+            } => {
+                // No field changes: the API server only checks the resourceVersion.
+                let patch = annotations_patch(resource_version.as_deref(), &Default::default());
+                writer.patch_replica_set(ns, rs, &patch).await?;
+            }
             Action::AnnotateReplicaSet {
                 name: rs,
                 resource_version,
@@ -54,6 +65,18 @@ pub async fn apply_plan<W: ClusterWriter>(
             }
             Action::DeleteReplicaSet { name: rs, uid } => {
                 writer.delete_replica_set(ns, rs, uid.as_deref()).await?;
+            }
+            Action::SwitchService {
+                name: svc,
+                resource_version,
+                pod_hash,
+                rollout: owner,
+            } => {
+                let mut annotations = std::collections::BTreeMap::new();
+                annotations.insert(MANAGED_BY.to_string(), Some(owner.clone()));
+                let mut patch = annotations_patch(resource_version.as_deref(), &annotations);
+                patch["spec"] = json!({ "selector": { POD_TEMPLATE_HASH: pod_hash } });
+                writer.patch_service(ns, svc, &patch).await?;
             }
             Action::EvictPod { name: pod, uid } => {
                 writer.evict_pod(ns, pod, uid.as_deref()).await?;
@@ -70,6 +93,7 @@ pub async fn apply_plan<W: ClusterWriter>(
         serde_json::to_value(rollout.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
     let new_status = serde_json::to_value(&plan.status).unwrap_or(Value::Null);
     if let Some(diff) = merge_diff(&old_status, &new_status) {
+        writer.may_write()?;
         let mut patch = json!({ "status": diff });
         if let Some(rv) = &rollout_rv {
             patch["metadata"] = json!({ "resourceVersion": rv });

@@ -1,10 +1,24 @@
-//! Command-line flags. Names follow Argo Rollouts' controller where it has the same setting,
-//! so existing Deployment manifests keep working.
+//! Command-line flags. Names and defaults follow Argo Rollouts' controller where it has the same
+//! setting, so existing Deployment manifests keep working.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{ArgAction, Parser, ValueEnum};
+
+use crate::duration::parse_go_duration;
+
+/// Lease that Argo Rollouts' controller campaigns for. Sluice uses the same one by default, so a
+/// Sluice and an Argo Rollouts controller never both write: while one holds the lease the other
+/// only watches. Installing Sluice beside a running Argo Rollouts and then scaling Argo Rollouts
+/// to zero is therefore a safe migration path (and scaling Sluice to zero the way back).
+pub const DEFAULT_LEASE_NAME: &str = "argo-rollouts-controller-lock";
+
+/// Namespace of the lease when neither `POD_NAMESPACE` nor a service-account namespace is known.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "argo-rollouts";
+
+const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// Sluice: progressive delivery for Kubernetes, compatible with Argo Rollouts.
 ///
@@ -40,6 +54,11 @@ pub struct Args {
     #[arg(long = "rollout-threads", default_value_t = 10)]
     pub rollout_threads: u16,
 
+    /// AnalysisRuns reconciled concurrently. Accepted for compatibility with Argo Rollouts'
+    /// manifests; it takes effect once AnalysisRuns are reconciled.
+    #[arg(long = "analysis-threads", default_value_t = 30)]
+    pub analysis_threads: u16,
+
     /// Log level: debug, info, warn or error.
     #[arg(long, default_value = "info", value_parser = ["debug", "info", "warn", "error"])]
     pub loglevel: String,
@@ -47,6 +66,77 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub logformat: LogFormat,
+
+    /// Elect a leader among the controller's replicas through a coordination.k8s.io Lease: only
+    /// the leader writes, the others keep their caches warm and take over when it goes. With
+    /// --leader-elect=false this instance always writes (run exactly one).
+    #[arg(
+        long = "leader-elect",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_value_t = true,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub leader_elect: bool,
+
+    /// How long a lease stays valid after its last renewal; a standby takes over when the
+    /// leader has not renewed for this long (by its own clock). Go duration syntax: 15s, 1m30s.
+    #[arg(long = "leader-election-lease-duration", default_value = "15s", value_parser = parse_go_duration, value_name = "DURATION")]
+    pub leader_election_lease_duration: Duration,
+
+    /// How long the leader keeps writing while its renewals fail. Past it, every write stops at
+    /// once and the controller campaigns again. Must be shorter than the lease duration.
+    #[arg(long = "leader-election-renew-deadline", default_value = "10s", value_parser = parse_go_duration, value_name = "DURATION")]
+    pub leader_election_renew_deadline: Duration,
+
+    /// Time between attempts to acquire or renew the lease.
+    #[arg(long = "leader-election-retry-period", default_value = "2s", value_parser = parse_go_duration, value_name = "DURATION")]
+    pub leader_election_retry_period: Duration,
+
+    /// Name of the Lease. Default: argo-rollouts-controller-lock (with --instance-id ID:
+    /// argo-rollouts-controller-lock-ID), the lease Argo Rollouts uses, so that Sluice and Argo
+    /// Rollouts exclude each other and can run side by side during a migration.
+    #[arg(long = "leader-election-lease-name", value_name = "NAME")]
+    pub leader_election_lease_name: Option<String>,
+
+    /// Namespace of the Lease. Default: $POD_NAMESPACE, then the service account's namespace,
+    /// then argo-rollouts.
+    #[arg(long = "leader-election-namespace", value_name = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Identity written into the Lease while leading. Default: <hostname>_<random UUID>.
+    #[arg(long = "leader-election-identity", value_name = "ID")]
+    pub leader_election_identity: Option<String>,
+
+    /// Port of the health endpoints (GET /healthz: alive; GET /readyz: caches synced). 0 binds
+    /// a free port; the bound port is logged.
+    #[arg(long = "healthzPort", default_value_t = 8080, value_name = "PORT")]
+    pub healthz_port: u16,
+
+    /// Port of the Prometheus endpoint (GET /metrics). 0 binds a free port; the bound port is
+    /// logged.
+    #[arg(
+        long = "metricsPort",
+        visible_alias = "metricsport",
+        default_value_t = 8090,
+        value_name = "PORT"
+    )]
+    pub metrics_port: u16,
+
+    /// Write the bound ports to this file as JSON ({"healthz":N,"metrics":N}) once listening;
+    /// useful with port 0.
+    #[arg(long = "ports-file", value_name = "PATH")]
+    pub ports_file: Option<PathBuf>,
+
+    /// Sustained rate of requests to the Kubernetes API, per second (client-side token bucket).
+    /// 0 disables the limit.
+    #[arg(long, default_value_t = 40.0)]
+    pub qps: f32,
+
+    /// Requests that may exceed --qps in a burst.
+    #[arg(long, default_value_t = 80)]
+    pub burst: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,10 +145,55 @@ pub enum LogFormat {
     Json,
 }
 
+impl Default for Args {
+    /// Every flag at its default, as if none was given.
+    fn default() -> Self {
+        Args::parse_from(["sluice-controller"])
+    }
+}
+
 impl Args {
     pub fn resync(&self) -> Duration {
         Duration::from_secs(self.rollout_resync.max(1))
     }
+
+    /// The Lease's name: the flag, or Argo Rollouts' lock name (suffixed with the instance id).
+    pub fn lease_name(&self) -> String {
+        match (&self.leader_election_lease_name, self.instance_id.as_str()) {
+            (Some(name), _) => name.clone(),
+            (None, "") => DEFAULT_LEASE_NAME.to_string(),
+            (None, id) => format!("{DEFAULT_LEASE_NAME}-{id}"),
+        }
+    }
+
+    /// The Lease's namespace: the flag, $POD_NAMESPACE, the service account's namespace file,
+    /// then `argo-rollouts`.
+    pub fn lease_namespace(&self) -> String {
+        let from_file = || std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
+        self.leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(from_file)
+            .map(|ns| ns.trim().to_string())
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_string())
+    }
+
+    /// The identity in the Lease: the flag, or `<hostname>_<uuid>` as client-go makes it.
+    pub fn lease_identity(&self) -> String {
+        self.leader_election_identity
+            .clone()
+            .unwrap_or_else(|| format!("{}_{}", hostname(), uuid::Uuid::new_v4()))
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "sluice-controller".to_string())
 }
 
 #[cfg(test)]
@@ -72,7 +207,17 @@ mod tests {
         let a = Args::parse_from(["sluice-controller"]);
         assert_eq!(a.rollout_resync, 900);
         assert_eq!(a.rollout_threads, 10);
+        assert_eq!(a.analysis_threads, 30);
         assert_eq!(a.instance_id, "");
+        assert!(a.leader_elect);
+        assert_eq!(a.leader_election_lease_duration, Duration::from_secs(15));
+        assert_eq!(a.leader_election_renew_deadline, Duration::from_secs(10));
+        assert_eq!(a.leader_election_retry_period, Duration::from_secs(2));
+        assert_eq!(a.healthz_port, 8080);
+        assert_eq!(a.metrics_port, 8090);
+        assert_eq!(a.qps, 40.0);
+        assert_eq!(a.burst, 80);
+        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock");
         let a = Args::parse_from([
             "sluice-controller",
             "--namespaced",
@@ -88,5 +233,93 @@ mod tests {
         assert!(a.namespaced);
         assert_eq!(a.namespace.as_deref(), Some("team-a"));
         assert_eq!(a.logformat, LogFormat::Json);
+        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock-e2e");
+    }
+
+    #[test]
+    fn leader_election_flags_take_go_durations_and_bool_values() {
+        let a = Args::parse_from([
+            "sluice-controller",
+            "--leader-elect=false",
+            "--leader-election-lease-duration",
+            "1m30s",
+            "--leader-election-renew-deadline=500ms",
+            "--leader-election-retry-period",
+            "0.2s",
+            "--leader-election-lease-name",
+            "mine",
+            "--leader-election-namespace",
+            "ops",
+            "--leader-election-identity",
+            "me",
+        ]);
+        assert!(!a.leader_elect);
+        assert_eq!(a.leader_election_lease_duration, Duration::from_secs(90));
+        assert_eq!(a.leader_election_renew_deadline, Duration::from_millis(500));
+        assert_eq!(a.leader_election_retry_period, Duration::from_millis(200));
+        assert_eq!(a.lease_name(), "mine");
+        assert_eq!(a.lease_namespace(), "ops");
+        assert_eq!(a.lease_identity(), "me");
+        assert!(Args::parse_from(["sluice-controller", "--leader-elect"]).leader_elect);
+        assert!(
+            Args::try_parse_from(["sluice-controller", "--leader-election-retry-period", "2"])
+                .is_err(),
+            "a duration needs a unit, as in Go"
+        );
+    }
+
+    #[test]
+    fn both_spellings_of_the_metrics_port_are_accepted() {
+        let a = Args::parse_from(["sluice-controller", "--metricsport", "9000"]);
+        assert_eq!(a.metrics_port, 9000);
+        let a = Args::parse_from([
+            "sluice-controller",
+            "--metricsPort",
+            "0",
+            "--healthzPort",
+            "0",
+            "--ports-file",
+            "/tmp/p.json",
+        ]);
+        assert_eq!((a.metrics_port, a.healthz_port), (0, 0));
+        assert_eq!(a.ports_file, Some(PathBuf::from("/tmp/p.json")));
+    }
+
+    #[test]
+    fn default_identity_is_hostname_underscore_uuid() {
+        let id = Args::default().lease_identity();
+        let (host, uuid) = id.rsplit_once('_').unwrap();
+        assert!(!host.is_empty());
+        assert!(uuid::Uuid::parse_str(uuid).is_ok(), "{id}");
+        assert_ne!(
+            id,
+            Args::default().lease_identity(),
+            "unique per process start"
+        );
+    }
+
+    #[test]
+    fn help_documents_every_flag() {
+        let mut cmd = Args::command();
+        for arg in cmd.get_arguments() {
+            if arg.get_id() == "help" || arg.get_id() == "version" {
+                continue;
+            }
+            assert!(
+                arg.get_help().is_some_and(|h| !h.to_string().is_empty()),
+                "--{} has no help",
+                arg.get_id()
+            );
+        }
+        let help = cmd.render_long_help().to_string();
+        for flag in [
+            "--leader-elect",
+            "--healthzPort",
+            "--metricsPort",
+            "--qps",
+            "--burst",
+        ] {
+            assert!(help.contains(flag), "{flag} missing from --help");
+        }
     }
 }

@@ -1,18 +1,28 @@
-//! The `sluice-controller` runtime: flags, client, watches and caches, the apply layer that
-//! executes the engine's plans, events.
+//! The `sluice-controller` runtime: flags, clients, leader election and write fencing, watches
+//! and caches, the apply layer that executes the engine's plans, events, health and metrics.
 
 pub mod apply;
 pub mod args;
+pub mod client;
+pub mod duration;
+pub mod election;
+pub mod fence;
+pub mod health;
+pub mod lease;
+pub mod metrics;
+pub mod ratelimit;
 pub mod reconciler;
+pub mod runtime;
 pub mod writer;
 
 use std::path::Path;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 
 pub use args::Args;
+pub use runtime::{ControllerHandle, Options, start};
 
 /// Installs the TLS crypto provider once. Both `ring` and `aws-lc-rs` can end up linked in
 /// through dependencies; rustls refuses to guess, so the choice is made explicitly.
@@ -34,21 +44,27 @@ pub fn init_logging(args: &Args) {
     };
 }
 
-/// A client from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG, ~/.kube).
+/// A plain client from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG,
+/// ~/.kube).
 pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    Ok(Client::try_from(client::config(kubeconfig).await?)?)
 }
 
-/// Runs the controller until SIGINT/SIGTERM.
+/// Runs the controller until SIGINT/SIGTERM, then steps down: writes stop, the lease is
+/// released for a standby, and the process ends. A second signal exits at once.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_deref()).await?;
-    reconciler::run(client, &args).await
+    let config = client::config(args.kubeconfig.as_deref()).await?;
+    let handle = start(config, &args, Options::default()).await?;
+    let stop = handle.stop_token();
+    tokio::spawn(async move {
+        runtime::shutdown_signal().await;
+        info!("shutting down: stopping writes and releasing the leader lease");
+        stop.cancel();
+        runtime::shutdown_signal().await;
+        warn!("second signal: exiting without waiting");
+        std::process::exit(130);
+    });
+    let result = handle.join().await;
+    info!("controller stopped");
+    result
 }

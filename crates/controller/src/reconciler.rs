@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::apply::apply_plan;
 use crate::args::Args;
+use crate::runtime::Hooks;
 use crate::writer::{ClusterWriter, KubeWriter, WriteError};
 
 /// Label that assigns an object to one controller instance.
@@ -30,6 +31,7 @@ pub struct Context {
     replica_sets: Store<ReplicaSet>,
     recorder: Recorder,
     resync: Duration,
+    hooks: Hooks,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +50,14 @@ pub fn instance_selector(instance_id: &str) -> String {
     }
 }
 
+/// Runs the reconciler alone: it always writes and stops on SIGINT/SIGTERM.
 pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
+    run_with(client, args, Hooks::standalone()).await
+}
+
+/// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
+/// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`.
+pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
     let (rollouts, replica_sets): (Api<Rollout>, Api<ReplicaSet>) = if args.namespaced {
         let ns = args
             .namespace
@@ -75,7 +84,7 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
     .touched_objects();
 
     let ctx = Arc::new(Context {
-        writer: KubeWriter::new(client.clone()),
+        writer: KubeWriter::with_gate(client.clone(), hooks.gate.clone()),
         replica_sets: rs_reader,
         recorder: Recorder::new(
             client.clone(),
@@ -85,6 +94,7 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
             },
         ),
         resync: args.resync(),
+        hooks: hooks.clone(),
     });
 
     let controller = Controller::new(
@@ -93,10 +103,13 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
     )
     .owns_stream(rs_stream)
     .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
-    .shutdown_on_signal();
+    // A new leader reconciles everything: as a follower it decided nothing.
+    .reconcile_all_on(hooks.gate.acquisitions());
+    let controller = hooks.with_shutdown(controller);
+    hooks.watch_caches(controller.store(), ctx.replica_sets.clone());
 
     controller
-        .run(reconcile, error_policy, ctx)
+        .run(observed_reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(rollout = %obj, "reconciled"),
@@ -124,13 +137,31 @@ fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet
         .collect()
 }
 
+/// [`reconcile`], timed and counted for the metrics (only when it may act).
+async fn observed_reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if !ctx.hooks.gate.is_open() {
+        return reconcile(ro, ctx).await;
+    }
+    let started = std::time::Instant::now();
+    let result = reconcile(ro.clone(), ctx.clone()).await;
+    ctx.hooks
+        .observe_reconcile(&ro, started.elapsed(), result.is_err());
+    result
+}
+
 async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     if ro.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    // A follower keeps its caches warm but decides nothing; it reconciles everything when it
+    // becomes the leader. The plan is pinned to this term: if leadership is lost (or lost and
+    // regained) meanwhile, its remaining writes are refused.
+    let Some(term) = ctx.hooks.gate.term() else {
+        return Ok(Action::await_change());
+    };
     // Deciding on a half-filled ReplicaSet cache could mistake a running update for a first
     // deploy, so nothing is decided before the cache has listed everything once.
-    if ctx.replica_sets.wait_until_ready().await.is_err() {
+    if !crate::runtime::store_ready(&ctx.replica_sets).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let now = Timestamp::now();
@@ -146,14 +177,22 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     } else {
         Vec::new()
     };
+    let mut services = Vec::new();
+    for name in Observed::service_names(&ro) {
+        let ns = ro.namespace().unwrap_or_default();
+        if let Some(svc) = ctx.writer.get_service(&ns, &name).await? {
+            services.push(svc);
+        }
+    }
     let observed = Observed {
         rollout: (*ro).clone(),
         replica_sets: owned_replica_sets(&ctx.replica_sets, &ro),
         pods,
+        services,
         now,
     };
     let plan = sluice_engine::reconcile(&observed);
-    match apply_plan(&ctx.writer, &ro, &plan).await {
+    match apply_plan(&ctx.writer.for_term(term), &ro, &plan).await {
         Ok(applied) => {
             if applied.writes > 0 {
                 debug!(rollout = %ro.name_any(), writes = applied.writes, "applied plan");
@@ -161,6 +200,11 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
             let reference = ro.object_ref(&());
             for ev in &plan.events {
                 info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), reason = ev.reason, "{}", ev.message);
+                let type_name = match ev.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                };
+                ctx.hooks.count_event(&ro, type_name, ev.reason);
                 let event = KubeEvent {
                     type_: match ev.type_ {
                         EventType::Normal => KubeEventType::Normal,
@@ -178,6 +222,11 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
             Ok(Action::requeue(
                 plan.requeue_after.map_or(ctx.resync, |d| d.min(ctx.resync)),
             ))
+        }
+        Err(WriteError::NotLeader) => {
+            // Leadership ended mid-plan: the next leader re-decides from what was written.
+            debug!(rollout = %ro.name_any(), "not the leader any more, plan abandoned");
+            Ok(Action::await_change())
         }
         Err(WriteError::Conflict) | Err(WriteError::NotFound) => {
             // Our view was stale: observe again shortly. Not an error.

@@ -4,13 +4,15 @@
 use std::future::Future;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{
     DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use kube::{Api, Client};
 use serde_json::Value;
 use sluice_api::Rollout;
+
+use crate::fence::{Fenced, WriteGate};
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +22,10 @@ pub enum WriteError {
     Conflict,
     #[error("not found")]
     NotFound,
+    /// This instance does not hold the leader lease (or lost it since the plan was decided):
+    /// nothing was written. Not an error of the Rollout; the leader handles it.
+    #[error("not the leader: write refused")]
+    NotLeader,
     #[error("{0}")]
     Api(String),
 }
@@ -30,6 +36,7 @@ impl From<kube::Error> for WriteError {
             kube::Error::Api(status) if status.is_conflict() => WriteError::Conflict,
             kube::Error::Api(status) if status.is_already_exists() => WriteError::Conflict,
             kube::Error::Api(status) if status.is_not_found() => WriteError::NotFound,
+            kube::Error::Service(inner) if inner.is::<Fenced>() => WriteError::NotLeader,
             _ => WriteError::Api(e.to_string()),
         }
     }
@@ -38,6 +45,12 @@ impl From<kube::Error> for WriteError {
 /// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
 /// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
 pub trait ClusterWriter: Send + Sync {
+    /// Whether a write may be made now. The apply layer asks right before each write, so a
+    /// controller that lost its leader lease stops at once, even in the middle of a plan.
+    fn may_write(&self) -> Result<(), WriteError> {
+        Ok(())
+    }
+
     fn create_replica_set(
         &self,
         namespace: &str,
@@ -64,6 +77,21 @@ pub trait ClusterWriter: Send + Sync {
         namespace: &str,
         name: &str,
         uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Reads a Service (blue-green Rollouts route through theirs); `None` when it is absent.
+    fn get_service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Service>, WriteError>> + Send;
+
+    /// Merge-patches a Service (its selector and managed-by annotation).
+    fn patch_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
     /// Lists the pods a label selector matches (only used while a restart is pending).
@@ -94,14 +122,35 @@ pub trait ClusterWriter: Send + Sync {
 #[derive(Clone)]
 pub struct KubeWriter {
     client: Client,
+    gate: WriteGate,
+    /// The leadership term the current plan was decided in, when pinned.
+    term: Option<u64>,
 }
 
 /// Field manager recorded on every write.
 pub const FIELD_MANAGER: &str = "sluice-controller";
 
 impl KubeWriter {
+    /// A writer that always may write.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self::with_gate(client, WriteGate::open())
+    }
+
+    /// A writer that writes only while `gate` is open.
+    pub fn with_gate(client: Client, gate: WriteGate) -> Self {
+        Self {
+            client,
+            gate,
+            term: None,
+        }
+    }
+
+    /// This writer, writing only while the leadership term is still `term`.
+    pub fn for_term(&self, term: u64) -> Self {
+        Self {
+            term: Some(term),
+            ..self.clone()
+        }
     }
 
     fn params() -> PatchParams {
@@ -113,6 +162,12 @@ impl KubeWriter {
 }
 
 impl ClusterWriter for KubeWriter {
+    fn may_write(&self) -> Result<(), WriteError> {
+        self.gate
+            .check(self.term)
+            .map_err(|_| WriteError::NotLeader)
+    }
+
     async fn create_replica_set(&self, namespace: &str, rs: &ReplicaSet) -> Result<(), WriteError> {
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
         let pp = PostParams {
@@ -184,6 +239,27 @@ impl ClusterWriter for KubeWriter {
                 other => Err(other),
             },
         }
+    }
+
+    async fn get_service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Service>, WriteError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api.get_opt(name).await?)
+    }
+
+    async fn patch_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(())
     }
 
     async fn list_pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, WriteError> {

@@ -2,9 +2,11 @@
 //!
 //! - [`fake_kubelet`]: makes pods behave on a cluster that has no kubelet or scheduler; runs as
 //!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
+//! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
 //! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
 //!   applying YAML, waiting for conditions.
 
 pub mod fake_kubelet;
+pub mod fault_proxy;
 pub mod harness;
 pub mod kubeconfig;

@@ -1,0 +1,53 @@
+//! Kubernetes clients with the controller's request middleware.
+//!
+//! The controller's client stacks, outermost first: the write fence, the `--qps`/`--burst` rate
+//! limiter, request metrics. The lease client only counts requests: it must never wait behind
+//! a burst of controller traffic (a late renewal costs the lease) nor be fenced (it is how
+//! leadership is won).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kube::Client;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::fence::{FenceLayer, InFlight, WriteGate};
+use crate::metrics::{Metrics, RequestMetricsLayer};
+use crate::ratelimit::RateLimitLayer;
+
+/// Client configuration from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG,
+/// ~/.kube/config).
+pub async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    })
+}
+
+/// The client the reconciler reads and writes with.
+pub fn controller_client(
+    config: kube::Config,
+    metrics: Arc<Metrics>,
+    qps: f32,
+    burst: u32,
+    gate: WriteGate,
+    in_flight: InFlight,
+) -> anyhow::Result<Client> {
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&RequestMetricsLayer::new(metrics))
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .with_layer(&FenceLayer::new(gate, in_flight))
+        .build())
+}
+
+/// The client the leader election uses.
+pub fn lease_client(config: kube::Config, metrics: Arc<Metrics>) -> anyhow::Result<Client> {
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&RequestMetricsLayer::new(metrics))
+        .build())
+}

@@ -1,0 +1,328 @@
+//! The controller process: clients, leader election, the reconciler, health and metrics
+//! endpoints, and an orderly shutdown (stop writing, let in-flight writes land, release the
+//! lease, stop serving).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::ResourceExt;
+use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
+use sluice_api::Rollout;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::args::Args;
+use crate::election::{Election, KubeLeases, LeaseClient};
+use crate::fence::{InFlight, Leadership, WriteGate};
+use crate::health::{BoundPorts, Health, Listeners, write_ports_file};
+use crate::lease::ElectionConfig;
+use crate::metrics::Metrics;
+use crate::{client, reconciler};
+
+/// The controller's version, as reported by `--version` and `argo_rollouts_controller_info`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What the process around the reconciler gives it: the write gate, metrics, readiness and
+/// a shutdown trigger.
+#[derive(Clone)]
+pub struct Hooks {
+    pub gate: WriteGate,
+    pub metrics: Option<Arc<Metrics>>,
+    pub health: Option<Arc<Health>>,
+    /// Graceful shutdown trigger; `None` means SIGINT/SIGTERM.
+    pub stop: Option<CancellationToken>,
+}
+
+impl Hooks {
+    /// A lone reconciler: always writes, stops on a signal, no metrics.
+    pub fn standalone() -> Hooks {
+        Hooks {
+            gate: WriteGate::open(),
+            metrics: None,
+            health: None,
+            stop: None,
+        }
+    }
+
+    pub(crate) fn with_shutdown(&self, controller: Controller<Rollout>) -> Controller<Rollout> {
+        match &self.stop {
+            Some(stop) => controller.graceful_shutdown_on(stop.clone().cancelled_owned()),
+            None => controller.shutdown_on_signal(),
+        }
+    }
+
+    /// Reports readiness and feeds the Rollout gauges once both caches have synced.
+    pub(crate) fn watch_caches(&self, rollouts: Store<Rollout>, replica_sets: Store<ReplicaSet>) {
+        let (metrics, health) = (self.metrics.clone(), self.health.clone());
+        if metrics.is_none() && health.is_none() {
+            return;
+        }
+        tokio::spawn(async move {
+            if !store_ready(&rollouts).await || !store_ready(&replica_sets).await {
+                return;
+            }
+            if let Some(m) = metrics {
+                m.use_rollout_cache(rollouts);
+            }
+            if let Some(h) = health {
+                h.set_caches_synced();
+            }
+            info!("caches synced");
+        });
+    }
+
+    pub(crate) fn observe_reconcile(&self, ro: &Rollout, took: Duration, failed: bool) {
+        if let Some(m) = &self.metrics {
+            m.observe_reconcile(
+                &ro.namespace().unwrap_or_default(),
+                &ro.name_any(),
+                took,
+                failed,
+            );
+        }
+    }
+
+    pub(crate) fn count_event(&self, ro: &Rollout, type_: &str, reason: &str) {
+        if let Some(m) = &self.metrics {
+            m.count_event(
+                &ro.namespace().unwrap_or_default(),
+                &ro.name_any(),
+                type_,
+                reason,
+            );
+        }
+    }
+}
+
+/// Waits until a watch cache has listed everything once; `false` if it never will.
+///
+/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
+/// readiness is a one-shot channel with a single waker slot), so waiting callers re-poll it.
+pub async fn store_ready<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_) => continue,
+        }
+    }
+}
+
+/// Ways to embed the controller beyond its flags.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Reach the Lease through this instead of the API server (to inject lease faults).
+    pub lease_client: Option<Arc<dyn LeaseClient>>,
+}
+
+/// A running controller. Dropping the handle starts the orderly shutdown without waiting for
+/// it; [`ControllerHandle::shutdown`] waits.
+pub struct ControllerHandle {
+    identity: String,
+    gate: WriteGate,
+    ports: BoundPorts,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Drop for ControllerHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl ControllerHandle {
+    /// The identity this instance campaigns with.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Leadership as the write fence sees it.
+    pub fn gate(&self) -> WriteGate {
+        self.gate.clone()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.gate.is_open()
+    }
+
+    /// The ports the health and metrics endpoints are bound to.
+    pub fn ports(&self) -> BoundPorts {
+        self.ports
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Whether the controller is still running (it does not stop on losing the lease).
+    pub fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Cancelling it starts the orderly shutdown.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Stops writing, releases the lease and waits for the controller to end.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.stop.cancel();
+        self.join().await
+    }
+
+    /// Waits for the controller to end.
+    pub async fn join(mut self) -> anyhow::Result<()> {
+        match self.task.take() {
+            Some(task) => task.await.context("controller task")?,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Starts the controller: binds the endpoints (failing at once if a port is taken), starts
+/// campaigning for the lease (or leads at once with `--leader-elect=false`) and starts the
+/// reconciler.
+pub async fn start(
+    config: kube::Config,
+    args: &Args,
+    options: Options,
+) -> anyhow::Result<ControllerHandle> {
+    let identity = args.lease_identity();
+    let election = args
+        .leader_elect
+        .then(|| {
+            let c = ElectionConfig {
+                identity: identity.clone(),
+                lease_name: args.lease_name(),
+                lease_namespace: args.lease_namespace(),
+                lease_duration: args.leader_election_lease_duration,
+                renew_deadline: args.leader_election_renew_deadline,
+                retry_period: args.leader_election_retry_period,
+            };
+            c.validate().map(|()| c).map_err(anyhow::Error::msg)
+        })
+        .transpose()?;
+
+    let metrics = Metrics::new(VERSION);
+    let health = Arc::new(Health::default());
+    let stop = CancellationToken::new();
+    let in_flight = InFlight::default();
+    let (leadership, gate) = if election.is_some() {
+        Leadership::new()
+    } else {
+        Leadership::always()
+    };
+    metrics.set_leader(gate.is_open());
+    let client = client::controller_client(
+        config.clone(),
+        metrics.clone(),
+        args.qps,
+        args.burst,
+        gate.clone(),
+        in_flight.clone(),
+    )?;
+
+    let listeners = Listeners::bind(args.healthz_port, args.metrics_port).await?;
+    let ports = listeners.ports;
+    info!(
+        healthz_port = ports.healthz,
+        metrics_port = ports.metrics,
+        "serving /healthz and /readyz, and /metrics"
+    );
+    if let Some(path) = &args.ports_file {
+        write_ports_file(path, ports)?;
+    }
+    let servers_stop = CancellationToken::new();
+    let servers = listeners.serve(health.clone(), metrics.clone(), servers_stop.clone());
+
+    let stepping_down: JoinHandle<()> = match election {
+        Some(config_) => {
+            let leases: Arc<dyn LeaseClient> = match options.lease_client {
+                Some(leases) => leases,
+                None => Arc::new(KubeLeases::new(
+                    client::lease_client(config, metrics.clone())?,
+                    &config_.lease_namespace,
+                    &config_.lease_name,
+                )),
+            };
+            let election = Election::new(config_, leases, leadership, in_flight, metrics.clone());
+            tokio::spawn(election.run(stop.clone()))
+        }
+        None => {
+            info!("leader election disabled: this instance always writes");
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                stop.cancelled().await;
+                leadership.set(None);
+                in_flight.drained(Duration::from_secs(1)).await;
+            })
+        }
+    };
+    {
+        let (stop, health) = (stop.clone(), health.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            health.set_stopping();
+        });
+    }
+
+    let hooks = Hooks {
+        gate: gate.clone(),
+        metrics: Some(metrics.clone()),
+        health: Some(health),
+        stop: Some(stop.clone()),
+    };
+    let task = {
+        let args = args.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let result = reconciler::run_with(client, &args, hooks).await;
+            // However the reconciler ended, step down before the process goes.
+            stop.cancel();
+            let _ = stepping_down.await;
+            servers_stop.cancel();
+            let _ = servers.await;
+            result
+        })
+    };
+    Ok(ControllerHandle {
+        identity,
+        gate,
+        ports,
+        metrics,
+        stop,
+        task: Some(task),
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,415 @@
+//! A fault-injecting proxy for the Kubernetes API, to put between a controller and the API
+//! server in tests.
+//!
+//! The controller talks plain HTTP to the proxy (no credentials needed); the proxy forwards
+//! every request over HTTPS with the upstream client configuration it was given (its TLS
+//! settings and credentials), streaming responses so watches work. At the configured rate a
+//! request meets one of the [`Fault`]s instead:
+//!
+//! - an error status before the request reaches the server (409 for writes only; 429 with
+//!   `Retry-After`; 500; 503),
+//! - an error status after the server applied it (the response is lost, as with a timeout),
+//! - a slow response,
+//! - for watches, the connection dropped after a moment.
+//!
+//! Faults are drawn from a seeded generator, so a failing run can be repeated.
+//!
+//! ```no_run
+//! # async fn example(upstream: kube::Config) -> anyhow::Result<()> {
+//! use sluice_testenv::fault_proxy::{FaultProxy, Faults};
+//! let proxy = FaultProxy::start(upstream, Faults::at_rate(0.1, 42)).await?;
+//! let client = kube::Client::try_from(proxy.client_config())?;
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use futures::StreamExt;
+use kube::Client;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Largest request body forwarded (objects are far smaller).
+const MAX_REQUEST_BODY: usize = 16 * 1024 * 1024;
+
+/// What can happen to a request instead of plain forwarding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// Answered with this status; the server never sees the request.
+    Refused(u16),
+    /// Forwarded and applied, but the client gets this status instead of the response.
+    ResponseLost(u16),
+    /// Forwarded after this delay.
+    Slow(Duration),
+    /// A watch whose stream ends after this long.
+    WatchDropped(Duration),
+}
+
+impl Fault {
+    fn label(&self) -> String {
+        match self {
+            Fault::Refused(code) => format!("refused-{code}"),
+            Fault::ResponseLost(code) => format!("response-lost-{code}"),
+            Fault::Slow(_) => "slow".into(),
+            Fault::WatchDropped(_) => "watch-dropped".into(),
+        }
+    }
+}
+
+/// How often and with what faults requests fail.
+#[derive(Clone, Debug)]
+pub struct Faults {
+    /// Fraction of requests (0.0 to 1.0) that meet a fault.
+    pub rate: f64,
+    /// Fraction of watches whose connection is dropped after a moment.
+    pub watch_drop_rate: f64,
+    pub seed: u64,
+    /// Slow responses are delayed by up to this.
+    pub max_delay: Duration,
+    /// Dropped watches last up to this.
+    pub max_watch: Duration,
+}
+
+impl Faults {
+    pub fn at_rate(rate: f64, seed: u64) -> Faults {
+        Faults {
+            rate,
+            watch_drop_rate: rate,
+            seed,
+            max_delay: Duration::from_millis(1500),
+            max_watch: Duration::from_secs(3),
+        }
+    }
+
+    pub fn none() -> Faults {
+        Faults::at_rate(0.0, 0)
+    }
+}
+
+/// xorshift64*: small, seeded, good enough to pick faults.
+#[derive(Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Decides which requests meet which fault.
+#[derive(Debug)]
+struct Picker {
+    faults: Faults,
+    rng: Rng,
+}
+
+impl Picker {
+    fn new(faults: Faults) -> Picker {
+        Picker {
+            rng: Rng(faults.seed | 1),
+            faults,
+        }
+    }
+
+    fn pick(&mut self, method: &Method, watch: bool) -> Option<Fault> {
+        let rng = &mut self.rng;
+        let delay = |rng: &mut Rng, max: Duration| {
+            Duration::from_millis(100 + rng.below(max.as_millis().max(101) as u64 - 100))
+        };
+        if watch && rng.unit() < self.faults.watch_drop_rate {
+            return Some(Fault::WatchDropped(delay(rng, self.faults.max_watch)));
+        }
+        if rng.unit() >= self.faults.rate {
+            return None;
+        }
+        if watch {
+            return Some(if rng.below(2) == 0 {
+                Fault::Refused(if rng.below(2) == 0 { 500 } else { 503 })
+            } else {
+                Fault::Slow(delay(rng, self.faults.max_delay))
+            });
+        }
+        let mutating = !matches!(*method, Method::GET | Method::HEAD);
+        // The API server answers 409 to writes only.
+        let refusals: &[u16] = if mutating {
+            &[409, 429, 500, 503]
+        } else {
+            &[429, 500, 503]
+        };
+        Some(match rng.below(if mutating { 3 } else { 2 }) {
+            0 => Fault::Refused(refusals[rng.below(refusals.len() as u64) as usize]),
+            1 => Fault::Slow(delay(rng, self.faults.max_delay)),
+            _ => Fault::ResponseLost(if rng.below(2) == 0 { 500 } else { 503 }),
+        })
+    }
+}
+
+struct State {
+    upstream: Client,
+    picker: Mutex<Picker>,
+    injected: Mutex<BTreeMap<String, u64>>,
+    forwarded: Mutex<u64>,
+}
+
+impl State {
+    fn pick(&self, method: &Method, watch: bool) -> Option<Fault> {
+        self.picker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pick(method, watch)
+    }
+
+    fn record(&self, fault: &Fault) {
+        *self
+            .injected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(fault.label())
+            .or_default() += 1;
+    }
+}
+
+/// A running proxy; stops when dropped.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultProxy {
+    /// Listens on a free local port and forwards to the API server of `upstream`.
+    pub async fn start(upstream: kube::Config, faults: Faults) -> anyhow::Result<FaultProxy> {
+        let client = Client::try_from(upstream).context("building the upstream client")?;
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State {
+            upstream: client,
+            picker: Mutex::new(Picker::new(faults)),
+            injected: Mutex::new(BTreeMap::new()),
+            forwarded: Mutex::new(0),
+        });
+        let app = axum::Router::new().fallback({
+            let state = state.clone();
+            move |request: Request<Body>| {
+                let state = state.clone();
+                async move { handle(&state, request).await }
+            }
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FaultProxy { addr, state, task })
+    }
+
+    /// A client configuration that reaches the API server through this proxy.
+    pub fn client_config(&self) -> kube::Config {
+        let url = format!("http://{}", self.addr)
+            .parse()
+            .unwrap_or_else(|_| unreachable!("a socket address is a valid authority"));
+        kube::Config::new(url)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Faults injected so far, by kind (`refused-409`, `response-lost-503`, `slow`,
+    /// `watch-dropped`, ...).
+    pub fn injected(&self) -> BTreeMap<String, u64> {
+        self.state
+            .injected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Requests seen so far.
+    pub fn requests(&self) -> u64 {
+        *self
+            .state
+            .forwarded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn is_watch(request: &Request<Body>) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
+}
+
+/// A Kubernetes `Status` error response.
+fn status_response(code: u16) -> Response<Body> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let reason = match code {
+        409 => "Conflict",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        _ => "InternalError",
+    };
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("injected fault: {reason}"),
+        "reason": reason,
+        "code": code,
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    if code == 429 {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// Headers that belong to one connection, or that the upstream client sets itself.
+fn forwardable(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in headers {
+        if matches!(
+            name.as_str(),
+            "host"
+                | "connection"
+                | "keep-alive"
+                | "transfer-encoding"
+                | "content-length"
+                | "authorization"
+                | "upgrade"
+                | "te"
+                | "trailer"
+                | "proxy-connection"
+        ) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
+    *state.forwarded.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    let watch = is_watch(&request);
+    let fault = state.pick(request.method(), watch);
+    if let Some(f) = &fault {
+        state.record(f);
+    }
+    match fault {
+        Some(Fault::Refused(code)) => return status_response(code),
+        Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
+        _ => {}
+    }
+
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => return status_response(500),
+    };
+    let mut upstream = Request::builder()
+        .method(parts.method)
+        .uri(parts.uri)
+        .body(kube::client::Body::from(body))
+        .unwrap_or_else(|_| unreachable!("parts of a valid request"));
+    *upstream.headers_mut() = forwardable(&parts.headers);
+
+    let response = match state.upstream.send(upstream).await {
+        Ok(response) => response,
+        Err(kube::Error::Api(status)) => return status_response(status.code),
+        Err(_) => return status_response(503),
+    };
+    if let Some(Fault::ResponseLost(code)) = fault {
+        return status_response(code);
+    }
+    let (parts, body) = response.into_parts();
+    let body = Body::new(body);
+    let body = match fault {
+        Some(Fault::WatchDropped(after)) => Body::from_stream(
+            body.into_data_stream()
+                .take_until(tokio::time::sleep(after)),
+        ),
+        _ => body,
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = parts.status;
+    *response.headers_mut() = forwardable(&parts.headers);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_follow_the_rate_and_respect_the_method() {
+        let mut picker = Picker::new(Faults::at_rate(0.1, 7));
+        let reads: Vec<Fault> = (0..10_000)
+            .filter_map(|_| picker.pick(&Method::GET, false))
+            .collect();
+        assert!((800..1200).contains(&reads.len()), "{}", reads.len());
+        assert!(
+            reads.iter().all(|f| *f != Fault::Refused(409)),
+            "no 409 on reads"
+        );
+        let writes: Vec<Fault> = (0..10_000)
+            .filter_map(|_| picker.pick(&Method::PATCH, false))
+            .collect();
+        assert!(writes.contains(&Fault::Refused(409)));
+        assert!(writes.iter().any(|f| matches!(f, Fault::ResponseLost(_))));
+        let watches: Vec<Fault> = (0..10_000)
+            .filter_map(|_| picker.pick(&Method::GET, true))
+            .collect();
+        assert!(watches.iter().any(|f| matches!(f, Fault::WatchDropped(_))));
+        assert!(
+            Picker::new(Faults::none())
+                .pick(&Method::GET, false)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_faults() {
+        let run = || {
+            let mut p = Picker::new(Faults::at_rate(0.5, 99));
+            (0..100)
+                .map(|_| p.pick(&Method::POST, false))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+}
