@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet test
+.PHONY: help demo cluster-up cluster-down fake-kubelet test sim
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -27,3 +27,8 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/cluster-up.sh
 	$(CARGO) test --workspace
+
+SEEDS ?= 1000
+START ?= 0
+sim: ## Long deterministic simulation: SEEDS seeds of every scenario from START (release build)
+	$(CARGO) run --release -p sluice-sim -- --seeds $(SEEDS) --start $(START)

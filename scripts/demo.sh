@@ -33,7 +33,7 @@ kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
 
 mkdir -p .dev/logs
 log "starting sluice-controller for namespace $NS (log: .dev/logs/demo-controller.log)"
-"$BIN/sluice-controller" --kubeconfig "$KCFG" --namespaced --namespace "$NS" --leader-elect=false \
+"$BIN/sluice-controller" --kubeconfig "$KCFG" --namespaced --namespace "$NS" --leader-elect=false --healthzPort 0 --metricsPort 0 \
   > .dev/logs/demo-controller.log 2>&1 &
 CTRL=$!
 cleanup() { kill "$CTRL" 2>/dev/null || true; wait "$CTRL" 2>/dev/null || true; log "controller stopped"; }

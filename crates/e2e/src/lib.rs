@@ -1,1 +1,295 @@
-//! End-to-end scenarios against the real local control plane live in tests/.
+//! Support for the end-to-end scenarios in `tests/`: a Sluice controller running in-process
+//! against the real local control plane, scoped to one test namespace, and the user actions
+//! the `kubectl argo rollouts` / `kubectl sluice` commands perform, as the same API writes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use sluice_api::Rollout;
+use sluice_api::rollout::RolloutPhase;
+use sluice_engine::ReplicaSetExt;
+use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
+use tokio::task::JoinHandle;
+
+pub use sluice_testenv::harness;
+
+/// Generous bound for anything that should happen within a few reconciles.
+pub const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A controller task watching one namespace; stopped when dropped.
+pub struct RunningController {
+    task: JoinHandle<()>,
+}
+
+impl Drop for RunningController {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Controller flags for a test: one namespace, quick resync, no leader election (each test
+/// runs its own controller), health and metrics on free ports.
+pub fn controller_args(namespace: &str) -> sluice_controller::Args {
+    use clap::Parser as _;
+    sluice_controller::Args::parse_from([
+        "sluice-controller",
+        "--namespaced",
+        "--namespace",
+        namespace,
+        "--rollout-resync",
+        "30",
+        "--rollout-threads",
+        "4",
+        "--leader-elect=false",
+        "--healthzPort",
+        "0",
+        "--metricsPort",
+        "0",
+    ])
+}
+
+/// Logs of in-process controllers go to the test's output.
+fn init_logging() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| sluice_controller::init_logging(&controller_args("-")));
+}
+
+/// Starts a Sluice controller for `ns` with the admin client.
+pub fn start_controller(env: &TestEnv, ns: &TestNamespace) -> RunningController {
+    start_controller_with(env.client(), ns.name())
+}
+
+/// Starts a Sluice controller for `namespace` with the given client.
+pub fn start_controller_with(client: Client, namespace: &str) -> RunningController {
+    sluice_controller::install_crypto_provider();
+    init_logging();
+    let args = controller_args(namespace);
+    let task = tokio::spawn(async move {
+        if let Err(e) = sluice_controller::reconciler::run(client, &args).await {
+            eprintln!("controller stopped with error: {e:#}");
+        }
+    });
+    RunningController { task }
+}
+
+/// A test namespace with CRDs installed and a controller running for it.
+pub async fn setup(prefix: &str) -> (TestEnv, TestNamespace, RunningController) {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let ns = TestNamespace::create(&env, prefix)
+        .await
+        .expect("test namespace");
+    let controller = start_controller(&env, &ns);
+    (env, ns, controller)
+}
+
+/// Reads a manifest from Argo's v1.9.1 corpus (test data shared beside the repository).
+pub fn corpus_file(relative: &str) -> String {
+    let root = std::env::var("SLUICE_ARGO_CORPUS").unwrap_or_else(|_| {
+        format!(
+            "{}/../../../shared/argo-corpus/v1.9.1",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    });
+    let path = format!("{root}/{relative}");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+}
+
+pub fn rollouts(ns: &TestNamespace) -> Api<Rollout> {
+    ns.api::<Rollout>()
+}
+
+fn status_of(ro: &Rollout) -> (Option<RolloutPhase>, String, Option<i32>) {
+    let s = ro.status.clone().unwrap_or_default();
+    (s.phase, s.message.unwrap_or_default(), s.current_step_index)
+}
+
+/// The phase as clients compute it: a spec change not yet observed is still Progressing.
+pub fn observed_phase(ro: &Rollout) -> Option<RolloutPhase> {
+    let s = ro.status.as_ref()?;
+    let generation = ro.metadata.generation.map(|g| g.to_string());
+    if s.observed_generation != generation {
+        return Some(RolloutPhase::Progressing);
+    }
+    s.phase.clone()
+}
+
+/// Waits until the Rollout reports `phase` for its current generation.
+pub async fn wait_phase(
+    api: &Api<Rollout>,
+    name: &str,
+    phase: RolloutPhase,
+    timeout: Duration,
+) -> Rollout {
+    wait_for(
+        &format!("rollout {name} to be {phase}"),
+        timeout,
+        || async {
+            let ro = api.get(name).await?;
+            if observed_phase(&ro) == Some(phase.clone()) {
+                Ok(ro)
+            } else {
+                bail!("{:?}", status_of(&ro))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Spec replicas of each of the Rollout's ReplicaSets, keyed by the first container's image.
+pub async fn replicas_by_image(ns: &TestNamespace, rollout: &str) -> BTreeMap<String, (i32, i32)> {
+    let rss: Api<ReplicaSet> = ns.api();
+    let list = rss
+        .list(&ListParams::default())
+        .await
+        .expect("list ReplicaSets");
+    list.items
+        .iter()
+        .filter(|rs| rs.name().starts_with(&format!("{rollout}-")))
+        .map(|rs| {
+            let image = rs
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.as_ref())
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (image, (rs.spec_replicas(), rs.available_replicas()))
+        })
+        .collect()
+}
+
+/// Waits until the Rollout's ReplicaSets have exactly these `(spec, available)` counts per
+/// image (images not listed must be at 0/0).
+pub async fn wait_replicas(
+    ns: &TestNamespace,
+    rollout: &str,
+    expected: &[(&str, i32)],
+    timeout: Duration,
+) {
+    wait_for(
+        &format!("{rollout} replicas {expected:?}"),
+        timeout,
+        || async {
+            let got = replicas_by_image(ns, rollout).await;
+            let ok = got.iter().all(|(image, (spec, avail))| {
+                let want = expected
+                    .iter()
+                    .find(|(i, _)| i == image)
+                    .map_or(0, |(_, n)| *n);
+                *spec == want && *avail == want
+            }) && expected.iter().all(|(i, _)| got.contains_key(*i));
+            if ok { Ok(()) } else { bail!("{got:?}") }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// `kubectl argo rollouts set image`: the first container's image.
+pub async fn set_image(api: &Api<Rollout>, name: &str, image: &str) {
+    let patch: Value = json!([
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image}
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("json patch");
+    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect("set image");
+}
+
+async fn patch_status(api: &Api<Rollout>, name: &str, status: Value) -> anyhow::Result<()> {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .context("status patch")?;
+    Ok(())
+}
+
+async fn patch_spec(api: &Api<Rollout>, name: &str, spec: Value) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .expect("spec patch");
+}
+
+/// `promote`: unpause and clear the pause conditions.
+pub async fn promote(api: &Api<Rollout>, name: &str) {
+    let ro = api.get(name).await.expect("get rollout");
+    if ro.spec.paused == Some(true) {
+        patch_spec(api, name, json!({"paused": false})).await;
+    }
+    patch_status(api, name, json!({"pauseConditions": null}))
+        .await
+        .expect("promote");
+}
+
+/// `promote --full`.
+pub async fn promote_full(api: &Api<Rollout>, name: &str) {
+    patch_status(api, name, json!({"promoteFull": true}))
+        .await
+        .expect("promote full");
+}
+
+pub async fn abort(api: &Api<Rollout>, name: &str) {
+    patch_status(api, name, json!({"abort": true}))
+        .await
+        .expect("abort");
+}
+
+pub async fn retry(api: &Api<Rollout>, name: &str) {
+    patch_status(api, name, json!({"abort": false}))
+        .await
+        .expect("retry");
+}
+
+pub async fn pause(api: &Api<Rollout>, name: &str) {
+    patch_spec(api, name, json!({"paused": true})).await;
+}
+
+pub async fn resume(api: &Api<Rollout>, name: &str) {
+    patch_spec(api, name, json!({"paused": false})).await;
+}
+
+/// A canary Rollout manifest with the given steps (YAML flow syntax is JSON).
+pub fn canary_rollout(
+    name: &str,
+    replicas: i32,
+    image: &str,
+    steps: Value,
+    extra_spec: Value,
+) -> String {
+    let mut spec = json!({
+        "replicas": replicas,
+        "revisionHistoryLimit": 3,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "app", "image": image}]}
+        },
+        "strategy": {"canary": {"steps": steps}}
+    });
+    if let (Some(s), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": name},
+        "spec": spec
+    })
+    .to_string()
+}

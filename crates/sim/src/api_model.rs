@@ -1,0 +1,453 @@
+//! An in-memory API server with the semantics the controller relies on: one global
+//! resourceVersion counter, optimistic concurrency (a patch naming a `metadata.resourceVersion`
+//! that is no longer current is refused with 409), JSON merge patches as RFC 7386 defines them
+//! (`null` deletes a key, objects merge key by key, anything else is replaced), the status
+//! subresource split (the main endpoint ignores status, the status endpoint ignores the rest),
+//! `metadata.generation` bumped on spec changes only, and no new resourceVersion or watch event
+//! for a write that changes nothing.
+//!
+//! Objects are kept as JSON so that patches apply exactly as they would on the wire; typed
+//! views are made where the engine or the checks need them.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Rollout,
+    ReplicaSet,
+    Pod,
+    Service,
+    Lease,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// 409: a resourceVersion or uid precondition failed.
+    Conflict,
+    NotFound,
+    AlreadyExists,
+    Invalid(String),
+}
+
+/// Which endpoint a patch goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Main,
+    Status,
+}
+
+/// One change as a watch would report it: the object after the change, or its last state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent {
+    Applied(Value),
+    Deleted(Value),
+}
+
+impl WatchEvent {
+    pub fn object(&self) -> &Value {
+        match self {
+            WatchEvent::Applied(v) | WatchEvent::Deleted(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ApiServer {
+    rv: u64,
+    uid_serial: u64,
+    objects: BTreeMap<(Kind, String), Value>,
+    /// Changes not yet fanned out to the watches, in commit order.
+    changes: Vec<(Kind, String, WatchEvent)>,
+}
+
+pub fn name_of(v: &Value) -> &str {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+pub fn rv_of(v: &Value) -> Option<&str> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+/// RFC 7386: applies `patch` to `target` in place.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(t) = target else {
+        return;
+    };
+    for (k, v) in p {
+        if v.is_null() {
+            t.shift_remove(k);
+        } else {
+            merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+fn timestamp(now: Timestamp) -> Value {
+    // The API server stores metav1.Time with second precision.
+    let t = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    Value::String(t.to_string())
+}
+
+impl ApiServer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn next_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    pub fn get(&self, kind: Kind, name: &str) -> Option<&Value> {
+        self.objects.get(&(kind, name.to_string()))
+    }
+
+    /// All objects of a kind, by name: what a list (and so a re-list) returns.
+    pub fn list(&self, kind: Kind) -> Vec<Value> {
+        self.objects
+            .range((kind, String::new())..)
+            .take_while(|((k, _), _)| *k == kind)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    pub fn take_changes(&mut self) -> Vec<(Kind, String, WatchEvent)> {
+        std::mem::take(&mut self.changes)
+    }
+
+    pub fn create(
+        &mut self,
+        kind: Kind,
+        mut obj: Value,
+        now: Timestamp,
+    ) -> Result<Value, ApiError> {
+        let name = name_of(&obj).to_string();
+        if name.is_empty() {
+            return Err(ApiError::Invalid("metadata.name is required".into()));
+        }
+        let key = (kind, name.clone());
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::AlreadyExists);
+        }
+        self.uid_serial += 1;
+        let uid = format!("uid-{}", self.uid_serial);
+        let rv = self.next_rv();
+        let Some(root) = obj.as_object_mut() else {
+            return Err(ApiError::Invalid("not an object".into()));
+        };
+        // Status is the status endpoint's business: a create starts without one.
+        if kind != Kind::Pod {
+            root.shift_remove("status");
+        }
+        let meta = root
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Some(meta) = meta.as_object_mut() else {
+            return Err(ApiError::Invalid("metadata is not an object".into()));
+        };
+        meta.insert("uid".into(), Value::String(uid));
+        meta.insert("resourceVersion".into(), Value::String(rv));
+        meta.insert("generation".into(), Value::from(1));
+        meta.insert("creationTimestamp".into(), timestamp(now));
+        meta.shift_remove("deletionTimestamp");
+        self.objects.insert(key, obj.clone());
+        self.changes
+            .push((kind, name, WatchEvent::Applied(obj.clone())));
+        Ok(obj)
+    }
+
+    /// A JSON merge patch. A `metadata.resourceVersion` in the patch is a precondition, as
+    /// the API server treats it; it is never stored.
+    pub fn patch(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        patch: &Value,
+        endpoint: Endpoint,
+    ) -> Result<Value, ApiError> {
+        let key = (kind, name.to_string());
+        let Some(old) = self.objects.get(&key) else {
+            return Err(ApiError::NotFound);
+        };
+        if let Some(want) = patch.pointer("/metadata/resourceVersion")
+            && want.as_str() != rv_of(old)
+        {
+            return Err(ApiError::Conflict);
+        }
+        let mut patch = patch.clone();
+        if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.shift_remove("resourceVersion");
+        }
+        let mut new = old.clone();
+        merge_patch(&mut new, &patch);
+        let Some(root) = new.as_object_mut() else {
+            return Err(ApiError::Invalid(
+                "patch made the object a non-object".into(),
+            ));
+        };
+        match endpoint {
+            Endpoint::Main => {
+                // The main endpoint ignores status changes.
+                match old.get("status") {
+                    Some(s) => root.insert("status".into(), s.clone()),
+                    None => root.shift_remove("status"),
+                };
+            }
+            Endpoint::Status => {
+                // The status endpoint ignores everything but status.
+                let status = root.get("status").cloned();
+                let mut only_status = old.clone();
+                if let Some(o) = only_status.as_object_mut() {
+                    match status {
+                        Some(s) => o.insert("status".into(), s),
+                        None => o.shift_remove("status"),
+                    };
+                }
+                new = only_status;
+            }
+        }
+        // Identity fields are immutable.
+        for field in [
+            "name",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+        ] {
+            let ptr = format!("/metadata/{field}");
+            if let (Some(v), Some(meta)) = (
+                old.pointer(&ptr).cloned(),
+                new.get_mut("metadata").and_then(Value::as_object_mut),
+            ) {
+                meta.insert(field.into(), v);
+            }
+        }
+        if &new == old {
+            return Ok(new);
+        }
+        if endpoint == Endpoint::Main && new.get("spec") != old.get("spec") {
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("generation".into(), Value::from(g + 1));
+            }
+        }
+        let rv = self.next_rv();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv));
+        }
+        self.objects.insert(key, new.clone());
+        self.changes
+            .push((kind, name.to_string(), WatchEvent::Applied(new.clone())));
+        Ok(new)
+    }
+
+    /// An update (PUT): the whole object, conditional on the resourceVersion it carries.
+    pub fn replace(&mut self, kind: Kind, obj: &Value) -> Result<Value, ApiError> {
+        let name = name_of(obj).to_string();
+        let Some(old) = self.objects.get(&(kind, name.clone())) else {
+            return Err(ApiError::NotFound);
+        };
+        if rv_of(obj).is_some_and(|rv| Some(rv) != rv_of(old)) {
+            return Err(ApiError::Conflict);
+        }
+        let mut patch = obj.clone();
+        // A PUT replaces everything: keys it leaves out are removed.
+        if let (Some(p), Some(o)) = (patch.as_object_mut(), old.as_object()) {
+            for k in o.keys() {
+                p.entry(k.clone()).or_insert(Value::Null);
+            }
+        }
+        self.patch(kind, &name, &patch, Endpoint::Main)
+    }
+
+    /// Replaces the status of an object unconditionally, as the ReplicaSet controller and the
+    /// kubelet do through their own status writes.
+    pub fn put_status(&mut self, kind: Kind, name: &str, status: Value) -> Option<Value> {
+        let key = (kind, name.to_string());
+        let old = self.objects.get(&key)?;
+        if old.get("status") == Some(&status) {
+            return Some(old.clone());
+        }
+        let mut new = old.clone();
+        if let Some(root) = new.as_object_mut() {
+            root.insert("status".into(), status);
+        }
+        let rv = self.next_rv();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv));
+        }
+        self.objects.insert(key, new.clone());
+        self.changes
+            .push((kind, name.to_string(), WatchEvent::Applied(new.clone())));
+        Some(new)
+    }
+
+    /// Deletes an object, with an optional uid precondition.
+    pub fn delete(&mut self, kind: Kind, name: &str, uid: Option<&str>) -> Result<Value, ApiError> {
+        let key = (kind, name.to_string());
+        let Some(old) = self.objects.get(&key) else {
+            return Err(ApiError::NotFound);
+        };
+        if let Some(uid) = uid
+            && old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
+        {
+            return Err(ApiError::Conflict);
+        }
+        let Some(old) = self.objects.remove(&key) else {
+            return Err(ApiError::NotFound);
+        };
+        // A deletion also gets a resourceVersion of its own.
+        let rv = self.next_rv();
+        let mut last = old.clone();
+        if let Some(meta) = last.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv));
+        }
+        self.changes
+            .push((kind, name.to_string(), WatchEvent::Deleted(last)));
+        Ok(old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn rs(api: &mut ApiServer) -> Value {
+        api.create(
+            Kind::ReplicaSet,
+            json!({"metadata": {"name": "a", "annotations": {"x": "1", "y": "2"}},
+                   "spec": {"replicas": 1}}),
+            now(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn merge_patch_null_deletes_and_objects_merge() {
+        let mut t = json!({"a": {"b": 1, "c": 2}, "l": [1, 2], "k": "v"});
+        merge_patch(
+            &mut t,
+            &json!({"a": {"b": null, "d": 3}, "l": [3], "k": null}),
+        );
+        assert_eq!(t, json!({"a": {"c": 2, "d": 3}, "l": [3]}));
+    }
+
+    #[test]
+    fn stale_resource_version_is_a_conflict() {
+        let mut api = ApiServer::new();
+        let created = rs(&mut api);
+        let rv = rv_of(&created).unwrap().to_string();
+        let p = json!({"metadata": {"resourceVersion": rv, "annotations": {"x": null}}});
+        let after = api
+            .patch(Kind::ReplicaSet, "a", &p, Endpoint::Main)
+            .unwrap();
+        assert_eq!(
+            after.pointer("/metadata/annotations"),
+            Some(&json!({"y": "2"}))
+        );
+        assert_eq!(
+            api.patch(Kind::ReplicaSet, "a", &p, Endpoint::Main),
+            Err(ApiError::Conflict)
+        );
+    }
+
+    #[test]
+    fn generation_moves_with_spec_only_and_noop_writes_nothing() {
+        let mut api = ApiServer::new();
+        rs(&mut api);
+        api.take_changes();
+        let a = api
+            .patch(
+                Kind::ReplicaSet,
+                "a",
+                &json!({"metadata": {"annotations": {"z": "3"}}}),
+                Endpoint::Main,
+            )
+            .unwrap();
+        assert_eq!(a.pointer("/metadata/generation"), Some(&json!(1)));
+        let b = api
+            .patch(
+                Kind::ReplicaSet,
+                "a",
+                &json!({"spec": {"replicas": 3}}),
+                Endpoint::Main,
+            )
+            .unwrap();
+        assert_eq!(b.pointer("/metadata/generation"), Some(&json!(2)));
+        let rv = api.resource_version();
+        api.patch(
+            Kind::ReplicaSet,
+            "a",
+            &json!({"spec": {"replicas": 3}}),
+            Endpoint::Main,
+        )
+        .unwrap();
+        assert_eq!(api.resource_version(), rv);
+        assert_eq!(api.take_changes().len(), 2);
+    }
+
+    #[test]
+    fn endpoints_split_status_from_the_rest() {
+        let mut api = ApiServer::new();
+        rs(&mut api);
+        let a = api
+            .patch(
+                Kind::ReplicaSet,
+                "a",
+                &json!({"status": {"replicas": 9}, "spec": {"replicas": 2}}),
+                Endpoint::Main,
+            )
+            .unwrap();
+        assert_eq!(a.get("status"), None);
+        let b = api
+            .patch(
+                Kind::ReplicaSet,
+                "a",
+                &json!({"status": {"replicas": 9}, "spec": {"replicas": 5}}),
+                Endpoint::Status,
+            )
+            .unwrap();
+        assert_eq!(b.pointer("/status/replicas"), Some(&json!(9)));
+        assert_eq!(b.pointer("/spec/replicas"), Some(&json!(2)));
+    }
+
+    #[test]
+    fn delete_checks_uid() {
+        let mut api = ApiServer::new();
+        rs(&mut api);
+        assert_eq!(
+            api.delete(Kind::ReplicaSet, "a", Some("other")),
+            Err(ApiError::Conflict)
+        );
+        assert!(api.delete(Kind::ReplicaSet, "a", Some("uid-1")).is_ok());
+        assert_eq!(
+            api.delete(Kind::ReplicaSet, "a", None),
+            Err(ApiError::NotFound)
+        );
+    }
+}

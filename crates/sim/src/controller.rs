@@ -1,0 +1,304 @@
+//! One replica of the Rollout controller as the simulation runs it: the same decision path as
+//! the real reconciler (cache → `sluice_engine::reconcile` → `apply_plan` through a
+//! `ClusterWriter`), the same requeue policy, and the work-queue rules of kube's controller
+//! runtime (a trigger during a reconcile re-runs it afterwards, one reconcile per object at a
+//! time). What differs is only the plumbing: caches fed by simulated watches, a writer whose
+//! calls the scheduler carries, and a clock the scheduler owns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use sluice_api::Rollout;
+use sluice_controller::apply::{Applied, apply_plan};
+use sluice_controller::writer::{ClusterWriter, WriteError};
+use sluice_engine::{Observed, Plan};
+
+use sluice_controller::lease::LeaderElector;
+
+use crate::lease::election_config;
+use crate::net::{Gate, SimWriter};
+use crate::watch::{Cache, WatchStream};
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// How a plan is applied: the real apply layer, or a deliberately broken one in tests.
+pub type ApplyFn = fn(SimWriter, Rollout, Plan) -> BoxFuture<Result<Applied, WriteError>>;
+
+/// The real apply layer.
+pub fn real_apply(
+    writer: SimWriter,
+    rollout: Rollout,
+    plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    Box::pin(async move { apply_plan(&writer, &rollout, &plan).await })
+}
+
+/// `--rollout-resync` default.
+const RESYNC: Duration = Duration::from_secs(900);
+
+/// Which replica and which life of it: a restarted process is a new incarnation, and
+/// anything addressed to an old one is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addr {
+    pub replica: usize,
+    pub incarnation: u32,
+}
+
+pub struct InFlight {
+    pub rollout: String,
+    pub writer: SimWriter,
+    future: BoxFuture<Result<Plan, WriteError>>,
+}
+
+/// A reconcile that finished.
+pub struct Finished {
+    pub rollout: String,
+    pub result: Result<Plan, WriteError>,
+    pub requeue_after: Option<Duration>,
+}
+
+pub struct Replica {
+    pub index: usize,
+    pub incarnation: u32,
+    pub up: bool,
+    pub partitioned: bool,
+    pub rollouts: Cache<Rollout>,
+    pub replica_sets: Cache<ReplicaSet>,
+    pub rollout_watch: WatchStream,
+    pub rs_watch: WatchStream,
+    /// Rollouts waiting to be reconciled, with the time they are due.
+    queue: BTreeMap<String, u64>,
+    /// Triggered while being reconciled: run again when done.
+    dirty: BTreeSet<String>,
+    pub inflight: Option<InFlight>,
+    /// The controller's leader elector, when leases are on.
+    pub elector: Option<LeaderElector>,
+    /// The write fence: the term this replica may write in.
+    pub gate: Gate,
+}
+
+impl Replica {
+    pub fn new(index: usize, leases: bool) -> Self {
+        let mut r = Self {
+            index,
+            incarnation: 0,
+            up: true,
+            partitioned: false,
+            rollouts: Cache::default(),
+            replica_sets: Cache::default(),
+            rollout_watch: WatchStream::default(),
+            rs_watch: WatchStream::default(),
+            queue: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            inflight: None,
+            elector: None,
+            gate: Gate::default(),
+        };
+        r.reset_election(leases);
+        r
+    }
+
+    /// Without leases the gate is open for good (term 0), as the controller runs standalone.
+    fn reset_election(&mut self, leases: bool) {
+        self.elector = leases.then(|| LeaderElector::new(election_config(self.identity())));
+        self.gate = Gate::default();
+        self.gate.set((!leases).then_some(0));
+    }
+
+    pub fn addr(&self) -> Addr {
+        Addr {
+            replica: self.index,
+            incarnation: self.incarnation,
+        }
+    }
+
+    /// A unique identity per process, as client-go candidates use (hostname plus a uuid): a
+    /// restarted replica waits for its old lease to expire like anyone else.
+    pub fn identity(&self) -> String {
+        format!("sluice-{}-{}", self.index, self.incarnation)
+    }
+
+    /// The process died: everything in memory is gone.
+    pub fn crash(&mut self) {
+        self.up = false;
+        self.inflight = None;
+        self.queue.clear();
+        self.dirty.clear();
+        self.rollouts = Cache::default();
+        self.replica_sets = Cache::default();
+        self.rollout_watch.disconnect();
+        self.rs_watch.disconnect();
+    }
+
+    /// A fresh process.
+    pub fn restart(&mut self) {
+        self.crash();
+        self.incarnation += 1;
+        self.up = true;
+        let leases = self.elector.is_some();
+        self.reset_election(leases);
+    }
+
+    pub fn synced(&self) -> bool {
+        self.rollouts.synced && self.replica_sets.synced
+    }
+
+    pub fn trigger(&mut self, rollout: &str, at: u64) {
+        if self.inflight.as_ref().is_some_and(|f| f.rollout == rollout) {
+            self.dirty.insert(rollout.to_string());
+            return;
+        }
+        let due = self.queue.entry(rollout.to_string()).or_insert(at);
+        *due = (*due).min(at);
+    }
+
+    pub fn trigger_all(&mut self, at: u64) {
+        let names: Vec<String> = self.rollouts.objects.keys().cloned().collect();
+        for n in names {
+            self.trigger(&n, at);
+        }
+    }
+
+    /// The Rollout a ReplicaSet event concerns: its controller owner.
+    pub fn owner_of(rs: &ReplicaSet) -> Option<String> {
+        rs.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "Rollout")
+            .map(|o| o.name.clone())
+    }
+
+    pub fn next_due(&self) -> Option<u64> {
+        self.queue.values().min().copied()
+    }
+
+    /// Starts the reconcile of the most overdue Rollout, if one is due at `now_ms`. A follower
+    /// decides nothing; the plan is pinned to the current term.
+    pub fn start(&mut self, now_ms: u64, now: Timestamp, apply: ApplyFn) -> Option<String> {
+        let term = self.gate.term()?;
+        if self.inflight.is_some() {
+            return None;
+        }
+        let name = self
+            .queue
+            .iter()
+            .filter(|(_, due)| **due <= now_ms)
+            .min_by_key(|(n, due)| (**due, (*n).clone()))
+            .map(|(n, _)| n.clone())?;
+        self.queue.remove(&name);
+        let ro = self.rollouts.objects.get(&name).cloned()?;
+        if ro.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let owned = owned_replica_sets(&self.replica_sets, &ro);
+        let seen = format!(
+            "reconcile {name} at rollout rv {} with {}",
+            ro.metadata.resource_version.as_deref().unwrap_or("-"),
+            owned
+                .iter()
+                .map(|rs| format!(
+                    "{}@{}",
+                    rs.metadata.name.as_deref().unwrap_or_default(),
+                    rs.metadata.resource_version.as_deref().unwrap_or("-")
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let writer = SimWriter::new(self.gate.clone(), Some(term));
+        let future = Box::pin(reconcile_once(writer.clone(), ro, owned, now, apply));
+        self.inflight = Some(InFlight {
+            rollout: name,
+            writer,
+            future,
+        });
+        Some(seen)
+    }
+
+    /// Runs the reconcile in flight until it waits on the network or finishes.
+    pub fn poll(&mut self, now_ms: u64) -> Option<Finished> {
+        let inflight = self.inflight.as_mut()?;
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(result) = inflight.future.as_mut().poll(&mut cx) else {
+            return None;
+        };
+        let inflight = self.inflight.take()?;
+        // The real reconciler's requeue policy. A plan abandoned for lost leadership waits for
+        // a change: the next acquisition reconciles everything anyway.
+        let requeue_after = match &result {
+            Ok(plan) => Some(plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))),
+            Err(WriteError::NotLeader) => None,
+            Err(WriteError::Conflict | WriteError::NotFound) => Some(Duration::from_millis(500)),
+            Err(_) => Some(Duration::from_secs(5)),
+        };
+        if self.dirty.remove(&inflight.rollout) {
+            self.trigger(&inflight.rollout, now_ms);
+        } else if let Some(after) = requeue_after {
+            self.trigger(&inflight.rollout, now_ms + after.as_millis() as u64);
+        }
+        Some(Finished {
+            rollout: inflight.rollout,
+            result,
+            requeue_after,
+        })
+    }
+}
+
+fn owned_replica_sets(cache: &Cache<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
+    let uid = ro.metadata.uid.as_deref();
+    cache
+        .objects
+        .values()
+        .filter(|rs| {
+            rs.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The body of the real reconciler, minus its kube plumbing.
+async fn reconcile_once(
+    writer: SimWriter,
+    ro: Rollout,
+    replica_sets: Vec<ReplicaSet>,
+    now: Timestamp,
+    apply: ApplyFn,
+) -> Result<Plan, WriteError> {
+    let ns = ro.metadata.namespace.clone().unwrap_or_default();
+    let pods = if Observed::needs_pods(&ro, now) {
+        let selector = ro
+            .spec
+            .selector
+            .as_ref()
+            .map(sluice_engine::reconcile::format_selector)
+            .unwrap_or_default();
+        writer.list_pods(&ns, &selector).await?
+    } else {
+        Vec::new()
+    };
+    let mut services = Vec::new();
+    for name in Observed::service_names(&ro) {
+        if let Some(svc) = writer.get_service(&ns, &name).await? {
+            services.push(svc);
+        }
+    }
+    let observed = Observed {
+        rollout: ro.clone(),
+        replica_sets,
+        pods,
+        services,
+        now,
+    };
+    let plan = sluice_engine::reconcile(&observed);
+    apply(writer, ro, plan.clone()).await?;
+    Ok(plan)
+}

@@ -1,0 +1,359 @@
+//! The controller's side of the network: a [`ClusterWriter`] whose calls become requests that
+//! the scheduler carries to the API model and back, with whatever delay or failure the seed
+//! picks. Each controller replica runs one reconcile at a time, so one request slot suffices.
+//! The future of a call is pending until the scheduler delivers the reply; that is where
+//! other replicas, the ReplicaSet controller and the clock get to move in between.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use serde_json::Value;
+use sluice_controller::writer::{ClusterWriter, WriteError};
+
+use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
+
+#[derive(Debug, Clone)]
+pub enum Request {
+    CreateReplicaSet(Box<ReplicaSet>),
+    PatchReplicaSet { name: String, patch: Value },
+    DeleteReplicaSet { name: String, uid: Option<String> },
+    EvictPod { name: String, uid: Option<String> },
+    ListPods { selector: String },
+    GetService { name: String },
+    PatchService { name: String, patch: Value },
+    PatchRollout { name: String, patch: Value },
+    PatchRolloutStatus { name: String, patch: Value },
+}
+
+impl Request {
+    /// Whether the request changes anything (a list does not).
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Request::ListPods { .. } | Request::GetService { .. })
+    }
+
+    /// The object it writes: kind and name.
+    pub fn target(&self) -> Option<(Kind, String)> {
+        match self {
+            Request::CreateReplicaSet(rs) => Some((
+                Kind::ReplicaSet,
+                rs.metadata.name.clone().unwrap_or_default(),
+            )),
+            Request::PatchReplicaSet { name, .. } | Request::DeleteReplicaSet { name, .. } => {
+                Some((Kind::ReplicaSet, name.clone()))
+            }
+            Request::EvictPod { name, .. } => Some((Kind::Pod, name.clone())),
+            Request::PatchRollout { name, .. } | Request::PatchRolloutStatus { name, .. } => {
+                Some((Kind::Rollout, name.clone()))
+            }
+            Request::PatchService { name, .. } => Some((Kind::Service, name.clone())),
+            Request::ListPods { .. } | Request::GetService { .. } => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Request::CreateReplicaSet(rs) => {
+                format!(
+                    "create rs/{}",
+                    rs.metadata.name.as_deref().unwrap_or_default()
+                )
+            }
+            Request::PatchReplicaSet { name, patch } => format!("patch rs/{name} {patch}"),
+            Request::DeleteReplicaSet { name, .. } => format!("delete rs/{name}"),
+            Request::EvictPod { name, .. } => format!("evict pod/{name}"),
+            Request::ListPods { selector } => format!("list pods {selector}"),
+            Request::GetService { name } => format!("get service/{name}"),
+            Request::PatchService { name, patch } => format!("patch service/{name} {patch}"),
+            Request::PatchRollout { name, patch } => format!("patch rollout/{name} {patch}"),
+            Request::PatchRolloutStatus { name, .. } => format!("patch rollout/{name}/status"),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Reply {
+    Done,
+    ResourceVersion(Option<String>),
+    Pods(Vec<Pod>),
+    Service(Option<Box<Service>>),
+}
+
+pub type Response = Result<Reply, WriteError>;
+
+#[derive(Debug, Default)]
+struct Slot {
+    outgoing: Option<Request>,
+    incoming: Option<Response>,
+}
+
+/// The leadership term a replica currently holds (`None`: not leading), set by the scheduler
+/// from the elector, read by the writer's fence. Mirrors the controller's `WriteGate`.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<Mutex<Option<u64>>>);
+
+impl Gate {
+    pub fn set(&self, term: Option<u64>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = term;
+    }
+
+    pub fn term(&self) -> Option<u64> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The simulated client. Cheap to clone; clones share the one request slot.
+#[derive(Debug, Clone, Default)]
+pub struct SimWriter {
+    slot: Arc<Mutex<Slot>>,
+    gate: Gate,
+    /// The term the plan was decided in: writes stop if leadership moved on since.
+    pinned: Option<u64>,
+}
+
+impl SimWriter {
+    pub fn new(gate: Gate, pinned: Option<u64>) -> Self {
+        Self {
+            slot: Arc::default(),
+            gate,
+            pinned,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Slot) -> T) -> T {
+        let mut guard = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    /// The request the pending call is waiting on, for the scheduler to carry.
+    pub fn take_request(&self) -> Option<Request> {
+        self.with(|s| s.outgoing.take())
+    }
+
+    /// Hands the reply to the pending call.
+    pub fn deliver(&self, response: Response) {
+        self.with(|s| s.incoming = Some(response));
+    }
+
+    async fn call(&self, request: Request) -> Response {
+        self.with(|s| {
+            s.incoming = None;
+            s.outgoing = Some(request);
+        });
+        AwaitReply { writer: self }.await
+    }
+}
+
+struct AwaitReply<'a> {
+    writer: &'a SimWriter,
+}
+
+impl Future for AwaitReply<'_> {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Response> {
+        // The scheduler polls again after it delivered a reply, so no waker is needed.
+        match self.writer.with(|s| s.incoming.take()) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+}
+
+fn unexpected(r: Reply) -> WriteError {
+    WriteError::Api(format!("unexpected reply {r:?}"))
+}
+
+impl ClusterWriter for SimWriter {
+    fn may_write(&self) -> Result<(), WriteError> {
+        match (self.gate.term(), self.pinned) {
+            (Some(now), Some(pinned)) if now == pinned => Ok(()),
+            _ => Err(WriteError::NotLeader),
+        }
+    }
+
+    async fn create_replica_set(&self, _ns: &str, rs: &ReplicaSet) -> Result<(), WriteError> {
+        self.call(Request::CreateReplicaSet(Box::new(rs.clone())))
+            .await
+            .map(|_| ())
+    }
+
+    async fn patch_replica_set(
+        &self,
+        _ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.call(Request::PatchReplicaSet {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn delete_replica_set(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.call(Request::DeleteReplicaSet {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn evict_pod(&self, _ns: &str, name: &str, uid: Option<&str>) -> Result<(), WriteError> {
+        self.call(Request::EvictPod {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn get_service(&self, _ns: &str, name: &str) -> Result<Option<Service>, WriteError> {
+        match self.call(Request::GetService { name: name.into() }).await? {
+            Reply::Service(s) => Ok(s.map(|s| *s)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn patch_service(&self, _ns: &str, name: &str, patch: &Value) -> Result<(), WriteError> {
+        self.call(Request::PatchService {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn list_pods(&self, _ns: &str, selector: &str) -> Result<Vec<Pod>, WriteError> {
+        match self
+            .call(Request::ListPods {
+                selector: selector.into(),
+            })
+            .await?
+        {
+            Reply::Pods(p) => Ok(p),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn patch_rollout(
+        &self,
+        _ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        match self
+            .call(Request::PatchRollout {
+                name: name.into(),
+                patch: patch.clone(),
+            })
+            .await?
+        {
+            Reply::ResourceVersion(rv) => Ok(rv),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn patch_rollout_status(
+        &self,
+        _ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        match self
+            .call(Request::PatchRolloutStatus {
+                name: name.into(),
+                patch: patch.clone(),
+            })
+            .await?
+        {
+            Reply::ResourceVersion(rv) => Ok(rv),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+fn to_write_error(e: ApiError) -> WriteError {
+    // As the real writer maps them: AlreadyExists is a conflict too.
+    match e {
+        ApiError::Conflict | ApiError::AlreadyExists => WriteError::Conflict,
+        ApiError::NotFound => WriteError::NotFound,
+        ApiError::Invalid(m) => WriteError::Api(m),
+    }
+}
+
+fn rv_reply(v: &Value) -> Reply {
+    Reply::ResourceVersion(crate::api_model::rv_of(v).map(str::to_string))
+}
+
+/// Whether `labels` satisfy a `k=v,k2=v2` selector (the only form the engine produces here).
+fn matches_selector(labels: Option<&Value>, selector: &str) -> bool {
+    selector.split(',').filter(|s| !s.is_empty()).all(|term| {
+        let Some((k, v)) = term.split_once('=') else {
+            return false;
+        };
+        labels.and_then(|l| l.get(k)).and_then(Value::as_str) == Some(v)
+    })
+}
+
+/// The API server handling one request. Deleting or evicting something already gone
+/// succeeds, as the real writer treats it.
+pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response {
+    match request {
+        Request::CreateReplicaSet(rs) => {
+            let v = serde_json::to_value(&*rs).map_err(|e| WriteError::Api(e.to_string()))?;
+            api.create(Kind::ReplicaSet, v, now)
+                .map(|_| Reply::Done)
+                .map_err(to_write_error)
+        }
+        Request::PatchReplicaSet { name, patch } => api
+            .patch(Kind::ReplicaSet, &name, &patch, Endpoint::Main)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
+        Request::DeleteReplicaSet { name, uid } => {
+            match api.delete(Kind::ReplicaSet, &name, uid.as_deref()) {
+                Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
+                Err(e) => Err(to_write_error(e)),
+            }
+        }
+        Request::EvictPod { name, uid } => match api.delete(Kind::Pod, &name, uid.as_deref()) {
+            Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
+            Err(e) => Err(to_write_error(e)),
+        },
+        Request::ListPods { selector } => Ok(Reply::Pods(
+            api.list(Kind::Pod)
+                .into_iter()
+                .filter(|p| matches_selector(p.pointer("/metadata/labels"), &selector))
+                .filter_map(|p| serde_json::from_value(p).ok())
+                .collect(),
+        )),
+        Request::GetService { name } => Ok(Reply::Service(
+            api.get(Kind::Service, &name)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .map(Box::new),
+        )),
+        Request::PatchService { name, patch } => api
+            .patch(Kind::Service, &name, &patch, Endpoint::Main)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
+        Request::PatchRollout { name, patch } => api
+            .patch(Kind::Rollout, &name, &patch, Endpoint::Main)
+            .map(|v| rv_reply(&v))
+            .map_err(to_write_error),
+        Request::PatchRolloutStatus { name, patch } => api
+            .patch(Kind::Rollout, &name, &patch, Endpoint::Status)
+            .map(|v| rv_reply(&v))
+            .map_err(to_write_error),
+    }
+}

@@ -1,0 +1,126 @@
+//! Named scenarios: each one replays a failure the original controller is known for, with the
+//! seed choosing sizes, timings and which faults are switched on.
+
+mod bluegreen;
+mod chaos;
+mod known;
+
+use serde_json::{Value, json};
+
+use crate::faults::Faults;
+use crate::invariants::Expect;
+use crate::kubelet::KubeletConfig;
+use crate::rng::Rng;
+
+/// Everything a run starts from.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub rollout: Value,
+    /// Services the Rollout routes through (blue-green), created with it.
+    pub services: Vec<Value>,
+    pub controllers: usize,
+    pub leases: bool,
+    pub faults: Faults,
+    pub kubelet: KubeletConfig,
+    pub script: Vec<Step>,
+    pub expect: Expect,
+}
+
+/// One user or operator action, taken some time after a condition holds.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub wait: Wait,
+    pub delay_ms: (u64, u64),
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wait {
+    Now,
+    /// The Rollout's status reflects its current spec and shows this phase.
+    Phase(&'static str),
+    /// The current update has reached this step index.
+    CanaryStep(i32),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Whoever holds the lease (replica 0 without leases).
+    Leader,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    SetImage(String),
+    Crash(Target),
+    Partition(Target, u64),
+    /// The target's lease requests fail (the API server times out on them) for this long.
+    FailLeaseRenewals(Target, u64),
+}
+
+#[derive(Clone, Copy)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub build: fn(u64, &mut Rng) -> Setup,
+}
+
+impl std::fmt::Debug for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+pub fn all() -> Vec<Scenario> {
+    let mut v = known::scenarios();
+    v.push(bluegreen::scenario());
+    v.push(chaos::scenario());
+    v
+}
+
+pub fn find(name: &str) -> Option<Scenario> {
+    all().into_iter().find(|s| s.name == name)
+}
+
+/// The canary steps most scenarios use: three weights with short timed pauses between.
+pub fn default_steps() -> Value {
+    json!([
+        {"setWeight": 25}, {"pause": {"duration": "10s"}},
+        {"setWeight": 50}, {"pause": {"duration": "10s"}},
+        {"setWeight": 75}, {"pause": {"duration": "5s"}}
+    ])
+}
+
+pub fn image(tag: &str) -> String {
+    format!("app:{tag}")
+}
+
+/// A Rollout named `demo` running `app:v1`.
+pub fn rollout(replicas: i32, steps: Value) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "demo", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "progressDeadlineSeconds": 60,
+            "selector": {"matchLabels": {"app": "demo"}},
+            "template": {
+                "metadata": {"labels": {"app": "demo"}},
+                "spec": {"containers": [{"name": "app", "image": image("v1")}]}
+            },
+            "strategy": {"canary": {"steps": steps}}
+        }
+    })
+}
+
+pub fn kubelet(rng: &mut Rng, bad: &[&str]) -> KubeletConfig {
+    KubeletConfig {
+        startup_ms: (500, rng.range((1_000, 8_000))),
+        bad_images: bad.iter().map(|t| image(t)).collect(),
+    }
+}
+
+pub fn step(wait: Wait, delay_ms: (u64, u64), op: Op) -> Step {
+    Step { wait, delay_ms, op }
+}

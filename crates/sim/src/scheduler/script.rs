@@ -1,0 +1,95 @@
+//! The scenario script: each action waits for its condition on the Rollout's status, then
+//! for a random delay, then acts as a user or operator would.
+
+use serde_json::{Value, json};
+
+use super::{CHAOS_TAIL_MS, Ev, SETTLE_MS, Sim};
+use crate::api_model::{Endpoint, Kind};
+use crate::scenarios::{Op, Wait};
+
+impl Sim {
+    /// Arms the next script action once its wait condition holds.
+    pub(super) fn check_script(&mut self) {
+        if self.script_armed || self.script_pos >= self.setup.script.len() {
+            return;
+        }
+        let step = &self.setup.script[self.script_pos];
+        if !self.holds(&step.wait) {
+            return;
+        }
+        let delay = step.delay_ms;
+        self.script_armed = true;
+        self.after(delay, Ev::Script);
+    }
+
+    fn holds(&self, wait: &Wait) -> bool {
+        let Some(ro) = self.api.get(Kind::Rollout, "demo") else {
+            return false;
+        };
+        let generation = ro
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .map(|g| g.to_string());
+        let observed = ro
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if generation != observed {
+            return false;
+        }
+        match wait {
+            Wait::Now => true,
+            Wait::Phase(p) => ro.pointer("/status/phase").and_then(Value::as_str) == Some(p),
+            Wait::CanaryStep(i) => {
+                ro.pointer("/status/currentStepIndex")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    >= i64::from(*i)
+            }
+        }
+    }
+
+    pub(super) fn fire_script(&mut self) {
+        let Some(step) = self.setup.script.get(self.script_pos).cloned() else {
+            return;
+        };
+        self.script_pos += 1;
+        self.script_armed = false;
+        self.wait_since = self.now_ms;
+        match step.op {
+            Op::SetImage(image) => {
+                let patch = json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "app", "image": image}
+                ]}}}});
+                let _ = self
+                    .api
+                    .patch(Kind::Rollout, "demo", &patch, Endpoint::Main);
+                self.log(format!("user: set image {image}"));
+            }
+            Op::Crash(t) => {
+                let i = self.target(&t);
+                if self.replicas[i].up {
+                    self.log(format!("script: crash {}", self.replicas[i].identity()));
+                    self.crash(i);
+                }
+            }
+            Op::Partition(t, len) => {
+                let i = self.target(&t);
+                self.partition(i, len);
+            }
+            Op::FailLeaseRenewals(t, len) => {
+                let i = self.target(&t);
+                self.lease_fail_until[i] = self.now_ms + len;
+                self.log(format!(
+                    "script: lease requests of {} fail for {len} ms",
+                    self.replicas[i].identity()
+                ));
+            }
+        }
+        if self.script_pos >= self.setup.script.len() {
+            let calm_at = self.now_ms + CHAOS_TAIL_MS;
+            self.at(calm_at, Ev::Calm);
+            self.end_ms = calm_at + SETTLE_MS;
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Bugs the simulation found, fixed, and kept as regressions: the exact seeds that used to
+//! fail now run under every invariant. A recorded-but-unfixed bug (an entry in `KNOWN`) must
+//! still reproduce on its seeds, so that its fix is noticed and the entry removed.
+
+use sluice_sim::known_bugs::KNOWN;
+use sluice_sim::{real_apply, run, scenarios};
+
+/// Fixed: a scale-down budget counted from a stale ReplicaSet cache. After the stable
+/// ReplicaSet was scaled down, the next reconcile still saw it at full availability and
+/// scaled the intermediate canary to 0. Plans now confirm every counted ReplicaSet's
+/// resourceVersion before any scale-down.
+#[test]
+fn stale_scale_down_budget_seeds_keep_availability() {
+    for (scenario, seeds) in [
+        ("supersede", &[5u64, 13, 61, 278][..]),
+        ("chaos", &[1022, 1230, 1292][..]),
+    ] {
+        let s = scenarios::find(scenario).unwrap();
+        for &seed in seeds {
+            let outcome = run(&s, seed, real_apply);
+            assert!(
+                outcome.passed(),
+                "{scenario} seed {seed}:\n{}",
+                outcome.report()
+            );
+        }
+    }
+}
+
+/// Fixed: a blue-green promotion was lost when the active-Service switch landed but a later
+/// write of the same plan conflicted; the next reconcile now records the promotion.
+#[test]
+fn lost_blue_green_promotion_seeds_promote() {
+    let s = scenarios::find("bluegreen-bad-good-bad").unwrap();
+    for seed in [9u64, 16, 18] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}
+
+#[test]
+fn recorded_unfixed_bugs_still_reproduce() {
+    for bug in KNOWN {
+        let scenario = scenarios::find(bug.scenario).unwrap();
+        for &seed in bug.seeds {
+            let outcome = run(&scenario, seed, real_apply);
+            assert!(
+                outcome
+                    .violations
+                    .iter()
+                    .any(|v| v.invariant == bug.invariant),
+                "{} seed {seed} no longer shows {}: fixed? Remove it from KNOWN.\n{}",
+                bug.scenario,
+                bug.invariant,
+                outcome.report()
+            );
+        }
+    }
+}
