@@ -23,6 +23,13 @@ pub enum Action {
         to: i32,
         annotations: BTreeMap<String, Option<String>>,
     },
+    /// A precondition-only write: refused with a conflict if the ReplicaSet changed since it
+    /// was observed, a no-op otherwise. Placed before scale-downs, so that an availability
+    /// budget counted from a stale cache is never spent.
+    ConfirmReplicaSet {
+        name: String,
+        resource_version: Option<String>,
+    },
     /// Set or remove annotations on a ReplicaSet without scaling it.
     AnnotateReplicaSet {
         name: String,

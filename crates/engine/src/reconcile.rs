@@ -498,7 +498,31 @@ impl<'a> World<'a> {
         );
         plan.events.extend(events);
         plan.status = status_value;
+        self.confirm_counted_replica_sets(plan);
         Ok(())
+    }
+
+    /// A scale-down spends availability counted on other ReplicaSets. Those counts may come from
+    /// a cache that has not yet seen this controller's last write, so the plan first confirms
+    /// that every ReplicaSet it counted is still at the observed resourceVersion.
+    fn confirm_counted_replica_sets(&self, plan: &mut Plan) {
+        let scales_down = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from));
+        if !scales_down {
+            return;
+        }
+        let confirms: Vec<Action> = self
+            .all
+            .iter()
+            .filter(|rs| rs.available_replicas() > 0)
+            .map(|rs| Action::ConfirmReplicaSet {
+                name: rs.name().to_string(),
+                resource_version: rs.metadata.resource_version.clone(),
+            })
+            .collect();
+        plan.actions.splice(0..0, confirms);
     }
 
     /// Canary sizing and the step machine. Returns (scaled, step advanced).

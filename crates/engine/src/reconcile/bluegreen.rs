@@ -238,6 +238,16 @@ impl World<'_> {
                 }
             }
         }
+        // The switch may have landed while the rest of its plan did not (a later write got a
+        // conflict): traffic is on the new pods, so the promotion is recorded now.
+        if is_active && !u.aborted && status.stable_rs.as_deref() != Some(hash.as_str()) {
+            remove_pause(status, &PauseReason::BlueGreenPause);
+            status.controller_pause = None;
+            status.promote_full = None;
+            bgs.scale_up_preview_check_point = None;
+            status.stable_rs = Some(hash.clone());
+            promoted = true;
+        }
         if switch {
             self.switch_service(plan, events, &services.active, &hash, &rollout);
             bgs.active_selector = Some(hash.clone());

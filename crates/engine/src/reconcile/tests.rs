@@ -147,6 +147,7 @@ impl World {
                     rs.metadata.generation = Some(rs.metadata.generation.unwrap_or(1) + 1);
                     apply_annotations(rs, annotations);
                 }
+                Action::ConfirmReplicaSet { .. } => {}
                 Action::AnnotateReplicaSet {
                     name, annotations, ..
                 } => {
@@ -905,4 +906,69 @@ fn blue_green_missing_active_service_is_invalid_spec() {
             .unwrap()
             .contains("service \"nope\" not found")
     );
+}
+
+#[test]
+fn scale_downs_are_preceded_by_confirming_every_counted_replica_set() {
+    let mut w = healthy_world(4, json!([{"setWeight": 50}, {"pause": {}}]));
+    w.set_image("app:v2");
+    let mut saw_scale_down = false;
+    for _ in 0..20 {
+        let before = w.rss.clone();
+        let plan = w.reconcile();
+        let first_scale_down = plan
+            .actions
+            .iter()
+            .position(|a| matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from));
+        if let Some(i) = first_scale_down {
+            saw_scale_down = true;
+            let confirmed: Vec<&String> = plan.actions[..i]
+                .iter()
+                .filter_map(|a| match a {
+                    Action::ConfirmReplicaSet { name, .. } => Some(name),
+                    _ => None,
+                })
+                .collect();
+            for rs in before.iter().filter(|r| r.available_replicas() > 0) {
+                assert!(
+                    confirmed.contains(&&rs.name().to_string()),
+                    "{} counted but not confirmed: {:?}",
+                    rs.name(),
+                    plan.actions
+                );
+            }
+        }
+    }
+    assert!(saw_scale_down);
+}
+
+#[test]
+fn blue_green_switch_that_landed_alone_is_recorded_as_promotion() {
+    let mut w = World::bg(bg_rollout(2, json!({"activeService": "active"})));
+    w.settle_bg();
+    w.set_image("app:v2");
+    // Reconcile until the new ReplicaSet is fully available, just before the switch.
+    for _ in 0..10 {
+        w.reconcile();
+        let new_up = w
+            .rss
+            .iter()
+            .any(|r| World::image_of(r) == "app:v2" && r.available_replicas() == 2);
+        if new_up {
+            break;
+        }
+    }
+    // The switch write lands, but nothing else of that plan does.
+    let new_hash = w.status().current_pod_hash.clone().unwrap();
+    let svc = &mut w.services[0];
+    svc.spec
+        .as_mut()
+        .unwrap()
+        .selector
+        .as_mut()
+        .unwrap()
+        .insert(POD_TEMPLATE_HASH.into(), new_hash.clone());
+    w.settle_bg();
+    assert_eq!(w.status().stable_rs.as_deref(), Some(new_hash.as_str()));
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
 }
