@@ -2,7 +2,8 @@
 //!
 //! The input is the template as JSON (what the API server stores). It is read as Go would
 //! decode it into the typed structs (unknown fields dropped, `null` meaning the zero
-//! value) and written back following the generated struct table.
+//! value; keys match exactly, as Kubernetes clients decode case-sensitively) and written
+//! back following the generated struct table.
 
 use serde_json::{Map, Value};
 

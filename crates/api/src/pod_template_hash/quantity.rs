@@ -41,6 +41,9 @@ struct Quantity {
     format: Format,
     /// Input echoed unchanged on output.
     verbatim: Option<String>,
+    /// Parsed by the int64 fast path, whose rendering differs from the exact one only
+    /// when the exponent wraps around.
+    int64: bool,
 }
 
 /// The JSON string content Go writes for a quantity given as `text` (a JSON string's
@@ -166,6 +169,7 @@ fn parse(text: &str) -> Result<Quantity, QuantityError> {
             exp10: 0,
             format: Format::DecimalSI,
             verbatim: Some(text.to_owned()),
+            int64: true,
         });
     }
     let parts = split(text)?;
@@ -207,6 +211,7 @@ fn parse_int64(text: &str, p: &Parts<'_>, exponent: i32, format: Format) -> Opti
         exp10: scale,
         format,
         verbatim: keep_text.then(|| text.to_owned()),
+        int64: true,
     })
 }
 
@@ -269,6 +274,7 @@ fn parse_exact(
         exp10: frac_scale.wrapping_neg(),
         format,
         verbatim: None,
+        int64: false,
     })
 }
 
@@ -297,12 +303,7 @@ impl Quantity {
             };
             return format!("{sign}{amount}{suffix}");
         }
-        let mut amount = self.magnitude;
-        let mut exponent = self.exp10.wrapping_add(amount.remove_factors(10) as i32);
-        while exponent % 3 != 0 {
-            amount.mul_small(10);
-            exponent = exponent.wrapping_sub(1);
-        }
+        let (amount, exponent) = self.decimal_mantissa();
         let suffix = if self.format == Format::DecimalExponent {
             if exponent == 0 {
                 String::new()
@@ -313,6 +314,36 @@ impl Quantity {
             decimal_suffix(exponent).to_owned()
         };
         format!("{sign}{amount}{suffix}")
+    }
+
+    /// Mantissa and exponent of the decimal rendering: no trailing zeros, then scaled up
+    /// until the exponent is a multiple of three.
+    fn decimal_mantissa(&self) -> (BigUint, i32) {
+        let mut amount = self.magnitude.clone();
+        let mut exponent = self.exp10.wrapping_add(amount.remove_factors(10) as i32);
+        if self.int64 {
+            // Go adjusts an int64 mantissa in a single step (which differs from the loop
+            // below only when the exponent wraps) and redoes the work exactly on overflow.
+            let step = match exponent % 3 {
+                1 | -2 => 1,
+                2 | -1 => 2,
+                _ => 0,
+            };
+            let mut scaled = amount.clone();
+            for _ in 0..step {
+                scaled.mul_small(10);
+            }
+            if scaled <= BigUint::from_u64(i64::MAX as u64) {
+                return (scaled, exponent.wrapping_sub(step));
+            }
+            amount = self.magnitude.clone();
+            exponent = self.exp10.wrapping_add(amount.remove_factors(10) as i32);
+        }
+        while exponent % 3 != 0 {
+            amount.mul_small(10);
+            exponent = exponent.wrapping_sub(1);
+        }
+        (amount, exponent)
     }
 
     /// The magnitude as a whole number when it is one and at least 1024 (binary SI
@@ -386,6 +417,7 @@ mod tests {
         assert_eq!(c("12.5k"), "12500");
         assert_eq!(c(" 2 "), "2");
         assert_eq!(c("1000E"), "1");
+        assert_eq!(c("10e2147483647"), "10e2147483647");
     }
 
     #[test]

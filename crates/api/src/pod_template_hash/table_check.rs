@@ -106,10 +106,21 @@ fn find(go_name: &str) -> &'static StructDef {
     go_types::ALL.iter().find(|d| d.go_name == go_name).unwrap()
 }
 
-/// Fields the k8s-openapi structs know but the Go table does not (newer Kubernetes than
-/// the table's source). Go drops them when decoding, so their values do not reach the
-/// hash; listed so that a version change on either side shows up here.
-const NEWER_THAN_TABLE: &[(&str, &str)] = &[("io.k8s.api.core.v1.Lifecycle", "stopSignal")];
+/// Fields the k8s-openapi structs may know but the Go table does not: added to Kubernetes
+/// after the table's source (1.33: `stopSignal`; 1.34: the rest). Go drops them when
+/// decoding, so their values do not reach the hash. A newer k8s-openapi feature adds
+/// fields here, and that is the moment to consider regenerating the table.
+const NEWER_THAN_TABLE: &[(&str, &str)] = &[
+    ("io.k8s.api.core.v1.Lifecycle", "stopSignal"),
+    ("io.k8s.api.core.v1.Container", "restartPolicyRules"),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "restartPolicyRules",
+    ),
+    ("io.k8s.api.core.v1.EnvVarSource", "fileKeyRef"),
+    ("io.k8s.api.core.v1.PodSpec", "hostnameOverride"),
+    ("io.k8s.api.core.v1.VolumeProjection", "podCertificate"),
+];
 
 /// Every field of the table exists in the k8s-openapi schema with a matching JSON type,
 /// and every struct reference points at the same Kubernetes type.
@@ -140,11 +151,15 @@ fn table_agrees_with_k8s_openapi_schema() {
             }
         }
     }
-    let expected: BTreeSet<(String, String)> = NEWER_THAN_TABLE
+    let known: BTreeSet<(String, String)> = NEWER_THAN_TABLE
         .iter()
         .map(|(t, f)| ((*t).to_owned(), (*f).to_owned()))
         .collect();
-    assert_eq!(only_in_schema, expected);
+    let unexplained: Vec<_> = only_in_schema.difference(&known).collect();
+    assert!(
+        unexplained.is_empty(),
+        "k8s-openapi fields missing from the table: {unexplained:?}"
+    );
     assert_eq!(visited.len(), go_types::ALL.len());
 }
 
