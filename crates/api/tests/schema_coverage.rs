@@ -16,20 +16,6 @@ fn inside_kubernetes_type(path: &str) -> bool {
     path.contains(".template.spec.") || path.contains(".job.spec.")
 }
 
-/// Pod fields added in Kubernetes 1.34, which Argo v1.9.1's CRDs include but k8s-openapi's
-/// `v1_33` API (the one the workspace selects) does not have. Selecting `v1_34` or later in the
-/// workspace closes the gap; `kubernetes_1_34_gap_is_still_real` then fails as a reminder to
-/// empty this list.
-const KUBERNETES_1_34_POD_FIELDS: [&str; 3] =
-    ["fileKeyRef", "restartPolicyRules", "hostnameOverride"];
-
-fn newer_kubernetes_field(path: &str) -> bool {
-    inside_kubernetes_type(path)
-        && path
-            .split(['.', '[', ']', ':', ' '])
-            .any(|segment| KUBERNETES_1_34_POD_FIELDS.contains(&segment))
-}
-
 fn required(node: &Value) -> BTreeSet<&str> {
     node.get("required")
         .and_then(Value::as_array)
@@ -51,9 +37,7 @@ fn every_argo_property_path_exists_with_the_same_shape() {
         for (path, argo_node) in &argo_paths {
             checked += 1;
             let Some(our_node) = our_paths.get(path) else {
-                if !newer_kubernetes_field(path) {
-                    problems.push(format!("{kind} {path}: missing"));
-                }
+                problems.push(format!("{kind} {path}: missing"));
                 continue;
             };
             if is_int_or_string(argo_node) != is_int_or_string(our_node) {
@@ -125,33 +109,12 @@ fn instances_with_every_argo_field_round_trip() {
     for kind in KINDS {
         let instance = argo_sample(kind);
         let output = round_trip(kind, &instance).unwrap_or_else(|e| panic!("{kind}: {e}"));
-        let mut diff = json_diff(&instance, &output);
-        diff.retain(|line| !newer_kubernetes_field(line));
+        let diff = json_diff(&instance, &output);
         assert!(diff.is_empty(), "{kind}:\n{}", diff.join("\n"));
         // Sanity: the sample really is big (a full pod template and every strategy field).
         assert!(
             instance.to_string().len() > 10_000,
             "{kind} sample is too small"
-        );
-    }
-}
-
-#[test]
-fn kubernetes_1_34_gap_is_still_real() {
-    let ours = our_crd("Rollout");
-    let our_paths = paths(open_api_schema(&ours));
-    for field in KUBERNETES_1_34_POD_FIELDS {
-        assert!(
-            !our_paths.keys().any(|p| p.ends_with(&format!(".{field}"))),
-            "{field} is now supported; remove it from KUBERNETES_1_34_POD_FIELDS"
-        );
-    }
-    let argo = argo_crd("rollout-crd.yaml");
-    let argo_paths = paths(open_api_schema(&argo));
-    for field in KUBERNETES_1_34_POD_FIELDS {
-        assert!(
-            argo_paths.keys().any(|p| p.ends_with(&format!(".{field}"))),
-            "{field}"
         );
     }
 }
