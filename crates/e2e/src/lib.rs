@@ -45,6 +45,9 @@ pub fn controller_args(namespace: &str) -> sluice_controller::Args {
         "30",
         "--rollout-threads",
         "4",
+        // Warnings and errors only: a run's output stays readable; SLUICE_LOG overrides.
+        "--loglevel",
+        "warn",
         "--leader-elect=false",
         "--healthzPort",
         "0",
