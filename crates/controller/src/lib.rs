@@ -10,6 +10,7 @@ pub mod fence;
 pub mod health;
 pub mod lease;
 pub mod metrics;
+pub mod observe;
 pub mod ratelimit;
 pub mod reconciler;
 pub mod runtime;

@@ -14,14 +14,15 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
+use sluice_engine::EventType;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
-use sluice_engine::{EventType, Observed};
 use tracing::{debug, info, warn};
 
 use crate::apply::apply_plan;
 use crate::args::Args;
+use crate::observe::observe;
 use crate::runtime::Hooks;
-use crate::writer::{ClusterWriter, KubeWriter, WriteError};
+use crate::writer::{KubeWriter, WriteError};
 
 /// Label that assigns an object to one controller instance.
 pub const INSTANCE_ID_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
@@ -164,33 +165,8 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     if !crate::runtime::store_ready(&ctx.replica_sets).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let now = Timestamp::now();
-    let pods = if Observed::needs_pods(&ro, now) {
-        let selector = ro
-            .spec
-            .selector
-            .as_ref()
-            .map(sluice_engine::reconcile::format_selector)
-            .unwrap_or_default();
-        let ns = ro.namespace().unwrap_or_default();
-        ctx.writer.list_pods(&ns, &selector).await?
-    } else {
-        Vec::new()
-    };
-    let mut services = Vec::new();
-    for name in Observed::service_names(&ro) {
-        let ns = ro.namespace().unwrap_or_default();
-        if let Some(svc) = ctx.writer.get_service(&ns, &name).await? {
-            services.push(svc);
-        }
-    }
-    let observed = Observed {
-        rollout: (*ro).clone(),
-        replica_sets: owned_replica_sets(&ctx.replica_sets, &ro),
-        pods,
-        services,
-        now,
-    };
+    let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro);
+    let observed = observe(&ctx.writer, &ro, replica_sets, Timestamp::now()).await?;
     let plan = sluice_engine::reconcile(&observed);
     match apply_plan(&ctx.writer.for_term(term), &ro, &plan).await {
         Ok(applied) => {

@@ -3,32 +3,6 @@
 
 use sluice_api::rollout::{CanaryStep, CanaryStrategy};
 
-/// FNV-1a, 32 bit (the hash Argo uses for step lists and pod templates).
-pub fn fnv32a(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in bytes {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// Escapes a serde_json string the way Go's encoding/json does (`<`, `>`, `&`, U+2028, U+2029).
-fn go_escape(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for ch in json.chars() {
-        match ch {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// `status.currentStepHash`: hash of the step list as JSON. Our step types serialize their
 /// fields in Argo's declaration order, so the bytes match for the same steps.
 pub fn step_hash(canary: &CanaryStrategy) -> String {
@@ -36,8 +10,7 @@ pub fn step_hash(canary: &CanaryStrategy) -> String {
         Some(steps) => serde_json::to_string(steps).unwrap_or_default(),
         None => "null".to_string(),
     };
-    let sum = fnv32a(go_escape(&json).as_bytes());
-    sluice_api::pod_template_hash::safe_encode_string(&sum.to_string())
+    sluice_api::pod_template_hash::hash_go_ordered_json(&json)
 }
 
 pub fn steps(canary: &CanaryStrategy) -> &[CanaryStep] {
@@ -105,13 +78,6 @@ mod tests {
     }
 
     #[test]
-    fn fnv32a_known_values() {
-        assert_eq!(fnv32a(b""), 0x811c_9dc5);
-        assert_eq!(fnv32a(b"a"), 0xe40c_292c);
-        assert_eq!(fnv32a(b"foobar"), 0xbf9c_f968);
-    }
-
-    #[test]
     fn step_hash_changes_with_steps_and_is_stable() {
         let a = canary(vec![weight(20), pause()]);
         let b = canary(vec![weight(30), pause()]);
@@ -122,10 +88,5 @@ mod tests {
                 .chars()
                 .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
         );
-    }
-
-    #[test]
-    fn go_escaping() {
-        assert_eq!(go_escape("<a&b>\u{2028}"), "\\u003ca\\u0026b\\u003e\\u2028");
     }
 }

@@ -15,8 +15,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::Rollout;
 use sluice_controller::apply::{Applied, apply_plan};
-use sluice_controller::writer::{ClusterWriter, WriteError};
-use sluice_engine::{Observed, Plan};
+use sluice_controller::writer::WriteError;
+use sluice_engine::Plan;
 
 use sluice_controller::lease::LeaderElector;
 
@@ -265,7 +265,7 @@ fn owned_replica_sets(cache: &Cache<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet
         .collect()
 }
 
-/// The body of the real reconciler, minus its kube plumbing.
+/// The real reconciler's observe, decide and apply, minus its kube plumbing.
 async fn reconcile_once(
     writer: SimWriter,
     ro: Rollout,
@@ -273,31 +273,7 @@ async fn reconcile_once(
     now: Timestamp,
     apply: ApplyFn,
 ) -> Result<Plan, WriteError> {
-    let ns = ro.metadata.namespace.clone().unwrap_or_default();
-    let pods = if Observed::needs_pods(&ro, now) {
-        let selector = ro
-            .spec
-            .selector
-            .as_ref()
-            .map(sluice_engine::reconcile::format_selector)
-            .unwrap_or_default();
-        writer.list_pods(&ns, &selector).await?
-    } else {
-        Vec::new()
-    };
-    let mut services = Vec::new();
-    for name in Observed::service_names(&ro) {
-        if let Some(svc) = writer.get_service(&ns, &name).await? {
-            services.push(svc);
-        }
-    }
-    let observed = Observed {
-        rollout: ro.clone(),
-        replica_sets,
-        pods,
-        services,
-        now,
-    };
+    let observed = sluice_controller::observe::observe(&writer, &ro, replica_sets, now).await?;
     let plan = sluice_engine::reconcile(&observed);
     apply(writer, ro, plan.clone()).await?;
     Ok(plan)

@@ -82,6 +82,26 @@ pub fn compute_pod_template_hash_value(
     Ok(safe_encode_string(&hash.sum().to_string()))
 }
 
+/// Argo's hash of any other value it hashes as JSON (the canary step list for
+/// `status.currentStepHash`): FNV-32a over the JSON text with Go's HTML escaping, through
+/// [`safe_encode_string`]. `json` must be JSON whose fields are already in Go's order.
+pub fn hash_go_ordered_json(json: &str) -> String {
+    let mut escaped = String::with_capacity(json.len());
+    for ch in json.chars() {
+        match ch {
+            '<' => escaped.push_str("\\u003c"),
+            '>' => escaped.push_str("\\u003e"),
+            '&' => escaped.push_str("\\u0026"),
+            '\u{2028}' => escaped.push_str("\\u2028"),
+            '\u{2029}' => escaped.push_str("\\u2029"),
+            c => escaped.push(c),
+        }
+    }
+    let mut hash = Fnv32a::new();
+    hash.write(escaped.as_bytes());
+    safe_encode_string(&hash.sum().to_string())
+}
+
 const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// Kubernetes' `rand.SafeEncodeString`: each character picks from an alphabet without

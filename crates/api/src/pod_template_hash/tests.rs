@@ -235,3 +235,20 @@ fn collision_count_bytes() {
     fnv.write(&[0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(zero, safe_encode_string(&fnv.sum().to_string()));
 }
+
+#[test]
+fn json_hash_is_fnv32a_with_go_escaping() {
+    use super::{hash_go_ordered_json, safe_encode_string};
+    // FNV-1a 32 known values, through SafeEncodeString.
+    assert_eq!(hash_go_ordered_json(""), safe_encode_string("2166136261"));
+    assert_eq!(hash_go_ordered_json("a"), safe_encode_string("3826002220"));
+    assert_eq!(
+        hash_go_ordered_json("foobar"),
+        safe_encode_string("3214735720")
+    );
+    // `<`, `>`, `&`, U+2028 and U+2029 are hashed in Go's escaped form.
+    assert_eq!(
+        hash_go_ordered_json("<a&b>\u{2028}\u{2029}"),
+        hash_go_ordered_json("\\u003ca\\u0026b\\u003e\\u2028\\u2029")
+    );
+}
