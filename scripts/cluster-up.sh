@@ -151,6 +151,44 @@ refresh_fake_kubelet() {
   wait_until "the fake kubelet to start" 10 fake-kubelet grep -q "node registered" "$LOGS/fake-kubelet.log"
 }
 
+start_kube_controller_manager() {
+  log "starting kube-controller-manager"
+  start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
+    --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
+    --leader-elect=false --port=0 --secure-port=0 \
+    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment \
+    --kube-api-qps=200 --kube-api-burst=400 \
+    --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
+}
+
+# kube-controller-manager gives up for good (exits) when the API server's health or discovery
+# is not complete within its own short start-up window, which a freshly started API server on
+# a loaded machine can miss. Such an exit is retried a few times; its fatal line is shown.
+wait_for_kube_controller_manager() {
+  local attempt deadline
+  for attempt in 1 2 3 4; do
+    deadline=$((SECONDS + 60))
+    until api_get /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1; do
+      if ! live_pid kube-controller-manager >/dev/null; then
+        log "kube-controller-manager exited (attempt $attempt): $(grep -m1 -E '^F[0-9]{4}' \
+          "$LOGS/kube-controller-manager.log" || tail -n 1 "$LOGS/kube-controller-manager.log")"
+        cp "$LOGS/kube-controller-manager.log" "$LOGS/kube-controller-manager.attempt-$attempt.log"
+        break
+      fi
+      if ((SECONDS >= deadline)); then
+        tail -n 30 "$LOGS/kube-controller-manager.log" >&2 || true
+        die "timed out after 60s waiting for the default ServiceAccount (kube-controller-manager at work); log: $LOGS/kube-controller-manager.log"
+      fi
+      sleep 0.2
+    done
+    live_pid kube-controller-manager >/dev/null && return 0
+    sleep $((attempt * 2))
+    start_kube_controller_manager
+  done
+  tail -n 30 "$LOGS/kube-controller-manager.log" >&2 || true
+  die "kube-controller-manager kept exiting; logs: $LOGS/kube-controller-manager*.log"
+}
+
 take_lock
 if control_plane_healthy; then
   refresh_fake_kubelet
@@ -221,19 +259,11 @@ write_kubeconfig "$DEV/kubeconfig-controller" sluice-e2e-controller "$CONTROLLER
 write_kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" system:kube-controller-manager "$KCM_TOKEN"
 write_kubeconfig "$DEV/pki/kubeconfig-fake-kubelet" sluice-fake-kubelet "$KUBELET_TOKEN"
 
-log "starting kube-controller-manager"
-start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
-  --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
-  --leader-elect=false --port=0 --secure-port=0 \
-  --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment \
-  --kube-api-qps=200 --kube-api-burst=400 \
-  --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
-
+start_kube_controller_manager
 log "starting the fake kubelet (node $NODE_NAME)"
 start_fake_kubelet
 
-wait_until "the default ServiceAccount (kube-controller-manager at work)" 60 kube-controller-manager \
-  api_get /api/v1/namespaces/default/serviceaccounts/default
+wait_for_kube_controller_manager
 wait_until "node $NODE_NAME to be Ready" 60 fake-kubelet bash -c "curl -sfk --max-time 5 \
   -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/api/v1/nodes/$NODE_NAME |
   jq -e '.status.conditions[] | select(.type == \"Ready\" and .status == \"True\")'"
