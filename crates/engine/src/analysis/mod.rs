@@ -1,0 +1,45 @@
+//! AnalysisRuns, as pure functions: building a run for a Rollout from its templates, and the
+//! run's state machine (which measurements are due, and what the results mean for the metrics
+//! and the run). Measuring is someone else's job: providers hand back measurements whose
+//! phase is already decided, and time is always passed in.
+//!
+//! One reconcile of a run is `next_tasks` → run the tasks with the providers → `assess`.
+
+mod build;
+mod field_ref;
+mod phase;
+mod record;
+mod rules;
+mod run;
+mod settings;
+
+use std::time::Duration;
+
+pub use build::{
+    ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_templates,
+    resolve_nested, run_name,
+};
+pub use run::{MetricTask, RunAssessment, TaskKind, assess, is_terminating, next_tasks};
+
+/// AnalysisRun label naming the role a run plays for its Rollout (`Step`, `Background`,
+/// `PrePromotion`, `PostPromotion`).
+pub const ROLLOUT_TYPE: &str = "rollout-type";
+/// AnalysisRun label with the canary step index of a step run.
+pub const STEP_INDEX: &str = "step-index";
+/// Label that ties Rollouts and their AnalysisRuns to one controller instance.
+pub const CONTROLLER_INSTANCE_ID: &str = "argo-rollouts.argoproj.io/controller-instance-id";
+
+/// `rollout-type` values.
+pub const TYPE_STEP: &str = "Step";
+pub const TYPE_BACKGROUND: &str = "Background";
+pub const TYPE_PRE_PROMOTION: &str = "PrePromotion";
+pub const TYPE_POST_PROMOTION: &str = "PostPromotion";
+
+/// How long after an Error measurement the metric is measured again, whatever its interval.
+pub const ERROR_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+/// How often an in-flight measurement that named no `resumeAt` is polled.
+pub const IN_FLIGHT_POLL_INTERVAL: Duration = Duration::from_secs(10);
+/// Message of a measurement stopped by termination that its provider reported Successful.
+pub const METRIC_TERMINATED: &str = "Metric Terminated";
+/// Run message when `spec.terminate` ended the run.
+pub const RUN_TERMINATED: &str = "Run Terminated";
