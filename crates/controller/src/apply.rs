@@ -85,6 +85,28 @@ pub async fn apply_plan<W: ClusterWriter>(
                 let patch = annotations_patch(rollout_rv.as_deref(), annotations);
                 rollout_rv = writer.patch_rollout(ns, name, &patch).await?;
             }
+            Action::CreateAnalysisRun { run } => {
+                writer.create_analysis_run(ns, run).await?;
+            }
+            Action::TerminateAnalysisRun { name: run } => {
+                let patch = json!({ "spec": { "terminate": true } });
+                match writer.patch_analysis_run(ns, run, &patch).await {
+                    // Already gone: nothing left to stop.
+                    Err(WriteError::NotFound) => {}
+                    other => other?,
+                }
+            }
+            Action::AnnotateAnalysisRun {
+                name: run,
+                resource_version,
+                annotations,
+            } => {
+                let patch = annotations_patch(resource_version.as_deref(), annotations);
+                writer.patch_analysis_run(ns, run, &patch).await?;
+            }
+            Action::DeleteAnalysisRun { name: run, uid } => {
+                writer.delete_analysis_run(ns, run, uid.as_deref()).await?;
+            }
         }
         applied.writes += 1;
     }

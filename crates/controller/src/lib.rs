@@ -1,6 +1,7 @@
 //! The `sluice-controller` runtime: flags, clients, leader election and write fencing, watches
 //! and caches, the apply layer that executes the engine's plans, events, health and metrics.
 
+pub mod analysis_runs;
 pub mod apply;
 pub mod args;
 pub mod client;

@@ -4,7 +4,9 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
 use sluice_engine::Observed;
+use sluice_engine::observed::{AnalysisTemplates, nested_template_refs};
 
 use crate::writer::{ClusterWriter, WriteError};
 
@@ -34,11 +36,61 @@ pub async fn observe<W: ClusterWriter>(
             services.push(svc);
         }
     }
+    let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
     Ok(Observed {
         rollout: rollout.clone(),
         replica_sets,
         pods,
         services,
+        analysis_runs,
+        analysis_templates,
         now,
     })
+}
+
+/// How deep templates may nest (`templates` within templates); deeper is reported as missing.
+const MAX_TEMPLATE_NESTING: usize = 8;
+
+/// The Rollout's AnalysisRuns and every template its analyses name, nested ones included.
+/// Nothing is read for a Rollout without analysis.
+async fn observe_analysis<W: ClusterWriter>(
+    writer: &W,
+    rollout: &Rollout,
+    ns: &str,
+) -> Result<(Vec<AnalysisRun>, AnalysisTemplates), WriteError> {
+    let mut pending = Observed::analysis_template_refs(rollout);
+    if pending.is_empty() {
+        return Ok(Default::default());
+    }
+    let mut templates = AnalysisTemplates::new();
+    for _ in 0..MAX_TEMPLATE_NESTING {
+        let mut next = Vec::new();
+        for key in pending.drain(..) {
+            if templates.contains_key(&key) {
+                continue;
+            }
+            if let Some(spec) = writer.get_analysis_template(ns, &key).await? {
+                next.extend(nested_template_refs(&spec));
+                templates.insert(key, spec);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        pending = next;
+    }
+    let uid = rollout.metadata.uid.as_deref();
+    let runs = writer
+        .list_analysis_runs(ns)
+        .await?
+        .into_iter()
+        .filter(|run| {
+            run.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        })
+        .collect();
+    Ok((runs, templates))
 }

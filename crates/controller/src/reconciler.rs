@@ -14,6 +14,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
 use sluice_engine::EventType;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
 use tracing::{debug, info, warn};
@@ -53,25 +54,36 @@ pub fn instance_selector(instance_id: &str) -> String {
 
 /// Runs the reconciler alone: it always writes and stops on SIGINT/SIGTERM.
 pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
-    run_with(client, args, Hooks::standalone()).await
+    let hooks = Hooks::standalone();
+    let (rollouts, runs) = tokio::join!(
+        run_with(client.clone(), args, hooks.clone()),
+        crate::analysis_runs::run_with(client, args, hooks),
+    );
+    rollouts.and(runs)
 }
 
 /// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
 /// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`.
 pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
-    let (rollouts, replica_sets): (Api<Rollout>, Api<ReplicaSet>) = if args.namespaced {
-        let ns = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        info!(namespace = %ns, "watching one namespace");
-        (
-            Api::namespaced(client.clone(), &ns),
-            Api::namespaced(client.clone(), &ns),
-        )
-    } else {
-        (Api::all(client.clone()), Api::all(client.clone()))
-    };
+    let (rollouts, replica_sets, runs): (Api<Rollout>, Api<ReplicaSet>, Api<AnalysisRun>) =
+        if args.namespaced {
+            let ns = args
+                .namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string());
+            info!(namespace = %ns, "watching one namespace");
+            (
+                Api::namespaced(client.clone(), &ns),
+                Api::namespaced(client.clone(), &ns),
+                Api::namespaced(client.clone(), &ns),
+            )
+        } else {
+            (
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+            )
+        };
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
     // just those keeps memory proportional to what we manage.
@@ -103,6 +115,11 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         watcher::Config::default().labels(&instance_selector(&args.instance_id)),
     )
     .owns_stream(rs_stream)
+    // A run's verdict moves its Rollout on: only runs a Rollout made (they carry rollout-type).
+    .owns(
+        runs,
+        watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
+    )
     .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
     // A new leader reconciles everything: as a follower it decided nothing.
     .reconcile_all_on(hooks.gate.acquisitions());

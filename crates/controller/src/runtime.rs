@@ -48,7 +48,17 @@ impl Hooks {
         }
     }
 
-    pub(crate) fn with_shutdown(&self, controller: Controller<Rollout>) -> Controller<Rollout> {
+    pub(crate) fn with_shutdown<K>(&self, controller: Controller<K>) -> Controller<K>
+    where
+        K: kube::Resource
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
         match &self.stop {
             Some(stop) => controller.graceful_shutdown_on(stop.clone().cancelled_owned()),
             None => controller.shutdown_on_signal(),
@@ -285,7 +295,12 @@ pub async fn start(
         let args = args.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let result = reconciler::run_with(client, &args, hooks).await;
+            // Rollouts and AnalysisRuns are reconciled side by side, behind the same gate.
+            let (rollouts, runs) = tokio::join!(
+                reconciler::run_with(client.clone(), &args, hooks.clone()),
+                crate::analysis_runs::run_with(client, &args, hooks),
+            );
+            let result = rollouts.and(runs);
             // However the reconciler ended, step down before the process goes.
             stop.cancel();
             let _ = stepping_down.await;

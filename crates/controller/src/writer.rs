@@ -11,6 +11,10 @@ use kube::api::{
 use kube::{Api, Client};
 use serde_json::Value;
 use sluice_api::Rollout;
+use sluice_api::analysis::{
+    AnalysisRun, AnalysisTemplate, AnalysisTemplateSpec, ClusterAnalysisTemplate,
+};
+use sluice_engine::observed::TemplateKey;
 
 use crate::fence::{Fenced, WriteGate};
 
@@ -116,6 +120,42 @@ pub trait ClusterWriter: Send + Sync {
         name: &str,
         merge_patch: &Value,
     ) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+
+    /// Lists the AnalysisRuns of a namespace that a Rollout created (they carry the
+    /// `rollout-type` label). Read from the API server, not a cache: an analysis verdict
+    /// decides whether an update goes on.
+    fn list_analysis_runs(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<AnalysisRun>, WriteError>> + Send;
+
+    /// Reads an AnalysisTemplate (in `namespace`) or ClusterAnalysisTemplate; `None` when absent.
+    fn get_analysis_template(
+        &self,
+        namespace: &str,
+        key: &TemplateKey,
+    ) -> impl Future<Output = Result<Option<AnalysisTemplateSpec>, WriteError>> + Send;
+
+    fn create_analysis_run(
+        &self,
+        namespace: &str,
+        run: &AnalysisRun,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Merge-patches an AnalysisRun (terminate, annotations).
+    fn patch_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn delete_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
 }
 
 /// [`ClusterWriter`] against a real API server.
@@ -292,5 +332,74 @@ impl ClusterWriter for KubeWriter {
             .patch_status(name, &Self::params(), &Patch::Merge(merge_patch))
             .await?;
         Ok(ro.metadata.resource_version)
+    }
+
+    async fn list_analysis_runs(&self, namespace: &str) -> Result<Vec<AnalysisRun>, WriteError> {
+        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
+        let lp = ListParams::default().labels(sluice_engine::analysis::ROLLOUT_TYPE);
+        Ok(api.list(&lp).await?.items)
+    }
+
+    async fn get_analysis_template(
+        &self,
+        namespace: &str,
+        key: &TemplateKey,
+    ) -> Result<Option<AnalysisTemplateSpec>, WriteError> {
+        if key.cluster_scope {
+            let api: Api<ClusterAnalysisTemplate> = Api::all(self.client.clone());
+            Ok(api.get_opt(&key.name).await?.map(|t| t.spec.0))
+        } else {
+            let api: Api<AnalysisTemplate> = Api::namespaced(self.client.clone(), namespace);
+            Ok(api.get_opt(&key.name).await?.map(|t| t.spec))
+        }
+    }
+
+    async fn create_analysis_run(
+        &self,
+        namespace: &str,
+        run: &AnalysisRun,
+    ) -> Result<(), WriteError> {
+        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        api.create(&pp, run).await?;
+        Ok(())
+    }
+
+    async fn patch_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
+        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
+        let dp = DeleteParams {
+            preconditions: uid.map(|u| Preconditions {
+                uid: Some(u.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
     }
 }

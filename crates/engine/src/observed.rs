@@ -1,9 +1,13 @@
 //! The observed world of one Rollout: everything a decision needs, gathered by the I/O layer
 //! before the engine runs. Plain values only.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
+use sluice_api::common::AnalysisTemplateRef;
 use sluice_api::rollout::Rollout;
 
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
@@ -20,8 +24,45 @@ pub struct Observed {
     /// The Services a blue-green Rollout names (active, preview), as found; absent ones are
     /// simply missing from the list.
     pub services: Vec<Service>,
+    /// AnalysisRuns controlled by this Rollout. Gathered only for a Rollout that has analysis
+    /// (see [`Observed::analysis_template_refs`]); read fresh, so a decision never rests on a
+    /// run's stale phase.
+    pub analysis_runs: Vec<AnalysisRun>,
+    /// The templates the Rollout's analyses name, and the templates those nest. A missing one
+    /// is simply absent; the engine reports it.
+    pub analysis_templates: AnalysisTemplates,
     pub now: Timestamp,
 }
+
+/// Which template a reference names: namespaced AnalysisTemplate or ClusterAnalysisTemplate.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TemplateKey {
+    pub cluster_scope: bool,
+    pub name: String,
+}
+
+impl TemplateKey {
+    pub fn of(r: &AnalysisTemplateRef) -> Self {
+        Self {
+            cluster_scope: r.is_cluster_scoped(),
+            name: r.template_name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for TemplateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.cluster_scope {
+            "ClusterAnalysisTemplate"
+        } else {
+            "AnalysisTemplate"
+        };
+        write!(f, "{kind} \"{}\"", self.name)
+    }
+}
+
+/// Dereferenced analysis templates by reference.
+pub type AnalysisTemplates = BTreeMap<TemplateKey, AnalysisTemplateSpec>;
 
 impl Observed {
     /// Names of the Services the Rollout routes traffic through, to be fetched before deciding.
@@ -40,6 +81,35 @@ impl Observed {
             .filter(|n| !n.is_empty())
             .cloned()
             .collect()
+    }
+
+    /// The templates the Rollout's analyses reference directly (steps, background, blue-green
+    /// pre- and post-promotion). Empty for a Rollout without analysis: then no AnalysisRun is
+    /// read for it at all. Nested templates are found by following each template's
+    /// `templates` list ([`nested_template_refs`]).
+    pub fn analysis_template_refs(rollout: &Rollout) -> Vec<TemplateKey> {
+        let Some(strategy) = rollout.spec.strategy.as_ref() else {
+            return Vec::new();
+        };
+        let mut analyses = Vec::new();
+        if let Some(c) = &strategy.canary {
+            analyses.extend(c.analysis.as_ref().map(|b| &b.analysis));
+            for step in c.steps.iter().flatten() {
+                analyses.extend(step.analysis.as_ref());
+            }
+        }
+        if let Some(bg) = &strategy.blue_green {
+            analyses.extend(bg.pre_promotion_analysis.as_ref());
+            analyses.extend(bg.post_promotion_analysis.as_ref());
+        }
+        let mut keys: Vec<TemplateKey> = analyses
+            .into_iter()
+            .flat_map(|a| a.templates.iter().flatten())
+            .map(TemplateKey::of)
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
     }
 
     /// Whether the decision needs the Rollout's pods: only while `spec.restartAt` has passed and
@@ -132,4 +202,13 @@ impl ReplicaSetExt for ReplicaSet {
     fn is_being_deleted(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
     }
+}
+
+/// The templates a template nests.
+pub fn nested_template_refs(spec: &AnalysisTemplateSpec) -> Vec<TemplateKey> {
+    spec.templates
+        .iter()
+        .flatten()
+        .map(TemplateKey::of)
+        .collect()
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::RolloutStatus;
 
 /// One write against the API server. Each names the object and the resourceVersion it was
@@ -53,6 +54,18 @@ pub enum Action {
         resource_version: Option<String>,
         annotations: BTreeMap<String, Option<String>>,
     },
+    /// Start an analysis of the update.
+    CreateAnalysisRun { run: Box<AnalysisRun> },
+    /// Stop a run nothing waits on any more: `{"spec":{"terminate":true}}`.
+    TerminateAnalysisRun { name: String },
+    /// Set or remove annotations on an AnalysisRun.
+    AnnotateAnalysisRun {
+        name: String,
+        resource_version: Option<String>,
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Delete a finished run beyond the Rollout's history limits.
+    DeleteAnalysisRun { name: String, uid: Option<String> },
 }
 
 /// Event severity, as Kubernetes names it.

@@ -127,7 +127,11 @@ fn prepare(ro: &Rollout) -> Result<Prepared, String> {
     }
     for (i, step) in steps::steps(&canary).iter().enumerate() {
         match step.action() {
-            Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::Pause(_)) => {}
+            Some(
+                CanaryStepAction::SetWeight(_)
+                | CanaryStepAction::Pause(_)
+                | CanaryStepAction::Analysis(_),
+            ) => {}
             Some(other) => {
                 return Err(format!(
                     "step {i}: {} steps are not supported by this version of Sluice",
@@ -153,19 +157,6 @@ fn prepare(ro: &Rollout) -> Result<Prepared, String> {
 }
 
 fn prepare_blue_green(ro: &Rollout, bg: BlueGreenStrategy) -> Result<Prepared, String> {
-    for (field, set) in [
-        ("prePromotionAnalysis", bg.pre_promotion_analysis.is_some()),
-        (
-            "postPromotionAnalysis",
-            bg.post_promotion_analysis.is_some(),
-        ),
-    ] {
-        if set {
-            return Err(format!(
-                "spec.strategy.blueGreen.{field}: analysis is not supported by this version of Sluice"
-            ));
-        }
-    }
     let (pod_hash, replicas) = hash_and_replicas(ro)?;
     // maxUnavailable only paces restarts in blue-green; nothing surges.
     let limits = replicas::resolve_surge_limits(
@@ -281,6 +272,8 @@ struct World<'a> {
     all: Vec<&'a ReplicaSet>,
     pods: &'a [k8s_openapi::api::core::v1::Pod],
     services: &'a [k8s_openapi::api::core::v1::Service],
+    analysis_runs: &'a [sluice_api::analysis::AnalysisRun],
+    analysis_templates: &'a crate::observed::AnalysisTemplates,
 }
 
 impl<'a> World<'a> {
@@ -317,6 +310,8 @@ impl<'a> World<'a> {
             all,
             pods: &observed.pods,
             services: &observed.services,
+            analysis_runs: &observed.analysis_runs,
+            analysis_templates: &observed.analysis_templates,
         }
     }
 
@@ -344,6 +339,7 @@ impl<'a> World<'a> {
 
     fn run(&mut self, plan: &mut Plan) -> Result<(), String> {
         let services = self.blue_green_services()?;
+        self.check_analysis_templates()?;
         let old = plan.status.clone();
         let mut status_value = std::mem::take(&mut plan.status);
         let status = &mut status_value;
@@ -432,6 +428,14 @@ impl<'a> World<'a> {
             }
         }
 
+        // Analysis verdicts come first: a Failed run aborts, an Inconclusive one pauses.
+        let mut analysis = AnalysisState::default();
+        let verdicts = if status.abort == Some(true) || new_is_stable {
+            Verdicts::default()
+        } else {
+            self.read_verdicts(revision, status, plan, &mut events, &mut analysis)
+        };
+
         // Abort: back to the stable pods, no pause; `abortedAt` records the first moment.
         let aborted = status.abort == Some(true) && !new_is_stable;
         if aborted {
@@ -459,20 +463,21 @@ impl<'a> World<'a> {
             new_is_stable,
             aborted,
             manually_paused,
+            verdicts,
         };
         let (scaled, advanced, completed) = match &self.p.strategy {
             Strategy::Canary(_) => {
-                let (scaled, advanced) = self.canary(status, plan, &mut events, &update);
+                let (scaled, advanced) =
+                    self.canary(status, plan, &mut events, &update, &mut analysis);
                 let completed = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
                     && status.updated_replicas.unwrap_or(0) == self.p.replicas
                     && status.replicas.unwrap_or(0) == self.p.replicas
                     && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas;
                 (scaled, advanced, completed)
             }
-            Strategy::BlueGreen(bg) => {
-                let bg = (**bg).clone();
+            Strategy::BlueGreen(_) => {
                 let (scaled, advanced) =
-                    self.blue_green(&bg, &services, status, plan, &mut events, &update);
+                    self.blue_green(&services, status, plan, &mut events, &update, &mut analysis);
                 let active = status
                     .blue_green
                     .as_ref()
@@ -483,6 +488,11 @@ impl<'a> World<'a> {
                 (scaled, advanced, completed)
             }
         };
+        if analysis.accepted_now && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
+            // The promote that accepted an Inconclusive verdict has been acted on.
+            status.controller_pause = None;
+        }
+        self.settle_analysis_runs(plan, &analysis);
         let progressed = scaled || advanced || counts_of_status(status) != counts_of_status(&old);
         self.conditions(
             status,
@@ -490,6 +500,7 @@ impl<'a> World<'a> {
             &mut plan.requeue_after,
             Progress {
                 aborted,
+                abort_message: analysis.abort_message.take(),
                 created: self.new_rs.is_none() && !manually_paused,
                 progressed,
                 completed,
@@ -532,6 +543,7 @@ impl<'a> World<'a> {
         plan: &mut Plan,
         events: &mut Vec<Event>,
         u: &Update,
+        analysis: &mut AnalysisState,
     ) -> (bool, bool) {
         let (revision, new_is_stable, aborted, manually_paused) =
             (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
@@ -624,6 +636,24 @@ impl<'a> World<'a> {
                     Some(CanaryStepAction::Pause(pause)) => {
                         self.pause_step(status, events, &mut plan.requeue_after, pause)
                     }
+                    Some(CanaryStepAction::Analysis(a)) => match &u.verdicts.step {
+                        Verdict::Missing => {
+                            let unpaused =
+                                status.pause_conditions.as_ref().is_none_or(Vec::is_empty);
+                            if unpaused {
+                                self.start_analysis(
+                                    Role::Step(step_index),
+                                    a,
+                                    revision,
+                                    plan,
+                                    events,
+                                    analysis,
+                                );
+                            }
+                            false
+                        }
+                        v => v.passed(),
+                    },
                     _ => false,
                 };
                 if complete {
@@ -641,6 +671,22 @@ impl<'a> World<'a> {
                         ),
                     ));
                 }
+            }
+            // Background analysis, from its starting step on, until the update completes.
+            if let Some(bga) = &self.p.canary().analysis
+                && u.verdicts.background == Verdict::Missing
+                && !promote_full
+                && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
+                && status.pause_conditions.as_ref().is_none_or(Vec::is_empty)
+            {
+                self.start_analysis(
+                    Role::Background,
+                    &bga.analysis,
+                    revision,
+                    plan,
+                    events,
+                    analysis,
+                );
             }
             // All steps done (or skipped by promote-full) and the new pods all up: it is stable.
             let past_steps = status.current_step_index.unwrap_or(0) >= steps_len || promote_full;
@@ -720,6 +766,15 @@ impl<'a> World<'a> {
         let Some(Ok(duration)) = pause.duration() else {
             return false;
         };
+        // Paused on an Inconclusive analysis: only a user moves on, never the clock.
+        let inconclusive = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .any(|p| p.reason.as_ref() == Some(&PauseReason::InconclusiveAnalysisRun));
+        if inconclusive {
+            return false;
+        }
         let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
         let elapsed = self.now.duration_since(started);
         let elapsed = Duration::try_from(elapsed).unwrap_or_default();
@@ -976,18 +1031,30 @@ impl<'a> World<'a> {
         // Progressing, and the progress deadline.
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
         if progress.aborted {
+            let generic = format!("Rollout aborted update to revision {}", progress.revision);
             if !was_aborted {
-                events.push(Event::warning(
-                    "RolloutAborted",
-                    format!("Rollout aborted update to revision {}", progress.revision),
-                ));
+                events.push(Event::warning("RolloutAborted", generic.clone()));
             }
+            // Keep the reason an earlier reconcile recorded (an analysis verdict, a deadline).
+            let message = match (&progress.abort_message, c::find(&conds, Cond::Progressing)) {
+                (Some(detail), _) => format!("{generic}: {detail}"),
+                (None, Some(cond))
+                    if was_aborted
+                        && cond
+                            .message
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with(generic.as_str())) =>
+                {
+                    cond.message.clone().unwrap_or(generic)
+                }
+                _ => generic,
+            };
             c::set(
                 &mut conds,
                 Cond::Progressing,
                 FALSE,
                 c::ROLLOUT_ABORTED,
-                format!("Rollout aborted update to revision {}", progress.revision),
+                message,
                 now,
                 false,
             );
@@ -1173,6 +1240,8 @@ impl<'a> World<'a> {
 
 struct Progress {
     aborted: bool,
+    /// Why an analysis aborted the update, when one did in this reconcile.
+    abort_message: Option<String>,
     created: bool,
     progressed: bool,
     completed: bool,
@@ -1185,6 +1254,7 @@ struct Update {
     new_is_stable: bool,
     aborted: bool,
     manually_paused: bool,
+    verdicts: Verdicts,
 }
 
 fn counts_of(rs: &ReplicaSet) -> RsCounts {
@@ -1237,6 +1307,95 @@ pub fn format_selector(selector: &LabelSelector) -> String {
     parts.join(",")
 }
 
+mod analysis;
 mod bluegreen;
 #[cfg(test)]
 mod tests;
+
+use analysis::{AnalysisState, Role, Verdict};
+
+/// The verdicts of the runs the update may wait on; `Missing` where there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Verdicts {
+    step: Verdict,
+    background: Verdict,
+    pre_promotion: Verdict,
+    post_promotion: Verdict,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Self {
+            step: Verdict::Missing,
+            background: Verdict::Missing,
+            pre_promotion: Verdict::Missing,
+            post_promotion: Verdict::Missing,
+        }
+    }
+}
+
+impl World<'_> {
+    /// Reads (and acts on) the verdict of every run the update currently uses.
+    fn read_verdicts(
+        &self,
+        revision: i64,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        state: &mut AnalysisState,
+    ) -> Verdicts {
+        let mut v = Verdicts::default();
+        match &self.p.strategy {
+            Strategy::Canary(canary) => {
+                let index = status.current_step_index.unwrap_or(0);
+                let at_analysis_step = steps::current_step(canary, index)
+                    .is_some_and(|s| matches!(s.action(), Some(CanaryStepAction::Analysis(_))));
+                if at_analysis_step {
+                    v.step = self.analysis_verdict(
+                        Role::Step(index),
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                } else if let Some(c) = status.canary.as_mut() {
+                    c.current_step_analysis_run_status = None;
+                }
+                if canary.analysis.is_some() {
+                    v.background = self.analysis_verdict(
+                        Role::Background,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+            }
+            Strategy::BlueGreen(bg) => {
+                if bg.pre_promotion_analysis.is_some() {
+                    v.pre_promotion = self.analysis_verdict(
+                        Role::PrePromotion,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+                if bg.post_promotion_analysis.is_some() {
+                    v.post_promotion = self.analysis_verdict(
+                        Role::PostPromotion,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+            }
+        }
+        v
+    }
+}

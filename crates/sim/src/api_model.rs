@@ -21,6 +21,9 @@ pub enum Kind {
     Pod,
     Service,
     Lease,
+    AnalysisRun,
+    AnalysisTemplate,
+    ClusterAnalysisTemplate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

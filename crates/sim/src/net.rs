@@ -13,7 +13,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_controller::writer::{ClusterWriter, WriteError};
+use sluice_engine::observed::TemplateKey;
 
 use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
 
@@ -28,12 +30,23 @@ pub enum Request {
     PatchService { name: String, patch: Value },
     PatchRollout { name: String, patch: Value },
     PatchRolloutStatus { name: String, patch: Value },
+    ListAnalysisRuns,
+    GetAnalysisTemplate { key: TemplateKey },
+    CreateAnalysisRun(Box<AnalysisRun>),
+    PatchAnalysisRun { name: String, patch: Value },
+    DeleteAnalysisRun { name: String, uid: Option<String> },
 }
 
 impl Request {
     /// Whether the request changes anything (a list does not).
     pub fn is_write(&self) -> bool {
-        !matches!(self, Request::ListPods { .. } | Request::GetService { .. })
+        !matches!(
+            self,
+            Request::ListPods { .. }
+                | Request::GetService { .. }
+                | Request::ListAnalysisRuns
+                | Request::GetAnalysisTemplate { .. }
+        )
     }
 
     /// The object it writes: kind and name.
@@ -51,7 +64,17 @@ impl Request {
                 Some((Kind::Rollout, name.clone()))
             }
             Request::PatchService { name, .. } => Some((Kind::Service, name.clone())),
-            Request::ListPods { .. } | Request::GetService { .. } => None,
+            Request::CreateAnalysisRun(run) => Some((
+                Kind::AnalysisRun,
+                run.metadata.name.clone().unwrap_or_default(),
+            )),
+            Request::PatchAnalysisRun { name, .. } | Request::DeleteAnalysisRun { name, .. } => {
+                Some((Kind::AnalysisRun, name.clone()))
+            }
+            Request::ListPods { .. }
+            | Request::GetService { .. }
+            | Request::ListAnalysisRuns
+            | Request::GetAnalysisTemplate { .. } => None,
         }
     }
 
@@ -71,6 +94,16 @@ impl Request {
             Request::PatchService { name, patch } => format!("patch service/{name} {patch}"),
             Request::PatchRollout { name, patch } => format!("patch rollout/{name} {patch}"),
             Request::PatchRolloutStatus { name, .. } => format!("patch rollout/{name}/status"),
+            Request::ListAnalysisRuns => "list analysisruns".into(),
+            Request::GetAnalysisTemplate { key } => format!("get {key}"),
+            Request::CreateAnalysisRun(run) => format!(
+                "create analysisrun/{}",
+                run.metadata.name.as_deref().unwrap_or_default()
+            ),
+            Request::PatchAnalysisRun { name, patch } => {
+                format!("patch analysisrun/{name} {patch}")
+            }
+            Request::DeleteAnalysisRun { name, .. } => format!("delete analysisrun/{name}"),
         }
     }
 }
@@ -81,6 +114,8 @@ pub enum Reply {
     ResourceVersion(Option<String>),
     Pods(Vec<Pod>),
     Service(Option<Box<Service>>),
+    AnalysisRuns(Vec<AnalysisRun>),
+    Template(Option<Box<AnalysisTemplateSpec>>),
 }
 
 pub type Response = Result<Reply, WriteError>;
@@ -282,6 +317,64 @@ impl ClusterWriter for SimWriter {
             other => Err(unexpected(other)),
         }
     }
+
+    async fn list_analysis_runs(&self, _ns: &str) -> Result<Vec<AnalysisRun>, WriteError> {
+        match self.call(Request::ListAnalysisRuns).await? {
+            Reply::AnalysisRuns(runs) => Ok(runs),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_analysis_template(
+        &self,
+        _ns: &str,
+        key: &TemplateKey,
+    ) -> Result<Option<AnalysisTemplateSpec>, WriteError> {
+        match self
+            .call(Request::GetAnalysisTemplate { key: key.clone() })
+            .await?
+        {
+            Reply::Template(t) => Ok(t.map(|t| *t)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn create_analysis_run(&self, _ns: &str, run: &AnalysisRun) -> Result<(), WriteError> {
+        self.done(Request::CreateAnalysisRun(Box::new(run.clone())))
+            .await
+    }
+
+    async fn patch_analysis_run(
+        &self,
+        _ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.done(Request::PatchAnalysisRun {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
+    }
+
+    async fn delete_analysis_run(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.done(Request::DeleteAnalysisRun {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+    }
+}
+
+impl SimWriter {
+    async fn done(&self, request: Request) -> Result<(), WriteError> {
+        self.call(request).await.map(|_| ())
+    }
 }
 
 fn to_write_error(e: ApiError) -> WriteError {
@@ -355,5 +448,40 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             .patch(Kind::Rollout, &name, &patch, Endpoint::Status)
             .map(|v| rv_reply(&v))
             .map_err(to_write_error),
+        Request::ListAnalysisRuns => Ok(Reply::AnalysisRuns(
+            api.list(Kind::AnalysisRun)
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect(),
+        )),
+        Request::GetAnalysisTemplate { key } => {
+            let (kind, spec) = if key.cluster_scope {
+                (Kind::ClusterAnalysisTemplate, "/spec")
+            } else {
+                (Kind::AnalysisTemplate, "/spec")
+            };
+            Ok(Reply::Template(
+                api.get(kind, &key.name)
+                    .and_then(|v| v.pointer(spec))
+                    .and_then(|v| serde_json::from_value(v.clone()).ok())
+                    .map(Box::new),
+            ))
+        }
+        Request::CreateAnalysisRun(run) => {
+            let v = serde_json::to_value(&*run).map_err(|e| WriteError::Api(e.to_string()))?;
+            api.create(Kind::AnalysisRun, v, now)
+                .map(|_| Reply::Done)
+                .map_err(to_write_error)
+        }
+        Request::PatchAnalysisRun { name, patch } => api
+            .patch(Kind::AnalysisRun, &name, &patch, Endpoint::Main)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
+        Request::DeleteAnalysisRun { name, uid } => {
+            match api.delete(Kind::AnalysisRun, &name, uid.as_deref()) {
+                Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
+                Err(e) => Err(to_write_error(e)),
+            }
+        }
     }
 }

@@ -4,9 +4,11 @@
 
 use serde_json::Value;
 use sluice_api::Rollout;
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_controller::apply::{Applied, apply_plan};
 use sluice_controller::writer::{ClusterWriter, WriteError};
 use sluice_engine::Plan;
+use sluice_engine::observed::TemplateKey;
 use sluice_sim::controller::BoxFuture;
 use sluice_sim::invariants::ANNOTATION_NEVER_EMPTY;
 use sluice_sim::net::SimWriter;
@@ -103,6 +105,40 @@ impl ClusterWriter for FaultyWriter {
         patch: &Value,
     ) -> Result<Option<String>, WriteError> {
         self.inner.patch_rollout_status(ns, name, patch).await
+    }
+
+    async fn list_analysis_runs(&self, ns: &str) -> Result<Vec<AnalysisRun>, WriteError> {
+        self.inner.list_analysis_runs(ns).await
+    }
+
+    async fn get_analysis_template(
+        &self,
+        ns: &str,
+        key: &TemplateKey,
+    ) -> Result<Option<AnalysisTemplateSpec>, WriteError> {
+        self.inner.get_analysis_template(ns, key).await
+    }
+
+    async fn create_analysis_run(&self, ns: &str, run: &AnalysisRun) -> Result<(), WriteError> {
+        self.inner.create_analysis_run(ns, run).await
+    }
+
+    async fn patch_analysis_run(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.inner.patch_analysis_run(ns, name, patch).await
+    }
+
+    async fn delete_analysis_run(
+        &self,
+        ns: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.inner.delete_analysis_run(ns, name, uid).await
     }
 }
 

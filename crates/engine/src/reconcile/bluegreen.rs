@@ -15,6 +15,7 @@ use sluice_api::rollout::{
     BlueGreenStatus, BlueGreenStrategy, PauseCondition, PauseReason, RolloutStatus,
 };
 
+use super::analysis::{AnalysisState, Role, Verdict};
 use super::{Strategy, Update, World, remove_pause, set_requeue};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
@@ -98,16 +99,17 @@ impl World<'_> {
     /// Blue-green sizing, promotion and Service switching. Returns (scaled, promoted).
     pub(super) fn blue_green(
         &mut self,
-        bg: &BlueGreenStrategy,
         services: &Option<Services>,
         status: &mut RolloutStatus,
         plan: &mut Plan,
         events: &mut Vec<Event>,
         u: &Update,
+        analysis: &mut AnalysisState,
     ) -> (bool, bool) {
-        let Some(services) = services else {
+        let (Some(services), Strategy::BlueGreen(bg)) = (services, &self.p.strategy) else {
             return (false, false);
         };
+        let bg: &BlueGreenStrategy = bg;
         let hash = self.p.pod_hash.clone();
         let r = self.p.replicas;
         let rollout = self.rollout_name().to_string();
@@ -212,6 +214,30 @@ impl World<'_> {
             })
         };
         let mut switch = false;
+        // Pre-promotion analysis starts once the preview is up, and the switch waits for it.
+        let pre_passed = match &bg.pre_promotion_analysis {
+            None => true,
+            Some(pre) => {
+                let verdict = &u.verdicts.pre_promotion;
+                if *verdict == Verdict::Missing
+                    && !is_active
+                    && !u.aborted
+                    && !u.manually_paused
+                    && !u.new_is_stable
+                    && saturated(new_target)
+                {
+                    self.start_analysis(
+                        Role::PrePromotion,
+                        pre,
+                        u.revision,
+                        plan,
+                        events,
+                        analysis,
+                    );
+                }
+                verdict.passed()
+            }
+        };
         if !is_active && !u.aborted && !u.manually_paused && self.new_rs.is_some() {
             if u.new_is_stable {
                 // First deploy, or back to the stable template: nothing to verify.
@@ -238,9 +264,52 @@ impl World<'_> {
                 }
             }
         }
+        if !u.new_is_stable {
+            switch &= pre_passed;
+        }
+        // Post-promotion analysis runs once traffic is on the new pods; only its success makes
+        // them stable. Until then the previous stable pods stay up to switch back to.
+        let post_passed = match &bg.post_promotion_analysis {
+            None => true,
+            Some(post) => {
+                let verdict = &u.verdicts.post_promotion;
+                if *verdict == Verdict::Missing
+                    && is_active
+                    && !u.aborted
+                    && !u.new_is_stable
+                    && status.stable_rs.as_deref() != Some(hash.as_str())
+                {
+                    self.start_analysis(
+                        Role::PostPromotion,
+                        post,
+                        u.revision,
+                        plan,
+                        events,
+                        analysis,
+                    );
+                }
+                verdict.passed()
+            }
+        };
+        // Aborted after the switch (post-promotion analysis failed): traffic back to stable.
+        if u.aborted
+            && is_active
+            && let Some(stable) = status.stable_rs.clone().filter(|s| *s != hash)
+            && self
+                .all
+                .iter()
+                .any(|rs| rs.pod_hash() == Some(stable.as_str()))
+        {
+            self.switch_service(plan, events, &services.active, &stable, &rollout);
+            bgs.active_selector = Some(stable);
+        }
         // The switch may have landed while the rest of its plan did not (a later write got a
         // conflict): traffic is on the new pods, so the promotion is recorded now.
-        if is_active && !u.aborted && status.stable_rs.as_deref() != Some(hash.as_str()) {
+        if is_active
+            && !u.aborted
+            && post_passed
+            && status.stable_rs.as_deref() != Some(hash.as_str())
+        {
             remove_pause(status, &PauseReason::BlueGreenPause);
             status.controller_pause = None;
             status.promote_full = None;
@@ -255,7 +324,7 @@ impl World<'_> {
             remove_pause(status, &PauseReason::BlueGreenPause);
             status.controller_pause = None;
             status.promote_full = None;
-            if status.stable_rs.as_deref() != Some(hash.as_str()) {
+            if status.stable_rs.as_deref() != Some(hash.as_str()) && post_passed {
                 events.push(Event::normal(
                     "RolloutCompleted",
                     format!(
@@ -264,7 +333,9 @@ impl World<'_> {
                     ),
                 ));
             }
-            status.stable_rs = Some(hash.clone());
+            if post_passed || u.new_is_stable {
+                status.stable_rs = Some(hash.clone());
+            }
             promoted = true;
         }
 
@@ -273,10 +344,15 @@ impl World<'_> {
         let delay = bg
             .scale_down_delay_seconds
             .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
-        let keep_hashes: Vec<&str> = [Some(hash.as_str()), bgs.active_selector.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let stable_hash = status.stable_rs.clone();
+        let keep_hashes: Vec<&str> = [
+            Some(hash.as_str()),
+            bgs.active_selector.as_deref(),
+            stable_hash.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let mut older: Vec<&ReplicaSet> = self
             .all
             .iter()

@@ -16,6 +16,8 @@ use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Plan};
 use crate::reconcile;
+use sluice_api::analysis::{AnalysisRun, AnalysisRunStatus, AnalysisTemplateSpec};
+use sluice_api::common::AnalysisPhase;
 
 struct World {
     ro: Rollout,
@@ -27,6 +29,8 @@ struct World {
     pods: Vec<Pod>,
     pod_serial: u32,
     services: Vec<k8s_openapi::api::core::v1::Service>,
+    runs: Vec<AnalysisRun>,
+    templates: crate::observed::AnalysisTemplates,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -58,6 +62,8 @@ impl World {
             pods: Vec::new(),
             pod_serial: 0,
             services: Vec::new(),
+            runs: Vec::new(),
+            templates: Default::default(),
         }
     }
 
@@ -121,6 +127,8 @@ impl World {
             replica_sets: self.rss.clone(),
             pods: self.pods.clone(),
             services: self.services.clone(),
+            analysis_runs: self.runs.clone(),
+            analysis_templates: self.templates.clone(),
             now: self.now,
         });
         for action in &plan.actions {
@@ -169,6 +177,39 @@ impl World {
                 }
                 Action::EvictPod { name, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_ref() != Some(name));
+                }
+                Action::CreateAnalysisRun { run } => {
+                    assert!(
+                        !self
+                            .runs
+                            .iter()
+                            .any(|r| r.metadata.name == run.metadata.name),
+                        "duplicate AnalysisRun {:?}",
+                        run.metadata.name
+                    );
+                    let mut run = (**run).clone();
+                    run.metadata.creation_timestamp = Some(Time(self.now));
+                    run.metadata.uid = Some(format!("run-uid-{}", self.runs.len()));
+                    self.runs.push(run);
+                }
+                Action::TerminateAnalysisRun { name } => {
+                    let run = self.run_mut(name);
+                    run.spec.terminate = Some(true);
+                }
+                Action::AnnotateAnalysisRun {
+                    name, annotations, ..
+                } => {
+                    let run = self.run_mut(name);
+                    let a = run.metadata.annotations.get_or_insert_with(BTreeMap::new);
+                    for (k, v) in annotations {
+                        match v {
+                            Some(v) => a.insert(k.clone(), v.clone()),
+                            None => a.remove(k),
+                        };
+                    }
+                }
+                Action::DeleteAnalysisRun { name, .. } => {
+                    self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
                 }
                 Action::AnnotateRollout { annotations, .. } => {
                     let a = self
@@ -233,6 +274,65 @@ impl World {
     fn promote(&mut self) {
         let s = self.ro.status.as_mut().unwrap();
         s.pause_conditions = None;
+    }
+
+    fn run_mut(&mut self, name: &str) -> &mut AnalysisRun {
+        self.runs
+            .iter_mut()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .unwrap()
+    }
+
+    /// The runs of one `rollout-type`.
+    fn runs_of(&self, kind: &str) -> Vec<&AnalysisRun> {
+        self.runs
+            .iter()
+            .filter(|r| {
+                r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("rollout-type"))
+                    == Some(&kind.to_string())
+            })
+            .collect()
+    }
+
+    /// What the AnalysisRun controller would report: the newest run of `kind` gets `phase`.
+    fn verdict(&mut self, kind: &str, phase: AnalysisPhase, message: &str) {
+        let name = self
+            .runs_of(kind)
+            .last()
+            .and_then(|r| r.metadata.name.clone())
+            .unwrap_or_else(|| panic!("no {kind} run"));
+        let run = self.run_mut(&name);
+        run.status = Some(AnalysisRunStatus {
+            phase: Some(phase),
+            message: (!message.is_empty()).then(|| message.to_string()),
+            ..Default::default()
+        });
+    }
+
+    fn add_template(&mut self, name: &str) {
+        let spec: AnalysisTemplateSpec = serde_json::from_value(json!({
+            "metrics": [{"name": "m", "interval": "5s", "provider": {"web": {"url": "http://x"}}}]
+        }))
+        .unwrap();
+        self.templates.insert(
+            crate::observed::TemplateKey {
+                cluster_scope: false,
+                name: name.into(),
+            },
+            spec,
+        );
+    }
+
+    fn pause_reasons(&self) -> Vec<String> {
+        self.status()
+            .pause_conditions
+            .iter()
+            .flatten()
+            .filter_map(|p| p.reason.as_ref().map(|r| r.as_str().to_string()))
+            .collect()
     }
 }
 
@@ -971,4 +1071,247 @@ fn blue_green_switch_that_landed_alone_is_recorded_as_promotion() {
     w.settle_bg();
     assert_eq!(w.status().stable_rs.as_deref(), Some(new_hash.as_str()));
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+}
+
+fn with_background_analysis(mut ro: Rollout, starting_step: i32) -> Rollout {
+    let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+    canary.analysis = Some(
+        serde_json::from_value(json!({
+            "templates": [{"templateName": "health"}],
+            "startingStep": starting_step
+        }))
+        .unwrap(),
+    );
+    ro
+}
+
+fn analysis_world(ro: Rollout) -> World {
+    let mut w = World::new(ro);
+    w.add_template("health");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert!(w.runs.is_empty(), "a first deploy analyses nothing");
+    w
+}
+
+#[test]
+fn inconclusive_background_analysis_pauses_until_a_promote_and_keeps_its_one_run() {
+    let ro = with_background_analysis(
+        rollout(
+            4,
+            json!([{"setWeight": 25}, {"pause": {"duration": "30s"}}, {"setWeight": 50}]),
+        ),
+        0,
+    );
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.runs_of("Background").len(), 1);
+    let run = w.runs_of("Background")[0].clone();
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    assert_eq!(
+        run.metadata.name.as_deref(),
+        Some(format!("demo-{hash}-2").as_str())
+    );
+    assert_eq!(w.status().current_step_index, Some(1), "at the timed pause");
+
+    w.verdict(
+        "Background",
+        AnalysisPhase::Inconclusive,
+        "Metric \"m\" assessed Inconclusive",
+    );
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert!(
+        w.pause_reasons()
+            .contains(&"InconclusiveAnalysisRun".to_string())
+    );
+    assert_eq!(
+        w.status()
+            .canary
+            .as_ref()
+            .and_then(|c| c.current_background_analysis_run_status.as_ref())
+            .and_then(|r| r.status.clone()),
+        Some(AnalysisPhase::Inconclusive)
+    );
+    // Long past the pause duration: still paused, still the one run.
+    for _ in 0..10 {
+        w.advance(30);
+        w.settle();
+        assert_eq!(w.phase(), RolloutPhase::Paused);
+        assert_eq!(w.status().current_step_index, Some(1));
+        assert_eq!(w.runs.len(), 1, "no run is re-created while Inconclusive");
+        assert_ne!(w.runs[0].spec.terminate, Some(true), "nor terminated");
+    }
+
+    w.promote();
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(
+        w.runs.len(),
+        1,
+        "the promote accepted the verdict: no new run"
+    );
+    assert!(
+        w.runs[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(super::analysis::INCONCLUSIVE_PROMOTED_AT))
+    );
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 4)]
+    );
+}
+
+#[test]
+fn failed_background_analysis_aborts_with_the_run_message() {
+    let ro = with_background_analysis(rollout(4, json!([{"setWeight": 25}, {"pause": {}}])), 0);
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    w.verdict(
+        "Background",
+        AnalysisPhase::Failed,
+        "Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)",
+    );
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(w.status().abort, Some(true));
+    assert_eq!(
+        w.status().message.as_deref(),
+        Some(
+            "RolloutAborted: Rollout aborted update to revision 2: Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)"
+        )
+    );
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 4), ("app:v2".into(), 0)]
+    );
+    // The reason stays on later passes.
+    w.advance(5);
+    w.settle();
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("failureLimit")
+    );
+}
+
+#[test]
+fn background_analysis_waits_for_its_starting_step_and_stops_when_the_update_completes() {
+    let ro = with_background_analysis(
+        rollout(
+            4,
+            json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 50}]),
+        ),
+        2,
+    );
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    assert!(w.runs.is_empty(), "step 1 is before startingStep 2");
+    w.promote();
+    w.settle();
+    assert_eq!(w.runs_of("Background").len(), 1);
+    assert_eq!(
+        w.phase(),
+        RolloutPhase::Healthy,
+        "background analysis does not block"
+    );
+    assert_eq!(
+        w.runs[0].spec.terminate,
+        Some(true),
+        "terminated once complete"
+    );
+}
+
+#[test]
+fn analysis_step_waits_for_success_and_a_failure_aborts() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"analysis": {"templates": [{"templateName": "health"}]}},
+        {"setWeight": 50}
+    ]);
+    let mut w = analysis_world(rollout(4, steps));
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(1));
+    let runs = w.runs_of("Step");
+    assert_eq!(runs.len(), 1);
+    let labels = runs[0].metadata.labels.clone().unwrap();
+    assert_eq!(labels["step-index"], "1");
+    w.advance(60);
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(1), "still measuring");
+    assert_eq!(w.runs.len(), 1);
+    w.verdict("Step", AnalysisPhase::Successful, "");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+
+    w.set_image("app:v3");
+    w.settle();
+    assert_eq!(
+        w.runs_of("Step").len(),
+        2,
+        "a new revision gets its own run"
+    );
+    w.verdict(
+        "Step",
+        AnalysisPhase::Error,
+        "Metric \"m\" assessed Error due to consecutiveErrors (5) > consecutiveErrorLimit (4)",
+    );
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("consecutiveErrorLimit")
+    );
+}
+
+#[test]
+fn inconclusive_step_analysis_is_passed_by_a_promote() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"analysis": {"templates": [{"templateName": "health"}]}}
+    ]);
+    let mut w = analysis_world(rollout(4, steps));
+    w.set_image("app:v2");
+    w.settle();
+    w.verdict("Step", AnalysisPhase::Inconclusive, "");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    w.advance(600);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    w.promote();
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.runs.len(), 1);
+}
+
+#[test]
+fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
+    let ro = with_background_analysis(rollout(2, json!([{"setWeight": 50}])), 0);
+    let mut w = analysis_world(ro);
+    w.templates.clear();
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("AnalysisTemplate \"health\" not found"),
+        "{:?}",
+        w.status().message
+    );
+    assert!(w.runs.is_empty());
 }

@@ -1,0 +1,431 @@
+//! Analysis during an update: which AnalysisRuns a Rollout needs now, creating them, and what
+//! their verdicts do to the update.
+//!
+//! - Failed or Error aborts the update.
+//! - Inconclusive pauses it (`InconclusiveAnalysisRun`) and keeps that very run: no new run is
+//!   created and nothing moves on, not even a timed pause step, until a user promotes or
+//!   aborts. A promote accepts the Inconclusive verdict; the acceptance is recorded on the run
+//!   itself ([`INCONCLUSIVE_PROMOTED_AT`]), so it survives restarts and never causes a second run.
+//! - Runs that are no longer needed are terminated; finished ones beyond the history limits
+//!   are deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::analysis::AnalysisRun;
+use sluice_api::common::AnalysisPhase;
+use sluice_api::rollout::{
+    PauseCondition, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
+};
+
+use super::World;
+use crate::analysis::{self as build, RunKind};
+use crate::labels::{POD_TEMPLATE_HASH, REVISION};
+use crate::observed::{AnalysisTemplates, TemplateKey};
+use crate::plan::{Action, Event, Plan};
+
+/// Annotation on an AnalysisRun whose Inconclusive verdict a user accepted by promoting the
+/// Rollout; its value is the time of the promotion.
+pub const INCONCLUSIVE_PROMOTED_AT: &str = "rollouts.sluice.dev/inconclusive-promoted-at";
+
+/// Default number of finished successful and unsuccessful runs kept per Rollout.
+const DEFAULT_RUN_HISTORY_LIMIT: usize = 5;
+
+/// The part a run plays in the update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Step(i32),
+    Background,
+    PrePromotion,
+    PostPromotion,
+}
+
+impl Role {
+    fn kind(self) -> RunKind {
+        match self {
+            Role::Step(index) => RunKind::Step { index },
+            Role::Background => RunKind::Background,
+            Role::PrePromotion => RunKind::PrePromotion,
+            Role::PostPromotion => RunKind::PostPromotion,
+        }
+    }
+
+    /// How Argo names the analysis in abort messages.
+    fn describe(self) -> &'static str {
+        match self {
+            Role::Step(_) => "Step-based analysis",
+            Role::Background => "Background analysis",
+            Role::PrePromotion => "Blue/green pre-promotion analysis",
+            Role::PostPromotion => "Blue/green post-promotion analysis",
+        }
+    }
+}
+
+/// What a run's state means for the update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// No run yet.
+    Missing,
+    /// Measuring.
+    Pending,
+    /// Successful.
+    Passed,
+    /// Inconclusive, and a user promoted past it.
+    Accepted,
+    /// Inconclusive: the update is paused on it.
+    Inconclusive,
+    /// Failed or Error: the update is aborted.
+    Failed,
+}
+
+impl Verdict {
+    /// Whether the update may go past this analysis.
+    pub(super) fn passed(&self) -> bool {
+        matches!(self, Verdict::Passed | Verdict::Accepted)
+    }
+}
+
+/// The analysis bookkeeping of one reconcile.
+#[derive(Debug, Default)]
+pub(super) struct AnalysisState {
+    /// Runs the update still waits on or measures with: never terminated.
+    needed: BTreeSet<String>,
+    /// Why the update was aborted by an analysis, for the Progressing condition.
+    pub(super) abort_message: Option<String>,
+    /// A user promoted past an Inconclusive verdict in this reconcile.
+    pub(super) accepted_now: bool,
+}
+
+fn phase(run: &AnalysisRun) -> Option<&AnalysisPhase> {
+    run.status.as_ref().and_then(|s| s.phase.as_ref())
+}
+
+fn label<'r>(run: &'r AnalysisRun, key: &str) -> Option<&'r str> {
+    run.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+fn annotation<'r>(run: &'r AnalysisRun, key: &str) -> Option<&'r str> {
+    run.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+fn run_name(run: &AnalysisRun) -> &str {
+    run.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn is_finished(run: &AnalysisRun) -> bool {
+    phase(run).is_some_and(AnalysisPhase::is_completed)
+}
+
+/// The status record of the run a role uses.
+fn record_slot(status: &mut RolloutStatus, role: Role) -> &mut Option<RolloutAnalysisRunStatus> {
+    match role {
+        Role::Step(_) => {
+            &mut status
+                .canary
+                .get_or_insert_with(Default::default)
+                .current_step_analysis_run_status
+        }
+        Role::Background => {
+            &mut status
+                .canary
+                .get_or_insert_with(Default::default)
+                .current_background_analysis_run_status
+        }
+        Role::PrePromotion => {
+            &mut status
+                .blue_green
+                .get_or_insert_with(Default::default)
+                .pre_promotion_analysis_run_status
+        }
+        Role::PostPromotion => {
+            &mut status
+                .blue_green
+                .get_or_insert_with(Default::default)
+                .post_promotion_analysis_run_status
+        }
+    }
+}
+
+fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
+    status
+        .pause_conditions
+        .iter()
+        .flatten()
+        .any(|p| p.reason.as_ref() == Some(reason))
+}
+
+impl<'a> World<'a> {
+    /// The run playing `role` for the current pod template and revision, if there is one.
+    pub(super) fn analysis_run(&self, role: Role, revision: i64) -> Option<&'a AnalysisRun> {
+        let kind = role.kind();
+        let revision = revision.to_string();
+        self.analysis_runs
+            .iter()
+            .filter(|r| label(r, crate::analysis::ROLLOUT_TYPE) == Some(kind.label()))
+            .filter(|r| label(r, POD_TEMPLATE_HASH) == Some(self.p.pod_hash.as_str()))
+            .filter(|r| match role {
+                Role::Step(i) => {
+                    label(r, crate::analysis::STEP_INDEX) == Some(i.to_string().as_str())
+                }
+                _ => true,
+            })
+            .filter(|r| annotation(r, REVISION) == Some(revision.as_str()))
+            .filter(|r| r.metadata.deletion_timestamp.is_none())
+            .max_by_key(|r| {
+                (
+                    r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    run_name(r).to_string(),
+                )
+            })
+    }
+
+    /// Reads the verdict of the run playing `role`, and acts on it: abort on Failed or Error,
+    /// pause on Inconclusive (or accept it when the user has promoted). Records the run in the
+    /// status and marks it needed.
+    pub(super) fn analysis_verdict(
+        &self,
+        role: Role,
+        revision: i64,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        state: &mut AnalysisState,
+    ) -> Verdict {
+        let previous = record_slot(status, role).clone();
+        let Some(run) = self.analysis_run(role, revision) else {
+            *record_slot(status, role) = None;
+            return Verdict::Missing;
+        };
+        let name = run_name(run).to_string();
+        state.needed.insert(name.clone());
+        let message = run
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .filter(|m| !m.is_empty());
+        *record_slot(status, role) = Some(RolloutAnalysisRunStatus {
+            name: Some(name.clone()),
+            status: phase(run).cloned().or(Some(AnalysisPhase::Pending)),
+            message: message.clone(),
+        });
+        match phase(run) {
+            Some(AnalysisPhase::Successful) => Verdict::Passed,
+            Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
+                let phase_name = match phase(run) {
+                    Some(AnalysisPhase::Failed) => "failed",
+                    _ => "error",
+                };
+                let detail = message.unwrap_or_else(|| format!("AnalysisRun {name}"));
+                if status.abort != Some(true) {
+                    status.abort = Some(true);
+                    events.push(Event::warning(
+                        "AnalysisRunFailed",
+                        format!("{} phase {phase_name}: {detail}", role.describe()),
+                    ));
+                }
+                state.abort_message = Some(detail);
+                Verdict::Failed
+            }
+            Some(AnalysisPhase::Inconclusive) => {
+                if annotation(run, INCONCLUSIVE_PROMOTED_AT).is_some() {
+                    return Verdict::Accepted;
+                }
+                let reason = PauseReason::InconclusiveAnalysisRun;
+                if has_pause(status, &reason) {
+                    return Verdict::Inconclusive;
+                }
+                // The rollout had recorded this very run as Inconclusive (so it had paused on
+                // it) and the pause is gone while the controller's pause flag is still up: a
+                // user promoted.
+                let seen_inconclusive = previous.as_ref().is_some_and(|p| {
+                    p.name.as_deref() == Some(name.as_str())
+                        && p.status == Some(AnalysisPhase::Inconclusive)
+                });
+                let promoted = status.controller_pause == Some(true)
+                    && status.pause_conditions.as_ref().is_none_or(Vec::is_empty);
+                if seen_inconclusive && promoted {
+                    let mut annotations = BTreeMap::new();
+                    annotations.insert(
+                        INCONCLUSIVE_PROMOTED_AT.to_string(),
+                        Some(self.now.to_string()),
+                    );
+                    plan.actions.push(Action::AnnotateAnalysisRun {
+                        name,
+                        resource_version: run.metadata.resource_version.clone(),
+                        annotations,
+                    });
+                    state.accepted_now = true;
+                    return Verdict::Accepted;
+                }
+                status
+                    .pause_conditions
+                    .get_or_insert_with(Vec::new)
+                    .push(PauseCondition {
+                        reason: Some(reason),
+                        start_time: Some(Time(self.now)),
+                    });
+                status.controller_pause = Some(true);
+                events.push(Event::normal(
+                    "RolloutPaused",
+                    "Rollout is paused (InconclusiveAnalysisRun)",
+                ));
+                Verdict::Inconclusive
+            }
+            _ => Verdict::Pending,
+        }
+    }
+
+    /// Creates the run for `role` from the Rollout's `analysis`, once. Returns whether it did;
+    /// a run that cannot be built (a template is missing) is reported by
+    /// [`World::check_analysis_templates`] before any decision is made.
+    pub(super) fn start_analysis(
+        &self,
+        role: Role,
+        analysis: &RolloutAnalysis,
+        revision: i64,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        state: &mut AnalysisState,
+    ) -> bool {
+        let Ok(run) = self.build_run(role, analysis, revision) else {
+            return false;
+        };
+        let name = run_name(&run).to_string();
+        state.needed.insert(name.clone());
+        events.push(Event::normal(
+            "AnalysisRunRunning",
+            format!("{} {name} created", role.describe()),
+        ));
+        plan.actions
+            .push(Action::CreateAnalysisRun { run: Box::new(run) });
+        true
+    }
+
+    fn build_run(
+        &self,
+        role: Role,
+        analysis: &RolloutAnalysis,
+        revision: i64,
+    ) -> Result<AnalysisRun, String> {
+        let template = resolve_rollout_analysis(analysis, self.analysis_templates)?;
+        let existing: BTreeSet<&str> = self.analysis_runs.iter().map(run_name).collect();
+        let revision = revision.to_string();
+        let mut run = build::build_analysis_run(build::RunRequest {
+            rollout: self.ro,
+            analysis,
+            template,
+            kind: role.kind(),
+            latest_pod_hash: &self.p.pod_hash,
+            stable_pod_hash: self.stable_hash_for_args(),
+            revision: &revision,
+        })?;
+        // A name taken by an earlier run (a retry of the same revision) gets a suffix.
+        let base = run_name(&run).to_string();
+        let mut n = 1;
+        while existing.contains(run_name(&run)) {
+            run.metadata.name = Some(build::collision_name(&base, n));
+            n += 1;
+        }
+        Ok(run)
+    }
+
+    /// The stable pod hash for `podTemplateHashValue: Stable`.
+    fn stable_hash_for_args(&self) -> Option<&str> {
+        self.ro
+            .status
+            .as_ref()
+            .and_then(|s| s.stable_rs.as_deref())
+            .or_else(|| self.stable_hash())
+    }
+
+    /// Every template the Rollout's analyses need is present and they merge: otherwise the
+    /// spec is invalid, and nothing is decided.
+    pub(super) fn check_analysis_templates(&self) -> Result<(), String> {
+        for analysis in analyses_of(self.ro) {
+            resolve_rollout_analysis(analysis, self.analysis_templates)?;
+        }
+        Ok(())
+    }
+
+    /// Terminates the runs of this Rollout that nothing waits on any more, and deletes
+    /// finished ones beyond the history limits.
+    pub(super) fn settle_analysis_runs(&self, plan: &mut Plan, state: &AnalysisState) {
+        for run in self.analysis_runs.iter() {
+            let name = run_name(run);
+            let terminating = run.spec.terminate == Some(true);
+            if !state.needed.contains(name) && !is_finished(run) && !terminating {
+                plan.actions.push(Action::TerminateAnalysisRun {
+                    name: name.to_string(),
+                });
+            }
+        }
+        let limits = self.ro.spec.analysis.as_ref();
+        let keep_ok = limits
+            .and_then(|l| l.successful_run_history_limit)
+            .map_or(DEFAULT_RUN_HISTORY_LIMIT, |n| n.max(0) as usize);
+        let keep_bad = limits
+            .and_then(|l| l.unsuccessful_run_history_limit)
+            .map_or(DEFAULT_RUN_HISTORY_LIMIT, |n| n.max(0) as usize);
+        let mut finished: Vec<&AnalysisRun> = self
+            .analysis_runs
+            .iter()
+            .filter(|r| is_finished(r) && !state.needed.contains(run_name(r)))
+            .collect();
+        // Newest first.
+        finished.sort_by_key(|r| {
+            std::cmp::Reverse((
+                r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                run_name(r).to_string(),
+            ))
+        });
+        let (ok, bad): (Vec<&AnalysisRun>, Vec<&AnalysisRun>) = finished
+            .into_iter()
+            .partition(|r| phase(r) == Some(&AnalysisPhase::Successful));
+        for run in ok.iter().skip(keep_ok).chain(bad.iter().skip(keep_bad)) {
+            plan.actions.push(Action::DeleteAnalysisRun {
+                name: run_name(run).to_string(),
+                uid: run.metadata.uid.clone(),
+            });
+        }
+    }
+}
+
+/// Every analysis a Rollout declares.
+fn analyses_of(ro: &sluice_api::rollout::Rollout) -> Vec<&RolloutAnalysis> {
+    let Some(strategy) = ro.spec.strategy.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(c) = &strategy.canary {
+        out.extend(c.analysis.as_ref().map(|b| &b.analysis));
+        for step in c.steps.iter().flatten() {
+            out.extend(step.analysis.as_ref());
+        }
+    }
+    if let Some(bg) = &strategy.blue_green {
+        out.extend(bg.pre_promotion_analysis.as_ref());
+        out.extend(bg.post_promotion_analysis.as_ref());
+    }
+    out
+}
+
+/// The merged template of one of the Rollout's analyses, from the observed templates.
+fn resolve_rollout_analysis(
+    analysis: &RolloutAnalysis,
+    templates: &AnalysisTemplates,
+) -> Result<sluice_api::analysis::AnalysisTemplateSpec, String> {
+    let refs = analysis.templates.clone().unwrap_or_default();
+    if refs.is_empty() {
+        return Err("an analysis names no templates".into());
+    }
+    let resolved = build::resolve_nested(&refs, |r| templates.get(&TemplateKey::of(r)).cloned())?;
+    build::merge_templates(&resolved)
+}
