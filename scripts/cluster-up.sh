@@ -70,7 +70,8 @@ free_port() {
 
 ensure_packages() {
   local missing=() pkg
-  for pkg in etcd-server openssl jq curl util-linux; do
+  # prometheus: the real server the analysis tests query.
+  for pkg in etcd-server openssl jq curl util-linux prometheus; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return
@@ -78,7 +79,8 @@ ensure_packages() {
   ((EUID == 0)) || sudo=(sudo -n)
   log "installing ${missing[*]}"
   "${sudo[@]}" apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >&2
 }
 
 fake_kubelet_binary() {

@@ -5,8 +5,12 @@
 //! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
 //! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
 //!   applying YAML, waiting for conditions.
+//! - [`http_stub`]: a local HTTP server whose answer a test sets (a metric source).
+//! - [`prometheus`]: a real Prometheus server scraping targets a test names.
 
 pub mod fake_kubelet;
 pub mod fault_proxy;
 pub mod harness;
+pub mod http_stub;
 pub mod kubeconfig;
+pub mod prometheus;
