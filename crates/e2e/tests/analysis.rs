@@ -378,3 +378,128 @@ async fn job_metric_succeeds_with_a_succeeding_job_and_fails_with_a_failing_one(
         );
     }
 }
+
+/// The hash the active Service selects.
+async fn active_hash(ns: &TestNamespace, service: &str) -> Option<String> {
+    let svc = ns
+        .api::<k8s_openapi::api::core::v1::Service>()
+        .get(service)
+        .await
+        .unwrap();
+    svc.spec?
+        .selector?
+        .get("rollouts-pod-template-hash")
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blue_green_pre_and_post_promotion_analysis_gate_and_undo_the_switch() {
+    let (_env, ns, _controller) = setup("bg-analysis").await;
+    let api = rollouts(&ns);
+    let pre = HttpStub::start().await.unwrap();
+    let post = HttpStub::start().await.unwrap();
+    pre.respond_json(200, &json!({"status": "ok"}));
+    post.respond_json(200, &json!({"status": "ok"}));
+    for (name, stub) in [("pre-check", &pre), ("post-check", &post)] {
+        ns.apply_yaml(&web_template(name, &stub.url("/"), json!({"count": 1})))
+            .await
+            .unwrap();
+    }
+    ns.apply_yaml(
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bg-active"},
+                "spec": {"selector": {"app": "bga"}, "ports": [{"port": 80}]}})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let mut manifest: Value =
+        serde_json::from_str(&canary_rollout("bga", 2, "app:v1", json!([]), json!({}))).unwrap();
+    manifest["spec"]["strategy"] = json!({"blueGreen": {
+        "activeService": "bg-active",
+        "scaleDownDelaySeconds": 5,
+        "prePromotionAnalysis": {"templates": [{"templateName": "pre-check"}]},
+        "postPromotionAnalysis": {"templates": [{"templateName": "post-check"}]}
+    }});
+    ns.apply_yaml(&manifest.to_string()).await.unwrap();
+    let ro = wait_phase(&api, "bga", RolloutPhase::Healthy, TIMEOUT).await;
+    let v1 = ro.status.unwrap().current_pod_hash.unwrap();
+    assert!(
+        runs_of(&ns, "PrePromotion").await.is_empty(),
+        "a first deploy is not analysed"
+    );
+
+    // Both analyses pass: switched, and the new pods become stable.
+    set_image(&api, "bga", "app:v2").await;
+    let ro = wait_phase(&api, "bga", RolloutPhase::Healthy, TIMEOUT).await;
+    let v2 = ro
+        .status
+        .as_ref()
+        .unwrap()
+        .current_pod_hash
+        .clone()
+        .unwrap();
+    assert_eq!(
+        ro.status.as_ref().unwrap().stable_rs.as_deref(),
+        Some(v2.as_str())
+    );
+    assert_eq!(
+        active_hash(&ns, "bg-active").await.as_deref(),
+        Some(v2.as_str())
+    );
+    for (kind, suffix) in [("PrePromotion", "pre"), ("PostPromotion", "post")] {
+        let runs = runs_of(&ns, kind).await;
+        assert_eq!(runs.len(), 1, "{kind}");
+        assert_eq!(
+            runs[0].metadata.name.as_deref(),
+            Some(format!("bga-{v2}-2-{suffix}").as_str())
+        );
+        assert_eq!(
+            runs[0].status.as_ref().unwrap().phase,
+            Some(AnalysisPhase::Successful)
+        );
+    }
+
+    // Pre-promotion fails: never switched, aborted.
+    pre.respond_json(200, &json!({"status": "bad"}));
+    set_image(&api, "bga", "app:v3").await;
+    let ro = wait_phase(&api, "bga", RolloutPhase::Degraded, TIMEOUT).await;
+    assert!(
+        ro.status
+            .unwrap()
+            .message
+            .unwrap_or_default()
+            .contains("assessed Failed"),
+    );
+    assert_eq!(
+        active_hash(&ns, "bg-active").await.as_deref(),
+        Some(v2.as_str())
+    );
+
+    // Post-promotion fails after the switch: traffic goes back to the stable pods.
+    pre.respond_json(200, &json!({"status": "ok"}));
+    post.respond_json(200, &json!({"status": "bad"}));
+    set_image(&api, "bga", "app:v4").await;
+    let ro = wait_phase(&api, "bga", RolloutPhase::Degraded, TIMEOUT).await;
+    let status = ro.status.unwrap();
+    assert!(
+        status
+            .message
+            .unwrap_or_default()
+            .contains("assessed Failed")
+    );
+    assert_eq!(status.stable_rs.as_deref(), Some(v2.as_str()));
+    wait_for(
+        "the active service back on the stable pods",
+        TIMEOUT,
+        || async {
+            match active_hash(&ns, "bg-active").await {
+                Some(h) if h == v2 => Ok(()),
+                other => anyhow::bail!("{other:?}"),
+            }
+        },
+    )
+    .await
+    .unwrap();
+    wait_replicas(&ns, "bga", &[("app:v2", 2)], TIMEOUT).await;
+    assert_ne!(v1, v2);
+}
