@@ -104,6 +104,11 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &ns);
 
     let tasks = next_tasks(&run, now);
+    let started: Vec<String> = tasks
+        .iter()
+        .filter(|t| t.kind == TaskKind::Start)
+        .map(|t| t.metric.clone())
+        .collect();
     let results = if tasks.is_empty() {
         Vec::new()
     } else {
@@ -144,6 +149,8 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
             info!(analysisrun = %name, namespace = %ns, phase = phase.as_str(), message = assessment.status.message.as_deref().unwrap_or_default(), "analysis run phase changed");
         }
     }
+
+    collect_garbage(&ctx, &run, &assessment.status, &started).await;
 
     if let Some(at) = assessment.delete_at {
         if at <= now {
@@ -265,5 +272,40 @@ fn error_measurement(message: String) -> Measurement {
         started_at: Some(now.clone()),
         finished_at: Some(now),
         ..Default::default()
+    }
+}
+
+/// What old measurements of the metrics just measured left behind (Jobs) goes, keeping as many
+/// as the status keeps measurements.
+async fn collect_garbage(
+    ctx: &Context,
+    run: &AnalysisRun,
+    status: &sluice_api::analysis::AnalysisRunStatus,
+    started: &[String],
+) {
+    let run_ctx = RunContext::for_run(run);
+    for name in started {
+        let Some(metric) = run
+            .spec
+            .metrics
+            .iter()
+            .flatten()
+            .find(|m| m.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        if metric.provider.as_ref().is_none_or(|p| p.job.is_none()) {
+            continue;
+        }
+        let kept = status
+            .metric_results
+            .iter()
+            .flatten()
+            .find(|r| r.name.as_deref() == Some(name.as_str()))
+            .and_then(|r| r.measurements.as_ref())
+            .map_or(0, Vec::len);
+        if let Err(e) = ctx.providers.garbage_collect(&run_ctx, metric, kept).await {
+            debug!(analysisrun = %run.name_any(), metric = %name, error = %e, "could not delete old measurement jobs");
+        }
     }
 }
