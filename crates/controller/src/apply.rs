@@ -5,9 +5,11 @@
 //! is ever blanked by a conflict path), and a decision made on stale state is refused with a
 //! conflict, after which the controller observes again.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 use sluice_api::Rollout;
-use sluice_engine::labels::{MANAGED_BY, POD_TEMPLATE_HASH};
+use sluice_engine::labels::{EPHEMERAL_METADATA, MANAGED_BY, POD_TEMPLATE_HASH};
 use sluice_engine::{Action, Plan};
 
 use crate::writer::{ClusterWriter, WriteError};
@@ -72,7 +74,7 @@ pub async fn apply_plan<W: ClusterWriter>(
                 pod_hash,
                 rollout: owner,
             } => {
-                let mut annotations = std::collections::BTreeMap::new();
+                let mut annotations = BTreeMap::new();
                 annotations.insert(MANAGED_BY.to_string(), Some(owner.clone()));
                 let mut patch = annotations_patch(resource_version.as_deref(), &annotations);
                 patch["spec"] = json!({ "selector": { POD_TEMPLATE_HASH: pod_hash } });
@@ -80,6 +82,37 @@ pub async fn apply_plan<W: ClusterWriter>(
             }
             Action::EvictPod { name: pod, uid } => {
                 writer.evict_pod(ns, pod, uid.as_deref()).await?;
+            }
+            Action::SetReplicaSetPodMetadata {
+                name: rs,
+                resource_version,
+                labels,
+                annotations,
+                record,
+            } => {
+                let patch = pod_metadata_patch(
+                    resource_version.as_deref(),
+                    labels,
+                    annotations,
+                    record.as_ref(),
+                );
+                writer.patch_replica_set(ns, rs, &patch).await?;
+            }
+            Action::PatchPodMetadata {
+                name: pod,
+                resource_version,
+                labels,
+                annotations,
+            } => {
+                let mut patch = annotations_patch(resource_version.as_deref(), annotations);
+                if !labels.is_empty() {
+                    patch["metadata"]["labels"] = key_changes(labels);
+                }
+                match writer.patch_pod(ns, pod, &patch).await {
+                    // Gone meanwhile: nothing left to relabel.
+                    Err(WriteError::NotFound) => {}
+                    other => other?,
+                }
             }
             Action::AnnotateRollout { annotations, .. } => {
                 let patch = annotations_patch(rollout_rv.as_deref(), annotations);
@@ -130,20 +163,49 @@ pub async fn apply_plan<W: ClusterWriter>(
 
 fn annotations_patch(
     resource_version: Option<&str>,
-    annotations: &std::collections::BTreeMap<String, Option<String>>,
+    annotations: &BTreeMap<String, Option<String>>,
 ) -> Value {
     let mut meta = Map::new();
     if let Some(rv) = resource_version {
         meta.insert("resourceVersion".into(), json!(rv));
     }
     if !annotations.is_empty() {
-        let a: Map<String, Value> = annotations
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
-            .collect();
-        meta.insert("annotations".into(), Value::Object(a));
+        meta.insert("annotations".into(), key_changes(annotations));
     }
     json!({ "metadata": meta })
+}
+
+/// A merge patch of a string map: `None` becomes `null`, which removes the key.
+fn key_changes(changes: &BTreeMap<String, Option<String>>) -> Value {
+    let m: Map<String, Value> = changes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
+        .collect();
+    Value::Object(m)
+}
+
+/// The ReplicaSet patch for ephemeral metadata: the pod template's labels and annotations and
+/// the record of what is injected, in one write under the observed resourceVersion.
+fn pod_metadata_patch(
+    resource_version: Option<&str>,
+    labels: &BTreeMap<String, Option<String>>,
+    annotations: &BTreeMap<String, Option<String>>,
+    record: Option<&String>,
+) -> Value {
+    let mut recorded = BTreeMap::new();
+    recorded.insert(EPHEMERAL_METADATA.to_string(), record.cloned());
+    let mut patch = annotations_patch(resource_version, &recorded);
+    let mut template_meta = Map::new();
+    if !labels.is_empty() {
+        template_meta.insert("labels".into(), key_changes(labels));
+    }
+    if !annotations.is_empty() {
+        template_meta.insert("annotations".into(), key_changes(annotations));
+    }
+    if !template_meta.is_empty() {
+        patch["spec"] = json!({ "template": { "metadata": template_meta } });
+    }
+    patch
 }
 
 /// The JSON merge patch (RFC 7386) that turns `old` into `new`, or `None` when they are equal.
@@ -193,7 +255,7 @@ mod tests {
 
     #[test]
     fn annotation_patch_removes_with_null_and_keeps_others_untouched() {
-        let mut a = std::collections::BTreeMap::new();
+        let mut a = BTreeMap::new();
         a.insert("scale-down-deadline".to_string(), None);
         a.insert(
             "rollout.argoproj.io/desired-replicas".to_string(),
@@ -206,6 +268,35 @@ mod tests {
                 "rollout.argoproj.io/desired-replicas": "5",
                 "scale-down-deadline": null
             }}})
+        );
+    }
+
+    #[test]
+    fn pod_metadata_patch_sets_the_template_and_the_record_under_a_precondition() {
+        let labels: BTreeMap<String, Option<String>> = [
+            ("role".to_string(), Some("active".to_string())),
+            ("old".to_string(), None),
+        ]
+        .into();
+        let annotations: BTreeMap<String, Option<String>> = [("stage".to_string(), None)].into();
+        let record = r#"{"labels":{"role":"active"}}"#.to_string();
+        let p = pod_metadata_patch(Some("7"), &labels, &annotations, Some(&record));
+        assert_eq!(
+            p,
+            json!({
+                "metadata": {"resourceVersion": "7",
+                             "annotations": {EPHEMERAL_METADATA: record}},
+                "spec": {"template": {"metadata": {
+                    "labels": {"old": null, "role": "active"},
+                    "annotations": {"stage": null}
+                }}}
+            })
+        );
+        // Metadata removed from the spec: the record goes; no template change, no `spec`.
+        let p = pod_metadata_patch(Some("8"), &BTreeMap::new(), &BTreeMap::new(), None);
+        assert_eq!(
+            p,
+            json!({"metadata": {"resourceVersion": "8", "annotations": {EPHEMERAL_METADATA: null}}})
         );
     }
 }

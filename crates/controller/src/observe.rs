@@ -11,7 +11,8 @@ use sluice_engine::observed::{AnalysisTemplates, nested_template_refs};
 use crate::writer::{ClusterWriter, WriteError};
 
 /// Builds the engine's input from cached ReplicaSets plus what is read on demand: pods only
-/// while a restart is pending, and the Services a blue-green Rollout names.
+/// while a restart is pending or pods are to get a new role's ephemeral metadata, and the
+/// Services a blue-green Rollout names.
 pub async fn observe<W: ClusterWriter>(
     writer: &W,
     rollout: &Rollout,
@@ -19,7 +20,7 @@ pub async fn observe<W: ClusterWriter>(
     now: Timestamp,
 ) -> Result<Observed, WriteError> {
     let ns = rollout.metadata.namespace.clone().unwrap_or_default();
-    let pods = if Observed::needs_pods(rollout, now) {
+    let pods = if Observed::needs_pods(rollout, &replica_sets, now) {
         let selector = rollout
             .spec
             .selector

@@ -83,6 +83,14 @@ pub trait ClusterWriter: Send + Sync {
         uid: Option<&str>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Merge-patches a pod's labels and annotations (ephemeral metadata of its role).
+    fn patch_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
     /// Reads a Service (blue-green Rollouts route through theirs); `None` when it is absent.
     fn get_service(
         &self,
@@ -98,7 +106,7 @@ pub trait ClusterWriter: Send + Sync {
         merge_patch: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
-    /// Lists the pods a label selector matches (only used while a restart is pending).
+    /// Lists the pods a label selector matches (only read when a decision needs them).
     fn list_pods(
         &self,
         namespace: &str,
@@ -279,6 +287,18 @@ impl ClusterWriter for KubeWriter {
                 other => Err(other),
             },
         }
+    }
+
+    async fn patch_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
+            .await?;
+        Ok(())
     }
 
     async fn get_service(

@@ -15,6 +15,9 @@ pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
 pub const NOTIFIED: &str = "notified.notifications.argoproj.io";
 /// kubectl's client-side apply record; never copied to ReplicaSets.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// JSON of the ephemeral pod metadata (canary/stable, preview/active) a ReplicaSet's pod template
+/// carries, so that a role change knows which keys to take away.
+pub const EPHEMERAL_METADATA: &str = "rollout.argoproj.io/ephemeral-metadata";
 /// Time a restart was applied to a ReplicaSet.
 pub const RESTARTED_AFTER: &str = "argo-rollouts.argoproj.io/restarted-after";
 /// Rollout-to-ReplicaSet annotation copy rule: everything except these keys.

@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod conditions;
+pub mod ephemeral;
 pub mod labels;
 pub mod observed;
 pub mod phase;

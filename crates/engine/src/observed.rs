@@ -18,8 +18,8 @@ pub struct Observed {
     pub rollout: Rollout,
     /// ReplicaSets controlled by this Rollout (owner reference with `controller: true`).
     pub replica_sets: Vec<ReplicaSet>,
-    /// Pods of the Rollout. Only needed (and only gathered) while a restart is pending; see
-    /// [`Observed::needs_pods`].
+    /// Pods of the Rollout. Only needed (and only gathered) while a restart is pending or
+    /// some pods are to get a new role's ephemeral metadata; see [`Observed::needs_pods`].
     pub pods: Vec<Pod>,
     /// The Services a blue-green Rollout names (active, preview), as found; absent ones are
     /// simply missing from the list.
@@ -112,9 +112,16 @@ impl Observed {
         keys
     }
 
-    /// Whether the decision needs the Rollout's pods: only while `spec.restartAt` has passed and
-    /// is not yet recorded as done. Pods are listed on demand, never cached cluster-wide.
-    pub fn needs_pods(rollout: &Rollout, now: Timestamp) -> bool {
+    /// Whether the decision needs the Rollout's pods: while `spec.restartAt` has passed and is
+    /// not yet recorded as done, and while the ephemeral metadata recorded on one of its
+    /// `replica_sets` differs from what that ReplicaSet's role needs. Pods are listed on
+    /// demand, never cached cluster-wide.
+    pub fn needs_pods(rollout: &Rollout, replica_sets: &[ReplicaSet], now: Timestamp) -> bool {
+        Self::restart_pending(rollout, now)
+            || crate::ephemeral::pods_to_update(rollout, replica_sets)
+    }
+
+    fn restart_pending(rollout: &Rollout, now: Timestamp) -> bool {
         let Some(at) = &rollout.spec.restart_at else {
             return false;
         };

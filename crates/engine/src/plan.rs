@@ -49,6 +49,25 @@ pub enum Action {
     },
     /// Evict a pod (restart): the Eviction API, so PodDisruptionBudgets apply.
     EvictPod { name: String, uid: Option<String> },
+    /// Give a ReplicaSet's pod template the ephemeral metadata of its current role: set or
+    /// (with `None`) remove the named template labels and annotations, and record what is now
+    /// injected in the `rollout.argoproj.io/ephemeral-metadata` annotation (`None` removes
+    /// it). Never touches the pod-template-hash label or the selector.
+    SetReplicaSetPodMetadata {
+        name: String,
+        resource_version: Option<String>,
+        labels: BTreeMap<String, Option<String>>,
+        annotations: BTreeMap<String, Option<String>>,
+        record: Option<String>,
+    },
+    /// Set or remove labels and annotations of a running pod, so that it carries its
+    /// ReplicaSet's new role without a restart.
+    PatchPodMetadata {
+        name: String,
+        resource_version: Option<String>,
+        labels: BTreeMap<String, Option<String>>,
+        annotations: BTreeMap<String, Option<String>>,
+    },
     /// Set or remove annotations on the Rollout itself (its revision number).
     AnnotateRollout {
         resource_version: Option<String>,

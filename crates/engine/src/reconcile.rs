@@ -2,13 +2,15 @@
 //!
 //! Order of decisions: validate; identify the new, stable and older ReplicaSets; carry the
 //! status over a template or step-list change; settle abort and pause; size every ReplicaSet;
-//! advance the step machine; then compute counts, conditions and phase.
+//! advance the step machine; then compute counts, conditions and phase; last, bring the
+//! ephemeral pod metadata of ReplicaSets whose role changed up to date.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use sluice_api::rollout::{
     BlueGreenStrategy, CanaryStepAction, CanaryStrategy, PauseCondition, PauseReason,
@@ -16,6 +18,7 @@ use sluice_api::rollout::{
 };
 
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
+use crate::ephemeral::PodMetadata;
 use crate::labels::{DESIRED_REPLICAS, REVISION, REVISION_HISTORY};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Event, Plan};
@@ -195,35 +198,70 @@ fn hash_and_replicas(ro: &Rollout) -> Result<(String, i32), String> {
 /// template copied from a ReplicaSet (with the API server's defaults filled in) re-uses that
 /// ReplicaSet instead of starting a new one.
 fn adopt_equal_template(p: &mut Prepared, observed: &Observed) {
-    let by_name = observed
-        .replica_sets
+    p.pod_hash = adopted_hash(
+        &observed.rollout,
+        &observed.replica_sets,
+        std::mem::take(&mut p.pod_hash),
+    );
+}
+
+/// The hash of the ReplicaSet the Rollout's current template belongs to, as a reconcile finds
+/// it: the template's own hash, or that of a ReplicaSet with an equal template. `None` when the
+/// template cannot be hashed.
+pub fn current_pod_hash(rollout: &Rollout, replica_sets: &[ReplicaSet]) -> Option<String> {
+    let (pod_hash, _) = hash_and_replicas(rollout).ok()?;
+    Some(adopted_hash(rollout, replica_sets, pod_hash))
+}
+
+fn adopted_hash(rollout: &Rollout, replica_sets: &[ReplicaSet], pod_hash: String) -> String {
+    let by_name = replica_sets
         .iter()
-        .any(|rs| rs.pod_hash() == Some(p.pod_hash.as_str()) && !rs.is_being_deleted());
+        .any(|rs| rs.pod_hash() == Some(pod_hash.as_str()) && !rs.is_being_deleted());
     if by_name {
-        return;
+        return pod_hash;
     }
-    let Some(template) = observed.rollout.spec.template.as_ref() else {
-        return;
+    let Some(template) = rollout.spec.template.as_ref() else {
+        return pod_hash;
     };
-    let equal = observed.replica_sets.iter().find(|rs| {
+    let equal = replica_sets.iter().find(|rs| {
         if rs.is_being_deleted() {
             return false;
         }
         let Some(mut rs_template) = rs.spec.as_ref().and_then(|s| s.template.clone()) else {
             return false;
         };
-        if let Some(labels) = rs_template
-            .metadata
-            .as_mut()
-            .and_then(|m| m.labels.as_mut())
-        {
-            labels.remove(crate::labels::POD_TEMPLATE_HASH);
+        // What the ReplicaSet adds to the Rollout's template: its hash and ephemeral metadata.
+        // A template copied back from the ReplicaSet (a rollback) carries that metadata too.
+        let injected = PodMetadata::recorded(rs);
+        let mut wanted = template.clone();
+        if let Some(meta) = wanted.metadata.as_mut() {
+            injected.strip(meta);
         }
-        &rs_template == template
+        if let Some(meta) = rs_template.metadata.as_mut() {
+            injected.strip(meta);
+            if let Some(labels) = meta.labels.as_mut() {
+                labels.remove(crate::labels::POD_TEMPLATE_HASH);
+            }
+        }
+        comparable(rs_template) == comparable(wanted)
     });
-    if let Some(hash) = equal.and_then(|rs| rs.pod_hash()) {
-        p.pod_hash = hash.to_string();
+    match equal.and_then(|rs| rs.pod_hash()) {
+        Some(hash) => hash.to_string(),
+        None => pod_hash,
     }
+}
+
+/// A template with empty label and annotation maps read as absent ones.
+fn comparable(mut template: PodTemplateSpec) -> PodTemplateSpec {
+    if let Some(meta) = template.metadata.as_mut() {
+        if meta.labels.as_ref().is_some_and(BTreeMap::is_empty) {
+            meta.labels = None;
+        }
+        if meta.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
+            meta.annotations = None;
+        }
+    }
+    template
 }
 
 fn step_kind(action: &CanaryStepAction<'_>) -> &'static str {
@@ -509,6 +547,7 @@ impl<'a> World<'a> {
         );
         plan.events.extend(events);
         plan.status = status_value;
+        self.sync_pod_metadata(plan);
         self.confirm_counted_replica_sets(plan);
         Ok(())
     }
@@ -577,8 +616,7 @@ impl<'a> World<'a> {
                     .anti_affinity
                     .as_ref()
                     .zip(self.stable_hash());
-                let rs =
-                    replicaset::build(self.ro, &self.p.pod_hash, revision, counts.canary, anti);
+                let rs = self.new_replica_set(revision, counts.canary, anti, new_is_stable);
                 events.push(Event::normal(
                     "ScalingReplicaSet",
                     format!(
@@ -1309,6 +1347,7 @@ pub fn format_selector(selector: &LabelSelector) -> String {
 
 mod analysis;
 mod bluegreen;
+mod metadata;
 #[cfg(test)]
 mod tests;
 

@@ -25,6 +25,7 @@ pub enum Request {
     PatchReplicaSet { name: String, patch: Value },
     DeleteReplicaSet { name: String, uid: Option<String> },
     EvictPod { name: String, uid: Option<String> },
+    PatchPod { name: String, patch: Value },
     ListPods { selector: String },
     GetService { name: String },
     PatchService { name: String, patch: Value },
@@ -59,7 +60,9 @@ impl Request {
             Request::PatchReplicaSet { name, .. } | Request::DeleteReplicaSet { name, .. } => {
                 Some((Kind::ReplicaSet, name.clone()))
             }
-            Request::EvictPod { name, .. } => Some((Kind::Pod, name.clone())),
+            Request::EvictPod { name, .. } | Request::PatchPod { name, .. } => {
+                Some((Kind::Pod, name.clone()))
+            }
             Request::PatchRollout { name, .. } | Request::PatchRolloutStatus { name, .. } => {
                 Some((Kind::Rollout, name.clone()))
             }
@@ -89,6 +92,7 @@ impl Request {
             Request::PatchReplicaSet { name, patch } => format!("patch rs/{name} {patch}"),
             Request::DeleteReplicaSet { name, .. } => format!("delete rs/{name}"),
             Request::EvictPod { name, .. } => format!("evict pod/{name}"),
+            Request::PatchPod { name, patch } => format!("patch pod/{name} {patch}"),
             Request::ListPods { selector } => format!("list pods {selector}"),
             Request::GetService { name } => format!("get service/{name}"),
             Request::PatchService { name, patch } => format!("patch service/{name} {patch}"),
@@ -252,6 +256,14 @@ impl ClusterWriter for SimWriter {
         })
         .await
         .map(|_| ())
+    }
+
+    async fn patch_pod(&self, _ns: &str, name: &str, patch: &Value) -> Result<(), WriteError> {
+        self.done(Request::PatchPod {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
     }
 
     async fn get_service(&self, _ns: &str, name: &str) -> Result<Option<Service>, WriteError> {
@@ -424,6 +436,10 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
             Err(e) => Err(to_write_error(e)),
         },
+        Request::PatchPod { name, patch } => api
+            .patch(Kind::Pod, &name, &patch, Endpoint::Main)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
         Request::ListPods { selector } => Ok(Reply::Pods(
             api.list(Kind::Pod)
                 .into_iter()

@@ -77,6 +77,10 @@ impl ClusterWriter for FaultyWriter {
         self.inner.evict_pod(ns, name, uid).await
     }
 
+    async fn patch_pod(&self, ns: &str, name: &str, patch: &Value) -> Result<(), WriteError> {
+        self.inner.patch_pod(ns, name, patch).await
+    }
+
     async fn get_service(&self, ns: &str, name: &str) -> Result<Option<Service>, WriteError> {
         self.inner.get_service(ns, name).await
     }

@@ -20,7 +20,6 @@ use super::{Strategy, Update, World, remove_pause, set_requeue};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
 use crate::plan::{Action, Event, Plan};
-use crate::replicaset;
 
 /// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds`.
 const DEFAULT_SCALE_DOWN_DELAY: i32 = 30;
@@ -142,7 +141,7 @@ impl World<'_> {
         match self.new_rs {
             None if !u.manually_paused && !u.aborted => {
                 let anti = bg.anti_affinity.as_ref().zip(active_hash.as_deref());
-                let rs = replicaset::build(self.ro, &hash, u.revision, new_target, anti);
+                let rs = self.new_replica_set(u.revision, new_target, anti, u.new_is_stable);
                 events.push(Event::normal(
                     "ScalingReplicaSet",
                     format!(

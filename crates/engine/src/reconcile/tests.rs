@@ -12,7 +12,7 @@ use sluice_api::rollout::{Rollout, RolloutPhase};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+use crate::labels::{EPHEMERAL_METADATA, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Plan};
 use crate::reconcile;
@@ -96,11 +96,21 @@ impl World {
             }
             while count < rs.spec_replicas() {
                 self.pod_serial += 1;
+                // Pods are made from the ReplicaSet's template, as the ReplicaSet controller does.
+                let template = rs
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.as_ref())
+                    .and_then(|t| t.metadata.clone())
+                    .unwrap_or_default();
+                let mut labels = template.labels.unwrap_or_default();
+                labels.insert(POD_TEMPLATE_HASH.to_string(), hash.clone());
                 self.pods.push(Pod {
                     metadata: ObjectMeta {
                         name: Some(format!("{}-{}", rs.name(), self.pod_serial)),
                         creation_timestamp: Some(Time(self.now)),
-                        labels: Some([(POD_TEMPLATE_HASH.to_string(), hash.clone())].into()),
+                        labels: Some(labels),
+                        annotations: template.annotations,
                         ..Default::default()
                     },
                     ..Default::default()
@@ -122,10 +132,16 @@ impl World {
     }
 
     fn reconcile(&mut self) -> Plan {
+        // Pods only when the observe step would list them.
+        let pods = if Observed::needs_pods(&self.ro, &self.rss, self.now) {
+            self.pods.clone()
+        } else {
+            Vec::new()
+        };
         let plan = reconcile(&Observed {
             rollout: self.ro.clone(),
             replica_sets: self.rss.clone(),
-            pods: self.pods.clone(),
+            pods,
             services: self.services.clone(),
             analysis_runs: self.runs.clone(),
             analysis_templates: self.templates.clone(),
@@ -177,6 +193,43 @@ impl World {
                 }
                 Action::EvictPod { name, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_ref() != Some(name));
+                }
+                Action::SetReplicaSetPodMetadata {
+                    name,
+                    labels,
+                    annotations,
+                    record,
+                    ..
+                } => {
+                    let rs = self.rss.iter_mut().find(|r| r.name() == name).unwrap();
+                    let meta = rs
+                        .spec
+                        .as_mut()
+                        .unwrap()
+                        .template
+                        .as_mut()
+                        .unwrap()
+                        .metadata
+                        .get_or_insert_with(Default::default);
+                    apply_changes(&mut meta.labels, labels);
+                    apply_changes(&mut meta.annotations, annotations);
+                    rs.metadata.generation = Some(rs.metadata.generation.unwrap_or(1) + 1);
+                    let record = [(EPHEMERAL_METADATA.to_string(), record.clone())].into();
+                    apply_annotations(rs, &record);
+                }
+                Action::PatchPodMetadata {
+                    name,
+                    labels,
+                    annotations,
+                    ..
+                } => {
+                    let pod = self
+                        .pods
+                        .iter_mut()
+                        .find(|p| p.metadata.name.as_ref() == Some(name))
+                        .unwrap();
+                    apply_changes(&mut pod.metadata.labels, labels);
+                    apply_changes(&mut pod.metadata.annotations, annotations);
                 }
                 Action::CreateAnalysisRun { run } => {
                     assert!(
@@ -337,11 +390,19 @@ impl World {
 }
 
 fn apply_annotations(rs: &mut ReplicaSet, annotations: &BTreeMap<String, Option<String>>) {
-    let a = rs.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    for (k, v) in annotations {
+    apply_changes(&mut rs.metadata.annotations, annotations);
+}
+
+/// A merge patch of one string map: `None` removes the key.
+fn apply_changes(
+    map: &mut Option<BTreeMap<String, String>>,
+    changes: &BTreeMap<String, Option<String>>,
+) {
+    let m = map.get_or_insert_with(BTreeMap::new);
+    for (k, v) in changes {
         match v {
-            Some(v) => a.insert(k.clone(), v.clone()),
-            None => a.remove(k),
+            Some(v) => m.insert(k.clone(), v.clone()),
+            None => m.remove(k),
         };
     }
 }
@@ -1315,3 +1376,5 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
     );
     assert!(w.runs.is_empty());
 }
+
+mod metadata;
