@@ -1378,3 +1378,141 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
 }
 
 mod metadata;
+
+fn bg_analysis_world(extra: serde_json::Value) -> World {
+    let mut strategy = json!({"activeService": "active", "previewService": "preview",
+                              "scaleDownDelaySeconds": 10});
+    for (k, v) in extra.as_object().unwrap() {
+        strategy[k] = v.clone();
+    }
+    let mut w = World::bg(bg_rollout(2, strategy));
+    w.add_template("health");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert!(w.runs.is_empty(), "a first deploy analyses nothing");
+    w
+}
+
+#[test]
+fn blue_green_pre_promotion_analysis_holds_the_switch_until_it_passes() {
+    let mut w = bg_analysis_world(
+        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    );
+    w.set_image("app:v2");
+    w.settle_bg();
+    let runs = w.runs_of("PrePromotion");
+    assert_eq!(runs.len(), 1, "started once the preview is up");
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    assert_eq!(
+        runs[0].metadata.name.as_deref(),
+        Some(format!("demo-{hash}-2-pre").as_str())
+    );
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
+    w.advance(600);
+    w.settle_bg();
+    assert_eq!(
+        w.image_behind("active").as_deref(),
+        Some("app:v1"),
+        "still waiting"
+    );
+
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.runs.len(), 1);
+}
+
+#[test]
+fn blue_green_failed_pre_promotion_analysis_aborts_without_switching() {
+    let mut w = bg_analysis_world(
+        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    );
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.verdict(
+        "PrePromotion",
+        AnalysisPhase::Failed,
+        "Metric \"m\" assessed Failed",
+    );
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v1"));
+}
+
+#[test]
+fn blue_green_inconclusive_pre_promotion_pauses_and_a_promote_accepts_it() {
+    let mut w = bg_analysis_world(
+        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    );
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.verdict("PrePromotion", AnalysisPhase::Inconclusive, "");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert!(
+        w.pause_reasons()
+            .contains(&"InconclusiveAnalysisRun".to_string())
+    );
+    w.advance(600);
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    w.promote();
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.runs.len(), 1);
+}
+
+#[test]
+fn blue_green_post_promotion_analysis_keeps_the_old_pods_and_switches_back_on_failure() {
+    let mut w = bg_analysis_world(
+        json!({"postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    );
+    let v1 = w.status().current_pod_hash.clone();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(
+        w.image_behind("active").as_deref(),
+        Some("app:v2"),
+        "switched"
+    );
+    assert_eq!(w.runs_of("PostPromotion").len(), 1);
+    assert_eq!(
+        w.status().stable_rs,
+        v1,
+        "not stable before the analysis passes"
+    );
+    // Long past scaleDownDelaySeconds: the previous pods stay while the analysis runs.
+    w.advance(60);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 2), ("app:v2".into(), 2)]
+    );
+
+    w.verdict(
+        "PostPromotion",
+        AnalysisPhase::Failed,
+        "Metric \"m\" assessed Failed",
+    );
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(
+        w.image_behind("active").as_deref(),
+        Some("app:v1"),
+        "switched back"
+    );
+    assert_eq!(w.status().stable_rs, v1);
+
+    // A good revision after that: post analysis passes, the new pods become stable.
+    w.set_image("app:v3");
+    w.settle_bg();
+    w.verdict("PostPromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v3"));
+    assert_eq!(w.status().stable_rs, w.status().current_pod_hash);
+}
