@@ -5,9 +5,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::{Rollout, RolloutPhase, RolloutStatus};
 use sluice_engine::ReplicaSetExt;
-use sluice_engine::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION, SCALE_DOWN_DEADLINE};
 
 use crate::phase::rollout_phase;
 
@@ -74,11 +75,25 @@ pub struct ImageInfo {
     pub tags: Vec<&'static str>,
 }
 
-/// The ReplicaSets of one revision.
+/// The ReplicaSets and AnalysisRuns of one revision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RevisionInfo {
     pub revision: i64,
     pub replica_sets: Vec<ReplicaSetInfo>,
+    pub analysis_runs: Vec<AnalysisRunInfo>,
+}
+
+/// An AnalysisRun of the Rollout: its phase and how its measurements went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnalysisRunInfo {
+    pub name: String,
+    pub created: Option<Timestamp>,
+    /// The run's phase (`Pending` before the controller has seen it).
+    pub status: String,
+    pub successful: i32,
+    pub failed: i32,
+    pub inconclusive: i32,
+    pub error: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +162,7 @@ impl RolloutInfo {
                 _ => revisions.push(RevisionInfo {
                     revision,
                     replica_sets: vec![info.clone()],
+                    analysis_runs: Vec::new(),
                 }),
             }
             owned.push(info);
@@ -177,6 +193,68 @@ impl RolloutInfo {
             },
             revisions,
         }
+    }
+}
+
+impl RolloutInfo {
+    /// Adds the AnalysisRuns `rollout` controls among `runs` to their revisions (by the
+    /// `rollout.argoproj.io/revision` annotation), oldest first.
+    pub fn with_analysis_runs(mut self, rollout: &Rollout, runs: &[AnalysisRun]) -> Self {
+        let mut owned: Vec<&AnalysisRun> = runs
+            .iter()
+            .filter(|r| is_controlled_by(&r.metadata, &rollout.metadata))
+            .collect();
+        owned.sort_by_key(|r| (created(&r.metadata), r.metadata.name.clone()));
+        for run in owned {
+            let revision = run
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(REVISION))
+                .and_then(|r| r.parse::<i64>().ok())
+                .unwrap_or(0);
+            let info = analysis_run_info(run);
+            match self.revisions.iter_mut().find(|r| r.revision == revision) {
+                Some(r) => r.analysis_runs.push(info),
+                None => {
+                    let at = self
+                        .revisions
+                        .iter()
+                        .position(|r| r.revision < revision)
+                        .unwrap_or(self.revisions.len());
+                    self.revisions.insert(
+                        at,
+                        RevisionInfo {
+                            revision,
+                            replica_sets: Vec::new(),
+                            analysis_runs: vec![info],
+                        },
+                    );
+                }
+            }
+        }
+        self
+    }
+}
+
+fn analysis_run_info(run: &AnalysisRun) -> AnalysisRunInfo {
+    let status = run.status.as_ref();
+    let phase = status
+        .and_then(|s| s.phase.as_ref())
+        .map_or("Pending", |p| p.as_str());
+    let sum = |f: fn(&sluice_api::analysis::MetricResult) -> Option<i32>| {
+        status
+            .and_then(|s| s.metric_results.as_ref())
+            .map_or(0, |results| results.iter().filter_map(f).sum())
+    };
+    AnalysisRunInfo {
+        name: run.metadata.name.clone().unwrap_or_default(),
+        created: created(&run.metadata),
+        status: phase.to_string(),
+        successful: sum(|m| m.successful),
+        failed: sum(|m| m.failed),
+        inconclusive: sum(|m| m.inconclusive),
+        error: sum(|m| m.error),
     }
 }
 

@@ -14,6 +14,8 @@ use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
 use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
+use sluice_engine::analysis::ROLLOUT_TYPE;
 
 use super::{emit, explain, get_rollout, label_selector, rollouts, warn};
 use crate::cli::GetRolloutArgs;
@@ -58,10 +60,17 @@ pub async fn run(target: &Target, args: &GetRolloutArgs) -> anyhow::Result<()> {
         .map_err(explain)
         .context("listing pods")?
         .items;
+    let runs = Api::<AnalysisRun>::namespaced(target.client.clone(), &target.namespace)
+        .list(&ListParams::default().labels(ROLLOUT_TYPE))
+        .await
+        .map_err(explain)
+        .context("listing AnalysisRuns")?
+        .items;
     emit(&render(
         &rollout,
         &replica_sets,
         &pods,
+        &runs,
         Timestamp::now(),
         &style,
     ))
@@ -72,10 +81,11 @@ pub fn render(
     rollout: &Rollout,
     replica_sets: &[ReplicaSet],
     pods: &[Pod],
+    runs: &[AnalysisRun],
     now: Timestamp,
     style: &Style,
 ) -> String {
-    let info = RolloutInfo::new(rollout, replica_sets, pods, now);
+    let info = RolloutInfo::new(rollout, replica_sets, pods, now).with_analysis_runs(rollout, runs);
     format!(
         "{}\n{}",
         render_header(&info, style),
@@ -83,11 +93,12 @@ pub fn render(
     )
 }
 
-/// A change seen by one of the three watches.
+/// A change seen by one of the watches.
 enum Change {
     Rollout(Box<watcher::Event<Rollout>>),
     ReplicaSet(Box<watcher::Event<ReplicaSet>>),
     Pod(Box<watcher::Event<Pod>>),
+    AnalysisRun(Box<watcher::Event<AnalysisRun>>),
     /// Time to redraw (ages move on).
     Tick,
     /// A watch failed; it is retried with a backoff.
@@ -125,7 +136,13 @@ async fn watch(
         by_labels(),
         Change::Pod,
     );
-    let mut streams: Vec<BoxStream<'static, Change>> = vec![rollout_events, rs_events, pod_events];
+    let run_events = events(
+        Api::namespaced(client.clone(), namespace),
+        watcher::Config::default().labels(ROLLOUT_TYPE),
+        Change::AnalysisRun,
+    );
+    let mut streams: Vec<BoxStream<'static, Change>> =
+        vec![rollout_events, rs_events, pod_events, run_events];
     if terminal {
         streams.push(ticks(REFRESH).map(|()| Change::Tick).boxed());
     }
@@ -134,6 +151,7 @@ async fn watch(
     let mut rollouts = Mirror::<Rollout>::default();
     let mut replica_sets = Mirror::<ReplicaSet>::default();
     let mut pods = Mirror::<Pod>::default();
+    let mut runs = Mirror::<AnalysisRun>::default();
     let mut shown = String::new();
     while let Some(first) = changes.next().await {
         let mut pending = Some(first);
@@ -143,6 +161,7 @@ async fn watch(
                 Change::Rollout(event) => rollouts.apply(*event),
                 Change::ReplicaSet(event) => replica_sets.apply(*event),
                 Change::Pod(event) => pods.apply(*event),
+                Change::AnalysisRun(event) => runs.apply(*event),
                 Change::Tick => {}
                 Change::Failed(e) => warn(&format!("watch failed, retrying: {e}")),
             }
@@ -152,7 +171,7 @@ async fn watch(
                 .ok()
                 .flatten();
         }
-        if !(rollouts.ready && replica_sets.ready && pods.ready) {
+        if !(rollouts.ready && replica_sets.ready && pods.ready && runs.ready) {
             continue;
         }
         let Some(current) = rollouts.objects.get(&name) else {
@@ -160,7 +179,15 @@ async fn watch(
         };
         let pod_list: Vec<Pod> = pods.objects.values().cloned().collect();
         let rs_list: Vec<ReplicaSet> = replica_sets.objects.values().cloned().collect();
-        let text = render(current, &rs_list, &pod_list, Timestamp::now(), &style);
+        let run_list: Vec<AnalysisRun> = runs.objects.values().cloned().collect();
+        let text = render(
+            current,
+            &rs_list,
+            &pod_list,
+            &run_list,
+            Timestamp::now(),
+            &style,
+        );
         if text != shown {
             emit(&frame(&text, !shown.is_empty(), terminal))?;
             shown = text;
@@ -259,10 +286,72 @@ mod tests {
     #[test]
     fn get_output_is_header_blank_line_tree() {
         let (ro, rss, pods) = canary_world();
-        let text = render(&ro, &rss, &pods, now(), &Style::PLAIN);
+        let text = render(&ro, &rss, &pods, &[], now(), &Style::PLAIN);
         assert!(text.starts_with("Name:            demo\n"));
         assert!(text.contains("  Available:     5\n\nNAME "));
         assert!(text.ends_with("└──⧉ demo-h0           ReplicaSet  • ScaledDown  24h\n"));
+    }
+
+    #[test]
+    fn analysis_runs_show_under_their_revision_with_measurement_counts() {
+        let (ro, rss, pods) = canary_world();
+        let run = |name: &str, revision: &str, status: serde_json::Value| -> AnalysisRun {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": name, "namespace": "default",
+                    "creationTimestamp": "2024-05-01T11:59:00Z",
+                    "annotations": {"rollout.argoproj.io/revision": revision},
+                    "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                        "name": "demo", "uid": ro.metadata.uid.clone().unwrap_or_default(),
+                        "controller": true}]
+                },
+                "spec": {"metrics": []},
+                "status": status
+            }))
+            .unwrap()
+        };
+        let runs = [
+            run(
+                "demo-h2-3",
+                "3",
+                serde_json::json!({"phase": "Inconclusive", "metricResults": [
+                    {"name": "web", "successful": 2, "inconclusive": 1}]}),
+            ),
+            run("demo-h1-2", "2", serde_json::json!({})),
+        ];
+        let text = render(&ro, &rss, &pods, &runs, now(), &Style::PLAIN);
+        let line = |name: &str| -> Vec<String> {
+            text.lines()
+                .find(|l| l.contains(name))
+                .unwrap_or_else(|| panic!("no line for {name}: {text}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            line("demo-h2-3"),
+            [
+                "│",
+                "└──α",
+                "demo-h2-3",
+                "AnalysisRun",
+                "⚠",
+                "Inconclusive",
+                "60s",
+                "✔",
+                "2,⚠",
+                "1"
+            ]
+        );
+        assert_eq!(
+            line("demo-h1-2")[3..6],
+            ["AnalysisRun".to_string(), "◷".into(), "Pending".into()]
+        );
+        // Each run sits under its own revision, after the ReplicaSets.
+        let h2_rs = text.find("⧉ demo-h2 ").unwrap();
+        let h2_run = text.find("α demo-h2-3").unwrap();
+        let rev2 = text.find("# revision:2").unwrap();
+        assert!(h2_rs < h2_run && h2_run < rev2);
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub const ICON_UNKNOWN: &str = "?";
 pub const ICON_ROLLOUT: &str = "⟳";
 pub const ICON_REPLICA_SET: &str = "⧉";
 pub const ICON_POD: &str = "□";
+pub const ICON_ANALYSIS_RUN: &str = "α";
 
 /// Icon and colour for a status word of a Rollout, ReplicaSet or pod.
 pub fn status_icon(status: &str) -> (&'static str, Color) {

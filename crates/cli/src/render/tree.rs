@@ -5,8 +5,11 @@ use jiff::Timestamp;
 
 use super::age::age;
 use super::columns::{Cell, align};
-use super::style::{ICON_POD, ICON_REPLICA_SET, ICON_ROLLOUT, Style, status_with_icon};
-use crate::info::{PodInfo, ReplicaSetInfo, RolloutInfo};
+use super::style::{
+    ICON_ANALYSIS_RUN, ICON_BAD, ICON_OK, ICON_POD, ICON_REPLICA_SET, ICON_ROLLOUT, ICON_WARNING,
+    Style, status_with_icon,
+};
+use crate::info::{AnalysisRunInfo, PodInfo, ReplicaSetInfo, RolloutInfo};
 
 /// One line of the tree before it is laid out.
 struct Node {
@@ -47,7 +50,12 @@ fn rollout_node(info: &RolloutInfo) -> Node {
                 status: None,
                 created: None,
                 info: String::new(),
-                children: revision.replica_sets.iter().map(replica_set_node).collect(),
+                children: revision
+                    .replica_sets
+                    .iter()
+                    .map(replica_set_node)
+                    .chain(revision.analysis_runs.iter().map(analysis_run_node))
+                    .collect(),
             })
             .collect(),
     }
@@ -61,6 +69,27 @@ fn replica_set_node(rs: &ReplicaSetInfo) -> Node {
         created: rs.created,
         info: rs.tags.join(","),
         children: rs.pods.iter().map(pod_node).collect(),
+    }
+}
+
+/// A run with its measurement counts, e.g. `✔ 3,✖ 1`.
+fn analysis_run_node(run: &AnalysisRunInfo) -> Node {
+    let counts: Vec<String> = [
+        (ICON_OK, run.successful),
+        (ICON_BAD, run.failed + run.error),
+        (ICON_WARNING, run.inconclusive),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(icon, n)| format!("{icon} {n}"))
+    .collect();
+    Node {
+        name: format!("{ICON_ANALYSIS_RUN} {}", run.name),
+        kind: "AnalysisRun",
+        status: Some(run.status.clone()),
+        created: run.created,
+        info: counts.join(","),
+        children: Vec::new(),
     }
 }
 
