@@ -666,7 +666,19 @@ impl<'a> World<'a> {
             new_is_stable || (rs.spec_replicas() == target.1 && rs.available_replicas() >= target.1)
         }) && self.older.iter().all(|rs| rs.spec_replicas() == 0);
 
-        if !aborted && !manually_paused && !new_is_stable && self.new_rs.is_some() {
+        // Paused on an Inconclusive analysis: the pods stay as they are, no step completes and
+        // the update does not complete, until a user promotes or aborts.
+        let held_by_analysis = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .any(|p| p.reason.as_ref() == Some(&PauseReason::InconclusiveAnalysisRun));
+        if !aborted
+            && !manually_paused
+            && !held_by_analysis
+            && !new_is_stable
+            && self.new_rs.is_some()
+        {
             let promote_full = status.promote_full == Some(true);
             if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
                 let complete = match step.action() {

@@ -1516,3 +1516,37 @@ fn blue_green_post_promotion_analysis_keeps_the_old_pods_and_switches_back_on_fa
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v3"));
     assert_eq!(w.status().stable_rs, w.status().current_pod_hash);
 }
+
+#[test]
+fn no_set_weight_step_completes_while_paused_on_an_inconclusive_run() {
+    let ro = with_background_analysis(
+        rollout(
+            4,
+            json!([{"setWeight": 25}, {"setWeight": 50}, {"setWeight": 75}]),
+        ),
+        0,
+    );
+    let mut w = analysis_world(ro);
+    // The canary pods are slow: the verdict lands before the first step is reached.
+    w.bad_images.push("app:v2".into());
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(0));
+    w.verdict("Background", AnalysisPhase::Inconclusive, "");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    // The pods come up: still held on step 0, nothing promoted.
+    w.bad_images.clear();
+    w.settle_pods();
+    for _ in 0..5 {
+        w.advance(60);
+        w.settle();
+        assert_eq!(w.status().current_step_index, Some(0), "{:#?}", w.status());
+        assert_ne!(w.status().stable_rs, w.status().current_pod_hash);
+        assert_eq!(w.phase(), RolloutPhase::Paused);
+    }
+    w.promote();
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.runs.len(), 1);
+}
