@@ -26,6 +26,19 @@ pub enum Kind {
     ClusterAnalysisTemplate,
 }
 
+impl Kind {
+    /// Whether the kind has a `/status` subresource, which splits status writes from the rest.
+    pub fn has_status_subresource(self) -> bool {
+        match self {
+            Kind::Rollout | Kind::ReplicaSet | Kind::Pod | Kind::Service => true,
+            Kind::Lease
+            | Kind::AnalysisRun
+            | Kind::AnalysisTemplate
+            | Kind::ClusterAnalysisTemplate => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     /// 409: a resourceVersion or uid precondition failed.
@@ -155,8 +168,9 @@ impl ApiServer {
         let Some(root) = obj.as_object_mut() else {
             return Err(ApiError::Invalid("not an object".into()));
         };
-        // Status is the status endpoint's business: a create starts without one.
-        if kind != Kind::Pod {
+        // Status is the status endpoint's business: a create starts without one (pods are
+        // created as the kubelet would already report them).
+        if kind != Kind::Pod && kind.has_status_subresource() {
             root.shift_remove("status");
         }
         let meta = root
@@ -189,6 +203,11 @@ impl ApiServer {
         let Some(old) = self.objects.get(&key) else {
             return Err(ApiError::NotFound);
         };
+        let subresource = kind.has_status_subresource();
+        if endpoint == Endpoint::Status && !subresource {
+            // No such endpoint: the API server answers 404.
+            return Err(ApiError::NotFound);
+        }
         if let Some(want) = patch.pointer("/metadata/resourceVersion")
             && want.as_str() != rv_of(old)
         {
@@ -206,6 +225,8 @@ impl ApiServer {
             ));
         };
         match endpoint {
+            // Without a status subresource, status is a field like any other.
+            Endpoint::Main if !subresource => {}
             Endpoint::Main => {
                 // The main endpoint ignores status changes.
                 match old.get("status") {
@@ -245,7 +266,19 @@ impl ApiServer {
         if &new == old {
             return Ok(new);
         }
-        if endpoint == Endpoint::Main && new.get("spec") != old.get("spec") {
+        let outside_metadata = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                o.shift_remove("metadata");
+            }
+            v
+        };
+        let bumps = if subresource {
+            endpoint == Endpoint::Main && new.get("spec") != old.get("spec")
+        } else {
+            outside_metadata(&new) != outside_metadata(old)
+        };
+        if bumps {
             let g = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -437,6 +470,43 @@ mod tests {
             .unwrap();
         assert_eq!(b.pointer("/status/replicas"), Some(&json!(9)));
         assert_eq!(b.pointer("/spec/replicas"), Some(&json!(2)));
+    }
+
+    #[test]
+    fn kinds_without_a_status_subresource_take_status_through_the_main_endpoint() {
+        let mut api = ApiServer::new();
+        let run = json!({"metadata": {"name": "r"}, "spec": {"metrics": []},
+                         "status": {"phase": "Pending"}});
+        let created = api.create(Kind::AnalysisRun, run, now()).unwrap();
+        assert_eq!(created.pointer("/status/phase"), Some(&json!("Pending")));
+        let after = api
+            .patch(
+                Kind::AnalysisRun,
+                "r",
+                &json!({"status": {"phase": "Running"}}),
+                Endpoint::Main,
+            )
+            .unwrap();
+        assert_eq!(after.pointer("/status/phase"), Some(&json!("Running")));
+        assert_eq!(after.pointer("/metadata/generation"), Some(&json!(2)));
+        let annotated = api
+            .patch(
+                Kind::AnalysisRun,
+                "r",
+                &json!({"metadata": {"annotations": {"a": "b"}}}),
+                Endpoint::Main,
+            )
+            .unwrap();
+        assert_eq!(annotated.pointer("/metadata/generation"), Some(&json!(2)));
+        assert_eq!(
+            api.patch(
+                Kind::AnalysisRun,
+                "r",
+                &json!({"status": {"phase": "Failed"}}),
+                Endpoint::Status
+            ),
+            Err(ApiError::NotFound)
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_controller::apply::{Applied, apply_plan};
 use sluice_controller::writer::WriteError;
@@ -20,6 +21,7 @@ use sluice_engine::Plan;
 
 use sluice_controller::lease::LeaderElector;
 
+use crate::api_model::Kind;
 use crate::lease::election_config;
 use crate::net::{Gate, SimWriter};
 use crate::watch::{Cache, WatchStream};
@@ -71,6 +73,9 @@ pub struct Replica {
     pub replica_sets: Cache<ReplicaSet>,
     pub rollout_watch: WatchStream,
     pub rs_watch: WatchStream,
+    /// AnalysisRuns made by Rollouts: a verdict moves the owning Rollout on. Nothing is cached
+    /// from it; a reconcile lists runs afresh.
+    pub run_watch: WatchStream,
     /// Rollouts waiting to be reconciled, with the time they are due.
     queue: BTreeMap<String, u64>,
     /// Triggered while being reconciled: run again when done.
@@ -93,6 +98,7 @@ impl Replica {
             replica_sets: Cache::default(),
             rollout_watch: WatchStream::default(),
             rs_watch: WatchStream::default(),
+            run_watch: WatchStream::default(),
             queue: BTreeMap::new(),
             dirty: BTreeSet::new(),
             inflight: None,
@@ -133,6 +139,17 @@ impl Replica {
         self.replica_sets = Cache::default();
         self.rollout_watch.disconnect();
         self.rs_watch.disconnect();
+        self.run_watch.disconnect();
+    }
+
+    /// The watch stream of a kind the controller watches.
+    pub fn watch_mut(&mut self, kind: Kind) -> Option<&mut WatchStream> {
+        match kind {
+            Kind::Rollout => Some(&mut self.rollout_watch),
+            Kind::ReplicaSet => Some(&mut self.rs_watch),
+            Kind::AnalysisRun => Some(&mut self.run_watch),
+            _ => None,
+        }
     }
 
     /// A fresh process.
@@ -172,6 +189,17 @@ impl Replica {
             .flatten()
             .find(|o| o.controller == Some(true) && o.kind == "Rollout")
             .map(|o| o.name.clone())
+    }
+
+    /// The Rollout an AnalysisRun event concerns: its controller owner.
+    pub fn run_owner(run: &Value) -> Option<String> {
+        run.pointer("/metadata/ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|o| o["controller"] == Value::Bool(true) && o["kind"] == "Rollout")?
+            .get("name")?
+            .as_str()
+            .map(str::to_string)
     }
 
     pub fn next_due(&self) -> Option<u64> {

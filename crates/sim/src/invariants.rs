@@ -1,10 +1,8 @@
 //! What must hold in every schedule. Checked on every committed change, on every controller
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
-//!
-//! One invariant is waiting for a feature: "an AnalysisRun is never re-created while the
-//! previous one is Inconclusive" (Argo's background-analysis bug). The engine has no analysis
-//! yet, so the model has no AnalysisRun objects and nothing is checked for it; it belongs here
-//! as `analysis-run-not-recreated-while-inconclusive` once analysis steps exist.
+//! The checks of AnalysisRuns are in [`analysis`].
+
+mod analysis;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +14,12 @@ use sluice_engine::labels::{DESIRED_REPLICAS, POD_TEMPLATE_HASH, REVISION, SCALE
 use crate::api_model::{ApiServer, Kind, WatchEvent, name_of};
 use crate::kubelet::{image_of_template, is_available, min_ready_seconds, owner_name};
 use crate::lease::LeaseView;
+
+pub use analysis::{
+    INCONCLUSIVE_PAUSE, INCONCLUSIVE_PAUSES, INCONCLUSIVE_PROMOTED_AT,
+    NOT_RECREATED_WHILE_INCONCLUSIVE, ONE_LIVE_RUN, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED,
+    RUNS_AT_END, RunKey, UPDATE_HELD, background_runs,
+};
 
 pub const ANNOTATION_NEVER_EMPTY: &str = "annotation-never-empty";
 pub const AVAILABILITY: &str = "availability-within-max-unavailable";
@@ -45,6 +49,8 @@ pub struct Expect {
     pub phase: &'static str,
     /// The image the stable ReplicaSet must run at the end.
     pub stable_image: String,
+    /// How many background AnalysisRuns the current pod template must have at the end.
+    pub analysis_runs: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +59,7 @@ pub struct Checker {
     /// Per Rollout: availability has reached the floor, so it must not fall below again.
     armed: BTreeMap<String, bool>,
     writers_per_term: BTreeMap<i64, BTreeSet<String>>,
+    analysis: analysis::AnalysisChecks,
 }
 
 /// `spec.replicas` and the availability floor `replicas - maxUnavailable` of a Rollout.
@@ -114,6 +121,14 @@ fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     v.pointer("/metadata/annotations").and_then(|a| a.get(key))
 }
 
+/// Whether a Rollout has a pause condition with this reason.
+pub fn has_pause(rollout: &Value, reason: &str) -> bool {
+    rollout
+        .pointer("/status/pauseConditions")
+        .and_then(Value::as_array)
+        .is_some_and(|p| p.iter().any(|c| c["reason"] == reason))
+}
+
 impl Checker {
     fn fail(&mut self, at_ms: u64, invariant: &'static str, detail: String) {
         self.violations.push(Violation {
@@ -123,13 +138,29 @@ impl Checker {
         });
     }
 
+    fn fail_all(&mut self, at_ms: u64, found: analysis::Found) {
+        for (invariant, detail) in found {
+            self.fail(at_ms, invariant, detail);
+        }
+    }
+
     /// Every committed change, whoever made it.
     pub fn on_change(&mut self, at_ms: u64, kind: Kind, event: &WatchEvent) {
         let WatchEvent::Applied(obj) = event else {
             return;
         };
-        if kind != Kind::ReplicaSet {
-            return;
+        match kind {
+            Kind::AnalysisRun => {
+                let found = self.analysis.on_run(obj);
+                self.fail_all(at_ms, found);
+                return;
+            }
+            Kind::Rollout => {
+                self.analysis.on_rollout(obj);
+                return;
+            }
+            Kind::ReplicaSet => {}
+            _ => return,
         }
         for key in OWNED_ANNOTATIONS {
             let Some(v) = annotation(obj, key) else {
@@ -175,6 +206,37 @@ impl Checker {
             let detail = format!("term {term} has writers {writers:?}");
             self.fail(at_ms, ONE_WRITER_PER_TERM, detail);
         }
+    }
+
+    /// A controller's list of AnalysisRuns was served: its reconcile decides on these.
+    pub fn on_run_list(&mut self, identity: &str, runs: Vec<Value>) {
+        self.analysis.on_list(identity, runs);
+    }
+
+    /// A controller's write of a Rollout's status committed, turning `before` into `after`.
+    pub fn on_status_write(
+        &mut self,
+        api: &ApiServer,
+        at_ms: u64,
+        identity: &str,
+        before: &Value,
+        after: &Value,
+    ) {
+        let found = self.analysis.on_status_write(api, identity, before, after);
+        self.fail_all(at_ms, found);
+    }
+
+    /// The script checks that a Rollout still waits on a user.
+    pub fn expect_paused(
+        &mut self,
+        api: &ApiServer,
+        at_ms: u64,
+        rollout: &str,
+        reason: &str,
+        background_runs: usize,
+    ) {
+        let found = analysis::expect_paused(api, rollout, reason, background_runs);
+        self.fail_all(at_ms, found);
     }
 
     /// The scenario itself took capacity away or changed the target: the floor holds again
@@ -227,6 +289,8 @@ impl Checker {
                 self.fail(at_ms, UNIQUE_REPLICA_SET, format!("{hash}: {names:?}"));
             }
         }
+        let found = self.analysis.after_change(api);
+        self.fail_all(at_ms, found);
     }
 
     /// At quiescence: the end state the inputs dictate, nothing left up that should be down,
@@ -318,6 +382,26 @@ impl Checker {
                         SCALED_DOWN,
                         format!("rs/{rs_name} ({image}) still has spec {spec:?}, {status} pods"),
                     );
+                }
+            }
+        }
+        if let Some(want) = expect.analysis_runs {
+            for ro in api.list(Kind::Rollout) {
+                let name = name_of(&ro);
+                let runs = background_runs(api, name);
+                if runs.len() != want {
+                    let detail =
+                        format!("rollout/{name} has background runs {runs:?}, expected {want}");
+                    self.fail(at_ms, RUNS_AT_END, detail);
+                }
+                // A finished or aborted update waits on no analysis: nothing may measure on.
+                if expect.phase == "Healthy" || aborted(&ro) {
+                    for run in analysis::measuring(api, name) {
+                        let detail = format!(
+                            "analysisrun/{run} still measures for rollout/{name}, which waits on nothing"
+                        );
+                        self.fail(at_ms, RUNS_AT_END, detail);
+                    }
                 }
             }
         }

@@ -17,8 +17,7 @@ pub struct KnownBug {
     pub summary: &'static str,
 }
 
-/// Empty: every bug the simulation found so far is fixed, and its seeds are regression tests
-/// in `tests/regressions.rs`.
+/// Fixed bugs leave this list; their seeds become regression tests in `tests/known_bugs.rs`.
 pub const KNOWN: &[KnownBug] = &[];
 
 /// A known bug that keeps a whole scenario out of the CI suite.

@@ -2,8 +2,10 @@
 //! real write path (`sluice_controller::apply::apply_plan` through `ClusterWriter`) run
 //! against an in-memory API server, with watches that lag, reorder, break and repeat, a
 //! ReplicaSet controller and kubelet, crashing and partitioned controller replicas with
-//! leases, all scheduled from one seed. Invariants are checked at every step and at the end.
+//! leases, and an AnalysisRun controller that hands out scripted verdicts, all scheduled from
+//! one seed. Invariants are checked at every step and at the end.
 
+pub mod analysis_runs;
 pub mod api_model;
 pub mod controller;
 pub mod faults;

@@ -66,6 +66,21 @@ fn bluegreen_bad_good_bad() {
 }
 
 #[test]
+fn inconclusive_background_analysis() {
+    check("inconclusive-background-analysis");
+}
+
+#[test]
+fn failed_background_analysis() {
+    check("failed-background-analysis");
+}
+
+#[test]
+fn superseded_background_analysis() {
+    check("superseded-background-analysis");
+}
+
+#[test]
 fn chaos() {
     check("chaos");
 }

@@ -38,6 +38,18 @@ fn lost_blue_green_promotion_seeds_promote() {
     }
 }
 
+/// Fixed: paused on an Inconclusive background run, the canary still completed setWeight
+/// steps (even in the reconcile that added the pause) and, with no pause step left, the whole
+/// update. The step machine now holds while an InconclusiveAnalysisRun pause is present.
+#[test]
+fn inconclusive_background_analysis_seeds_hold_the_update() {
+    let s = scenarios::find("inconclusive-background-analysis").unwrap();
+    for seed in [0u64, 5, 7] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}
+
 #[test]
 fn recorded_unfixed_bugs_still_reproduce() {
     for bug in KNOWN {

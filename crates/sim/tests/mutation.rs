@@ -1,16 +1,20 @@
 //! Mutation check: reintroduce one of the original controller's bugs in the write path and
 //! show that the invariants catch it within a small seed budget. The test passes when the
-//! checker *fails* the faulty run.
+//! checker *fails* the faulty run. Each prints its first caught seed's report.
 
 use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
+use sluice_api::common::AnalysisPhase;
+use sluice_api::rollout::PauseReason;
 use sluice_controller::apply::{Applied, apply_plan};
 use sluice_controller::writer::{ClusterWriter, WriteError};
 use sluice_engine::Plan;
 use sluice_engine::observed::TemplateKey;
 use sluice_sim::controller::BoxFuture;
-use sluice_sim::invariants::ANNOTATION_NEVER_EMPTY;
+use sluice_sim::invariants::{
+    ANNOTATION_NEVER_EMPTY, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE, PAUSE_STEP_HELD,
+};
 use sluice_sim::net::SimWriter;
 use sluice_sim::{ApplyFn, Outcome, run, scenarios};
 
@@ -184,4 +188,110 @@ fn argo_conflict_fallback_that_blanks_annotations_is_caught() {
             failed.report()
         );
     }
+}
+
+/// The seed budget of tests/ci.rs: a reintroduced bug must show within it.
+const CI_SEEDS: u64 = 64;
+
+/// Runs `scenario` under `apply` until a seed fails, checks that `invariant` is among what
+/// caught it, and returns how many seeds that took.
+fn seeds_to_catch(scenario: &str, apply: ApplyFn, invariant: &str) -> u64 {
+    let failed = first_failure(scenario, apply, CI_SEEDS)
+        .unwrap_or_else(|| panic!("{scenario}: unnoticed for {CI_SEEDS} seeds"));
+    println!("{}", failed.report());
+    assert!(
+        failed.violations.iter().any(|v| v.invariant == invariant),
+        "caught, but not by {invariant}: {}",
+        failed.report()
+    );
+    println!(
+        "{scenario}: caught by {invariant} after {} seed(s)",
+        failed.seed + 1
+    );
+    failed.seed + 1
+}
+
+fn has_pause(plan: &Plan, reason: &PauseReason) -> bool {
+    plan.status
+        .pause_conditions
+        .iter()
+        .flatten()
+        .any(|c| c.reason.as_ref() == Some(reason))
+}
+
+fn drop_pause(plan: &mut Plan, reason: &PauseReason) {
+    if let Some(p) = plan.status.pause_conditions.as_mut() {
+        p.retain(|c| c.reason.as_ref() != Some(reason));
+    }
+}
+
+/// An Inconclusive background verdict that does not pause: the plan records the verdict but
+/// loses its `InconclusiveAnalysisRun` pause, so the update carries on as if promoted.
+fn promote_instead_of_pausing(
+    w: SimWriter,
+    ro: Rollout,
+    mut plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    drop_pause(&mut plan, &PauseReason::InconclusiveAnalysisRun);
+    Box::pin(async move { apply_plan(&w, &ro, &plan).await })
+}
+
+/// The Inconclusive background run disappears once a reconcile records it, so the controller,
+/// finding no run, measures the same revision again.
+fn measure_again(w: SimWriter, ro: Rollout, plan: Plan) -> BoxFuture<Result<Applied, WriteError>> {
+    Box::pin(async move {
+        let inconclusive = plan
+            .status
+            .canary
+            .as_ref()
+            .and_then(|c| c.current_background_analysis_run_status.as_ref())
+            .filter(|r| r.status == Some(AnalysisPhase::Inconclusive))
+            .and_then(|r| r.name.clone());
+        if let Some(name) = inconclusive {
+            w.delete_analysis_run("default", &name, None).await?;
+        }
+        apply_plan(&w, &ro, &plan).await
+    })
+}
+
+/// A timed pause step that runs out while the update is paused on an Inconclusive run.
+fn expire_pause_step(
+    w: SimWriter,
+    ro: Rollout,
+    mut plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    if has_pause(&plan, &PauseReason::InconclusiveAnalysisRun)
+        && has_pause(&plan, &PauseReason::CanaryPauseStep)
+    {
+        drop_pause(&mut plan, &PauseReason::CanaryPauseStep);
+        plan.status.current_step_index = plan.status.current_step_index.map(|i| i + 1);
+    }
+    Box::pin(async move { apply_plan(&w, &ro, &plan).await })
+}
+
+#[test]
+fn inconclusive_analysis_that_promotes_instead_of_pausing_is_caught() {
+    seeds_to_catch(
+        "inconclusive-background-analysis",
+        promote_instead_of_pausing,
+        INCONCLUSIVE_PAUSES,
+    );
+}
+
+#[test]
+fn inconclusive_run_measured_again_is_caught() {
+    seeds_to_catch(
+        "inconclusive-background-analysis",
+        measure_again,
+        NOT_RECREATED_WHILE_INCONCLUSIVE,
+    );
+}
+
+#[test]
+fn pause_step_running_out_under_inconclusive_is_caught() {
+    seeds_to_catch(
+        "inconclusive-background-analysis",
+        expire_pause_step,
+        PAUSE_STEP_HELD,
+    );
 }

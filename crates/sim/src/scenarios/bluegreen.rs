@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{Op, Scenario, Setup, Wait, image, kubelet, rollout, step};
+use crate::api_model::Kind;
 use crate::faults::Faults;
 use crate::invariants::Expect;
 use crate::rng::Rng;
@@ -41,11 +42,15 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
     };
     Setup {
         rollout: ro,
-        services: vec![service("demo-active"), service("demo-preview")],
+        objects: vec![
+            (Kind::Service, service("demo-active")),
+            (Kind::Service, service("demo-preview")),
+        ],
         controllers,
         leases,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &["bad1", "bad2"]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -66,6 +71,7 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
         expect: Expect {
             phase: "Degraded",
             stable_image: image("v3"),
+            analysis_runs: None,
         },
     }
 }

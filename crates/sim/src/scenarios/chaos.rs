@@ -76,15 +76,17 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
     let bad_refs: Vec<&str> = bad.iter().map(String::as_str).collect();
     Setup {
         rollout: ro,
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers: rng.range((1, 2)) as usize,
         leases: true,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &bad_refs),
+        analysis: Default::default(),
         script,
         expect: Expect {
             phase: if last_good { "Healthy" } else { "Degraded" },
             stable_image: stable,
+            analysis_runs: None,
         },
     }
 }

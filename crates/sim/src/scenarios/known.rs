@@ -46,6 +46,7 @@ fn healthy(tag: &str) -> Expect {
     Expect {
         phase: "Healthy",
         stable_image: image(tag),
+        analysis_runs: None,
     }
 }
 
@@ -64,11 +65,12 @@ fn supersede(seed: u64, rng: &mut Rng) -> Setup {
     let at_step = rng.range((1, 5)) as i32;
     Setup {
         rollout: rollout(replicas, default_steps()),
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers,
         leases,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &[]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -92,11 +94,12 @@ fn write_conflict(_seed: u64, rng: &mut Rng) -> Setup {
     let (controllers, leases) = two_replicas_sometimes(rng);
     Setup {
         rollout: rollout(rng.range((2, 5)) as i32, default_steps()),
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers,
         leases,
         faults,
         kubelet: kubelet(rng, &[]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -119,11 +122,12 @@ fn bad_good_bad(_seed: u64, rng: &mut Rng) -> Setup {
     let (controllers, leases) = two_replicas_sometimes(rng);
     Setup {
         rollout: ro,
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers,
         leases,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &["bad1", "bad2"]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -144,6 +148,7 @@ fn bad_good_bad(_seed: u64, rng: &mut Rng) -> Setup {
         expect: Expect {
             phase: "Degraded",
             stable_image: image("v3"),
+            analysis_runs: None,
         },
     }
 }
@@ -153,11 +158,12 @@ fn lease_renewal_failure(_seed: u64, rng: &mut Rng) -> Setup {
     let outage = rng.range((5_000, 40_000));
     Setup {
         rollout: rollout(rng.range((1, 5)) as i32, default_steps()),
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers: 2,
         leases: true,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &[]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -179,11 +185,12 @@ fn crash_mid_canary(_seed: u64, rng: &mut Rng) -> Setup {
     let at_step = rng.range((0, 5)) as i32;
     Setup {
         rollout: rollout(rng.range((1, 5)) as i32, default_steps()),
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers,
         leases,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &[]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),
@@ -206,11 +213,12 @@ fn leader_partition(_seed: u64, rng: &mut Rng) -> Setup {
     let len = rng.range((2_000, 40_000));
     Setup {
         rollout: rollout(rng.range((1, 5)) as i32, default_steps()),
-        services: Vec::new(),
+        objects: Vec::new(),
         controllers: 2,
         leases: true,
         faults: Faults::swarm(rng),
         kubelet: kubelet(rng, &[]),
+        analysis: Default::default(),
         script: vec![
             step(
                 Wait::Phase("Healthy"),

@@ -1,12 +1,15 @@
 //! Named scenarios: each one replays a failure the original controller is known for, with the
 //! seed choosing sizes, timings and which faults are switched on.
 
+mod analysis;
 mod bluegreen;
 mod chaos;
 mod known;
 
 use serde_json::{Value, json};
 
+use crate::analysis_runs::AnalysisScript;
+use crate::api_model::Kind;
 use crate::faults::Faults;
 use crate::invariants::Expect;
 use crate::kubelet::KubeletConfig;
@@ -16,12 +19,15 @@ use crate::rng::Rng;
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub rollout: Value,
-    /// Services the Rollout routes through (blue-green), created with it.
-    pub services: Vec<Value>,
+    /// Objects the Rollout depends on, created with it: Services it routes through
+    /// (blue-green), AnalysisTemplates its analyses name.
+    pub objects: Vec<(Kind, Value)>,
     pub controllers: usize,
     pub leases: bool,
     pub faults: Faults,
     pub kubelet: KubeletConfig,
+    /// The verdicts the AnalysisRun controller hands out.
+    pub analysis: AnalysisScript,
     pub script: Vec<Step>,
     pub expect: Expect,
 }
@@ -41,6 +47,8 @@ pub enum Wait {
     Phase(&'static str),
     /// The current update has reached this step index.
     CanaryStep(i32),
+    /// The Rollout has a pause condition with this reason.
+    Paused(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +64,15 @@ pub enum Op {
     Partition(Target, u64),
     /// The target's lease requests fail (the API server times out on them) for this long.
     FailLeaseRenewals(Target, u64),
+    /// A user promotes a paused Rollout as `kubectl argo rollouts promote` does: clears
+    /// `status.pauseConditions` through the status endpoint.
+    Promote,
+    /// The Rollout must still be paused for `reason`, with exactly `background_runs`
+    /// background AnalysisRuns for its current pod template.
+    ExpectPaused {
+        reason: &'static str,
+        background_runs: usize,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -74,6 +91,7 @@ impl std::fmt::Debug for Scenario {
 pub fn all() -> Vec<Scenario> {
     let mut v = known::scenarios();
     v.push(bluegreen::scenario());
+    v.extend(analysis::scenarios());
     v.push(chaos::scenario());
     v
 }

@@ -14,6 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
 use sluice_controller::writer::WriteError;
 
+use crate::analysis_runs;
 use crate::api_model::{ApiServer, Endpoint, Kind, name_of};
 use crate::controller::{Addr, ApplyFn, Replica};
 use crate::invariants::Checker;
@@ -102,6 +103,14 @@ enum Ev {
     PodReady {
         pod: String,
     },
+    SyncAnalysisRun {
+        name: String,
+    },
+    /// A run's measuring time is over.
+    AnalysisVerdict {
+        name: String,
+        uid: String,
+    },
     Script,
     Calm,
     Meddle,
@@ -122,6 +131,7 @@ pub struct Sim {
     replicas: Vec<Replica>,
     lease_fail_until: Vec<u64>,
     rs_sync_pending: BTreeSet<String>,
+    run_sync_pending: BTreeSet<String>,
     script_pos: usize,
     script_armed: bool,
     wait_since: u64,
@@ -169,6 +179,7 @@ impl Sim {
             mono: MonoClock::new(),
             replicas,
             rs_sync_pending: BTreeSet::new(),
+            run_sync_pending: BTreeSet::new(),
             script_pos: 0,
             script_armed: false,
             wait_since: 0,
@@ -215,8 +226,8 @@ impl Sim {
                 .stalled(0, format!("cannot create the Rollout: {e:?}"));
             return;
         }
-        for svc in self.setup.services.clone() {
-            let _ = self.api.create(Kind::Service, svc, now);
+        for (kind, obj) in self.setup.objects.clone() {
+            let _ = self.api.create(kind, obj, now);
         }
         self.log("user: create rollout/demo".into());
         for i in 0..self.replicas.len() {
@@ -289,7 +300,7 @@ impl Sim {
         )
     }
 
-    /// A controller process starts: list both kinds, then run for the lease.
+    /// A controller process starts: list the kinds it watches, then run for the lease.
     fn boot(&mut self, i: usize) {
         let to = self.replicas[i].addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
@@ -377,6 +388,29 @@ impl Sim {
             Ev::PodReady { pod } => {
                 let now = self.now();
                 self.cluster.pod_ready(&mut self.api, &pod, now);
+            }
+            Ev::SyncAnalysisRun { name } => {
+                self.run_sync_pending.remove(&name);
+                let now = self.now();
+                let script = self.setup.analysis.clone();
+                if let Some(due) = analysis_runs::sync(
+                    &mut self.api,
+                    &name,
+                    self.now_ms,
+                    now,
+                    &script,
+                    &mut self.rng,
+                ) {
+                    self.at(due.at_ms, Ev::AnalysisVerdict { name, uid: due.uid });
+                }
+            }
+            Ev::AnalysisVerdict { name, uid } => {
+                let now = self.now();
+                let script = self.setup.analysis.clone();
+                if analysis_runs::conclude(&mut self.api, &name, &uid, now, &script) {
+                    let verdict = script.verdict.as_str();
+                    self.log(format!("analysis: run {name} is {verdict}"));
+                }
             }
             Ev::Script => self.fire_script(),
             Ev::Calm => {
@@ -467,6 +501,7 @@ impl Sim {
         r.partitioned = true;
         r.rollout_watch.disconnect();
         r.rs_watch.disconnect();
+        r.run_watch.disconnect();
         let to = r.addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
             let backoff = self.setup.faults.relist_backoff_ms;
@@ -584,10 +619,30 @@ impl Sim {
         }
         let what = request.describe();
         let is_write = request.is_write();
+        let lists_runs = matches!(request, Request::ListAnalysisRuns);
+        let status_of = match &request {
+            Request::PatchRolloutStatus { name, .. } => self
+                .api
+                .get(Kind::Rollout, name)
+                .cloned()
+                .map(|before| (name.clone(), before)),
+            _ => None,
+        };
         let rv_before = self.api.resource_version();
         let now = self.now();
         let mut response = serve(&mut self.api, request, now);
         let committed = self.api.resource_version() != rv_before;
+        if lists_runs && response.is_ok() {
+            let runs = self.api.list(Kind::AnalysisRun);
+            self.checker.on_run_list(&identity, runs);
+        }
+        if committed
+            && let Some((name, before)) = status_of
+            && let Some(after) = self.api.get(Kind::Rollout, &name)
+        {
+            self.checker
+                .on_status_write(&self.api, self.now_ms, &identity, &before, after);
+        }
         if is_write && committed {
             self.stats.controller_writes += 1;
             self.last_write = Some((self.now_ms, format!("{identity}: {what}")));

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{CHAOS_TAIL_MS, Ev, SETTLE_MS, Sim};
 use crate::api_model::{Endpoint, Kind};
+use crate::invariants::has_pause;
 use crate::scenarios::{Op, Wait};
 
 impl Sim {
@@ -46,6 +47,7 @@ impl Sim {
                     .unwrap_or(0)
                     >= i64::from(*i)
             }
+            Wait::Paused(reason) => has_pause(ro, reason),
         }
     }
 
@@ -76,6 +78,21 @@ impl Sim {
             Op::Partition(t, len) => {
                 let i = self.target(&t);
                 self.partition(i, len);
+            }
+            Op::Promote => {
+                let patch = json!({"status": {"pauseConditions": null}});
+                let _ = self
+                    .api
+                    .patch(Kind::Rollout, "demo", &patch, Endpoint::Status);
+                self.log("user: promote rollout/demo".into());
+            }
+            Op::ExpectPaused {
+                reason,
+                background_runs,
+            } => {
+                self.log(format!("script: expect rollout/demo paused ({reason})"));
+                self.checker
+                    .expect_paused(&self.api, self.now_ms, "demo", reason, background_runs);
             }
             Op::FailLeaseRenewals(t, len) => {
                 let i = self.target(&t);

@@ -2,13 +2,18 @@
 //! replica's stream with its own delay (and, by the seed, duplicated or lost with the whole
 //! connection), then applied to the replica's cache when due; a broken stream re-lists.
 
+use serde_json::Value;
+use sluice_engine::analysis::ROLLOUT_TYPE;
+
 use super::{Ev, Sim};
+use crate::analysis_runs;
 use crate::api_model::{Kind, WatchEvent, name_of};
 use crate::controller::{Addr, Replica};
 use crate::kubelet::Cluster;
 
 impl Sim {
-    /// Hands committed changes to the watches, the ReplicaSet controller and the checks.
+    /// Hands committed changes to the watches, the ReplicaSet and AnalysisRun controllers and
+    /// the checks.
     pub(super) fn fan_out(&mut self) {
         let changes = self.api.take_changes();
         if changes.is_empty() {
@@ -22,9 +27,20 @@ impl Sim {
                 let delay = self.setup.faults.rs_controller_delay_ms;
                 self.after(delay, Ev::SyncReplicaSet { name: rs });
             }
-            // Controllers watch Rollouts and ReplicaSets only; pods and Services are read on
-            // demand, the Lease by the elector.
-            if !matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
+            if let Some(run) = analysis_runs::interested_in(*kind, event)
+                && self.run_sync_pending.insert(run.clone())
+            {
+                let delay = self.setup.analysis.notice_ms;
+                self.after(delay, Ev::SyncAnalysisRun { name: run });
+            }
+            // Controllers watch Rollouts, ReplicaSets and the AnalysisRuns Rollouts made; pods
+            // and Services are read on demand, the Lease by the elector.
+            let watched = match kind {
+                Kind::Rollout | Kind::ReplicaSet => true,
+                Kind::AnalysisRun => made_by_a_rollout(event.object()),
+                _ => false,
+            };
+            if !watched {
                 continue;
             }
             for i in 0..self.replicas.len() {
@@ -46,12 +62,10 @@ impl Sim {
             f.watch_break,
             f.relist_backoff_ms,
         );
-        let r = &self.replicas[i];
-        let connected = match kind {
-            Kind::Rollout => r.rollout_watch.connected,
-            _ => r.rs_watch.connected,
-        };
-        if !r.up || r.partitioned || !connected {
+        let r = &mut self.replicas[i];
+        let (up, partitioned) = (r.up, r.partitioned);
+        let connected = r.watch_mut(kind).is_some_and(|w| w.connected);
+        if !up || partitioned || !connected {
             return;
         }
         let to = r.addr();
@@ -59,10 +73,8 @@ impl Sim {
             self.stats.watch_breaks += 1;
             let who = self.replicas[i].identity();
             self.log(format!("{who}: {kind:?} watch broke"));
-            let r = &mut self.replicas[i];
-            match kind {
-                Kind::Rollout => r.rollout_watch.disconnect(),
-                _ => r.rs_watch.disconnect(),
+            if let Some(w) = self.replicas[i].watch_mut(kind) {
+                w.disconnect();
             }
             self.after(backoff, Ev::Relist { to, kind });
             return;
@@ -76,10 +88,8 @@ impl Sim {
             let due = self.now_ms + self.rng.range(delay);
             self.seq += 1;
             let seq = self.seq;
-            let r = &mut self.replicas[i];
-            let stream = match kind {
-                Kind::Rollout => &mut r.rollout_watch,
-                _ => &mut r.rs_watch,
+            let Some(stream) = self.replicas[i].watch_mut(kind) else {
+                return;
             };
             let due = stream.push(name, event.clone(), due, seq);
             self.at(due, Ev::Deliver { to, kind });
@@ -91,17 +101,18 @@ impl Sim {
         };
         let now_ms = self.now_ms;
         let r = &mut self.replicas[i];
-        let event = match kind {
-            Kind::Rollout => r.rollout_watch.pop_due(now_ms),
-            _ => r.rs_watch.pop_due(now_ms),
-        };
-        let Some(event) = event else {
+        let Some(event) = r.watch_mut(kind).and_then(|w| w.pop_due(now_ms)) else {
             return;
         };
         match kind {
             Kind::Rollout => {
                 r.rollouts.apply(&event);
                 r.trigger(name_of(event.object()), now_ms);
+            }
+            Kind::AnalysisRun => {
+                if let Some(owner) = Replica::run_owner(event.object()) {
+                    r.trigger(&owner, now_ms);
+                }
             }
             _ => {
                 r.replica_sets.apply(&event);
@@ -123,6 +134,11 @@ impl Sim {
         if self.replicas[i].partitioned {
             let backoff = self.setup.faults.relist_backoff_ms;
             self.after(backoff, Ev::Relist { to, kind });
+            return;
+        }
+        if kind == Kind::AnalysisRun {
+            self.relist_runs(i);
+            self.try_start(i);
             return;
         }
         let list = self.api.list(kind);
@@ -147,6 +163,37 @@ impl Sim {
             "{who}: listed {kind:?}: {cached} of {}",
             list.len()
         ));
+        if kind == Kind::Rollout {
+            // The run watch (re)connects with the Rollout watch: scheduling it on its own
+            // would draw from the seed's stream and change every schedule without analysis.
+            self.relist_runs(i);
+        }
         self.try_start(i);
     }
+
+    /// The run watch (re)connects: as after any list, the owners of what it lists are
+    /// reconciled. A run watch that broke alone re-lists through [`Sim::relist`].
+    fn relist_runs(&mut self, i: usize) {
+        let runs: Vec<_> = self
+            .api
+            .list(Kind::AnalysisRun)
+            .into_iter()
+            .filter(made_by_a_rollout)
+            .collect();
+        let now_ms = self.now_ms;
+        let r = &mut self.replicas[i];
+        r.run_watch.connected = true;
+        for owner in runs.iter().filter_map(Replica::run_owner) {
+            r.trigger(&owner, now_ms);
+        }
+        let who = r.identity();
+        self.log(format!("{who}: listed AnalysisRun: {}", runs.len()));
+    }
+}
+
+/// The controller watches only runs with a `rollout-type` label, the ones Rollouts make.
+fn made_by_a_rollout(run: &Value) -> bool {
+    run.pointer("/metadata/labels")
+        .and_then(|l| l.get(ROLLOUT_TYPE))
+        .is_some()
 }
