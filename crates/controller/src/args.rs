@@ -54,8 +54,7 @@ pub struct Args {
     #[arg(long = "rollout-threads", default_value_t = 10)]
     pub rollout_threads: u16,
 
-    /// AnalysisRuns reconciled concurrently. Accepted for compatibility with Argo Rollouts'
-    /// manifests; it takes effect once AnalysisRuns are reconciled.
+    /// AnalysisRuns reconciled (measured) concurrently.
     #[arg(long = "analysis-threads", default_value_t = 30)]
     pub analysis_threads: u16,
 
