@@ -73,8 +73,9 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)))
     .reconcile_all_on(hooks.gate.acquisitions());
     let controller = hooks.with_shutdown(controller);
+    hooks.watch_run_cache(controller.store());
     controller
-        .run(reconcile, error_policy, ctx)
+        .run(observed_reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(analysisrun = %obj, "reconciled"),
@@ -89,6 +90,18 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
 fn error_policy(run: Arc<AnalysisRun>, err: &RunError, _ctx: Arc<Context>) -> Action {
     warn!(analysisrun = %run.name_any(), namespace = run.namespace().unwrap_or_default(), error = %err, "analysis run reconcile failed, retrying");
     Action::requeue(Duration::from_secs(5))
+}
+
+/// [`reconcile`], timed and counted for the metrics (only when it may act).
+async fn observed_reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, RunError> {
+    if !ctx.hooks.gate.is_open() {
+        return reconcile(run, ctx).await;
+    }
+    let started = std::time::Instant::now();
+    let result = reconcile(run.clone(), ctx.clone()).await;
+    ctx.hooks
+        .observe_run_reconcile(&run, started.elapsed(), result.is_err());
+    result
 }
 
 async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, RunError> {

@@ -35,6 +35,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::RolloutConditionType;
 use tower::{BoxError, Layer, Service};
 
@@ -140,6 +141,9 @@ pub struct Metrics {
     leader: AtomicBool,
     /// The Rollout cache, once it has synced.
     rollouts: OnceLock<Store<Rollout>>,
+    /// The AnalysisRun cache, once it has synced.
+    analysis_runs: OnceLock<Store<AnalysisRun>>,
+    per_run: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_rollout: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     requests: Mutex<BTreeMap<(RequestInfo, String), RequestSeries>>,
     request_clock: AtomicU64,
@@ -157,6 +161,8 @@ impl Metrics {
             version: version.to_string(),
             leader: AtomicBool::new(false),
             rollouts: OnceLock::new(),
+            analysis_runs: OnceLock::new(),
+            per_run: Mutex::new(BTreeMap::new()),
             per_rollout: Mutex::new(BTreeMap::new()),
             requests: Mutex::new(BTreeMap::new()),
             request_clock: AtomicU64::new(0),
@@ -171,6 +177,23 @@ impl Metrics {
     /// Rollout gauges come from this cache; call once it has synced.
     pub fn use_rollout_cache(&self, store: Store<Rollout>) {
         let _ = self.rollouts.set(store);
+    }
+
+    /// AnalysisRun gauges come from this cache; call once it has synced.
+    pub fn use_analysis_run_cache(&self, store: Store<AnalysisRun>) {
+        let _ = self.analysis_runs.set(store);
+    }
+
+    /// Records one AnalysisRun reconcile (`analysis_run_reconcile`, `..._error`).
+    pub fn observe_run_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
+        let mut map = lock(&self.per_run);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        series.reconcile.observe(took.as_secs_f64());
+        if failed {
+            series.errors += 1;
+        }
     }
 
     pub fn set_leader(&self, leading: bool) {
@@ -251,7 +274,22 @@ impl Metrics {
         self.rollouts.get().map(Store::state)
     }
 
+    fn live_analysis_runs(&self) -> Vec<Arc<AnalysisRun>> {
+        self.analysis_runs
+            .get()
+            .map(Store::state)
+            .unwrap_or_default()
+    }
+
     fn prune(&self) {
+        if let Some(store) = self.analysis_runs.get() {
+            let live: BTreeSet<RolloutKey> = store
+                .state()
+                .iter()
+                .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+                .collect();
+            lock(&self.per_run).retain(|key, _| live.contains(key));
+        }
         let Some(live) = self.live_rollouts() else {
             return;
         };
@@ -344,6 +382,74 @@ pub fn strategy_labels(ro: &Rollout) -> (&'static str, &'static str) {
 }
 
 type Labels = Vec<(&'static str, String)>;
+
+/// Every phase an AnalysisRun or metric can be in, for the one-hot `*_phase` gauges.
+const ANALYSIS_PHASES: [&str; 6] = [
+    "Pending",
+    "Running",
+    "Successful",
+    "Failed",
+    "Error",
+    "Inconclusive",
+];
+
+/// The AnalysisRun series Argo exports: `analysis_run_info`, `analysis_run_phase` (one-hot),
+/// `analysis_run_metric_type` and `analysis_run_metric_phase` (one-hot).
+#[derive(Debug, Default, PartialEq)]
+pub struct AnalysisRunSeries {
+    pub info: Vec<(Labels, i64)>,
+    pub phase: Vec<(Labels, i64)>,
+    pub metric_type: Vec<(Labels, i64)>,
+    pub metric_phase: Vec<(Labels, i64)>,
+}
+
+impl AnalysisRunSeries {
+    pub fn add(&mut self, run: &AnalysisRun) {
+        let labels = rollout_labels(&run.namespace().unwrap_or_default(), &run.name_any());
+        let status = run.status.as_ref();
+        let phase = status
+            .and_then(|s| s.phase.as_ref())
+            .map_or("Pending", |p| p.as_str());
+        let mut info = labels.clone();
+        info.push(("phase", phase.to_string()));
+        self.info.push((info, 1));
+        for p in ANALYSIS_PHASES {
+            let mut l = labels.clone();
+            l.push(("phase", p.to_string()));
+            self.phase.push((l, i64::from(p == phase)));
+        }
+        let dry_run: BTreeSet<&str> = status
+            .and_then(|s| s.metric_results.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|r| r.dry_run == Some(true))
+            .filter_map(|r| r.name.as_deref())
+            .collect();
+        for metric in run.spec.metrics.iter().flatten() {
+            let name = metric.name.clone().unwrap_or_default();
+            let type_ = metric
+                .provider
+                .as_ref()
+                .and_then(|p| p.kind())
+                .map_or("", |k| k.type_name());
+            let mut l = labels.clone();
+            l.push(("metric", name.clone()));
+            l.push(("type", type_.to_string()));
+            self.metric_type.push((l.clone(), 1));
+            let metric_phase = status
+                .and_then(|s| s.metric_results.as_ref())
+                .and_then(|r| r.iter().find(|r| r.name.as_deref() == Some(name.as_str())))
+                .and_then(|r| r.phase.as_ref())
+                .map_or("Pending", |p| p.as_str());
+            l.push(("dry_run", dry_run.contains(name.as_str()).to_string()));
+            for p in ANALYSIS_PHASES {
+                let mut l = l.clone();
+                l.push(("phase", p.to_string()));
+                self.metric_phase.push((l, i64::from(p == metric_phase)));
+            }
+        }
+    }
+}
 
 fn rollout_labels(namespace: &str, name: &str) -> Labels {
     vec![
@@ -501,6 +607,60 @@ impl Collector for Exposition {
                 family
                     .encode_family(&labels)?
                     .encode_counter::<Labels, _, f64>(&series.count, None)?;
+            }
+        }
+
+        let mut runs = AnalysisRunSeries::default();
+        for run in m.live_analysis_runs() {
+            runs.add(&run);
+        }
+        gauge_family(
+            &mut encoder,
+            "analysis_run_info",
+            "Information about analysis run.",
+            &runs.info,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "analysis_run_phase",
+            "Information on the state of the Analysis Run (DEPRECATED - use analysis_run_info)",
+            &runs.phase,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "analysis_run_metric_type",
+            "Information on the type of a specific metric in the Analysis Runs.",
+            &runs.metric_type,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "analysis_run_metric_phase",
+            "Information on the duration of a specific metric in the Analysis Run.",
+            &runs.metric_phase,
+        )?;
+        {
+            let per_run = lock(&m.per_run);
+            let mut family = encoder.encode_descriptor(
+                "analysis_run_reconcile",
+                "Analysis Run reconciliation performance.",
+                None,
+                MetricType::Histogram,
+            )?;
+            for ((ns, name), series) in per_run.iter() {
+                series
+                    .reconcile
+                    .encode(family.encode_family(&rollout_labels(ns, name))?)?;
+            }
+            let mut family = encoder.encode_descriptor(
+                "analysis_run_reconcile_error",
+                "Error occurring during the analysis run",
+                None,
+                MetricType::Unknown,
+            )?;
+            for ((ns, name), series) in per_run.iter() {
+                family
+                    .encode_family(&rollout_labels(ns, name))?
+                    .encode_gauge(&i64::try_from(series.errors).unwrap_or(i64::MAX))?;
             }
         }
 
@@ -805,6 +965,76 @@ mod tests {
             m.requests_matching(|i, _| i.name == "p0"),
             0,
             "oldest evicted"
+        );
+    }
+
+    #[test]
+    fn analysis_run_series_follow_argo() {
+        let run: AnalysisRun = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-abc-2", "namespace": "shop"},
+            "spec": {"metrics": [
+                {"name": "rate", "provider": {"prometheus": {"query": "up"}}},
+                {"name": "probe", "provider": {"web": {"url": "http://x"}}}
+            ]},
+            "status": {"phase": "Inconclusive", "metricResults": [
+                {"name": "rate", "phase": "Inconclusive"},
+                {"name": "probe", "phase": "Successful", "dryRun": true}
+            ]}
+        }))
+        .unwrap();
+        let mut series = AnalysisRunSeries::default();
+        series.add(&run);
+        let l = |pairs: &[(&'static str, &str)]| -> Labels {
+            pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+        };
+        assert_eq!(
+            series.info,
+            vec![(
+                l(&[
+                    ("namespace", "shop"),
+                    ("name", "demo-abc-2"),
+                    ("phase", "Inconclusive")
+                ]),
+                1
+            )]
+        );
+        assert_eq!(series.phase.len(), 6);
+        assert_eq!(series.phase.iter().map(|(_, v)| v).sum::<i64>(), 1);
+        assert_eq!(
+            series.metric_type[0].0,
+            l(&[
+                ("namespace", "shop"),
+                ("name", "demo-abc-2"),
+                ("metric", "rate"),
+                ("type", "Prometheus")
+            ])
+        );
+        let on: Vec<&Labels> = series
+            .metric_phase
+            .iter()
+            .filter(|(_, v)| *v == 1)
+            .map(|(l, _)| l)
+            .collect();
+        assert_eq!(
+            on,
+            vec![
+                &l(&[
+                    ("namespace", "shop"),
+                    ("name", "demo-abc-2"),
+                    ("metric", "rate"),
+                    ("type", "Prometheus"),
+                    ("dry_run", "false"),
+                    ("phase", "Inconclusive")
+                ]),
+                &l(&[
+                    ("namespace", "shop"),
+                    ("name", "demo-abc-2"),
+                    ("metric", "probe"),
+                    ("type", "Web"),
+                    ("dry_run", "true"),
+                    ("phase", "Successful")
+                ]),
+            ]
         );
     }
 }

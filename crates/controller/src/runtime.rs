@@ -85,6 +85,34 @@ impl Hooks {
         });
     }
 
+    /// Hands the AnalysisRun cache to the metrics once it has synced.
+    pub(crate) fn watch_run_cache(&self, runs: Store<sluice_api::analysis::AnalysisRun>) {
+        let Some(metrics) = self.metrics.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            if store_ready(&runs).await {
+                metrics.use_analysis_run_cache(runs);
+            }
+        });
+    }
+
+    pub(crate) fn observe_run_reconcile(
+        &self,
+        run: &sluice_api::analysis::AnalysisRun,
+        took: Duration,
+        failed: bool,
+    ) {
+        if let Some(m) = &self.metrics {
+            m.observe_run_reconcile(
+                &run.namespace().unwrap_or_default(),
+                &run.name_any(),
+                took,
+                failed,
+            );
+        }
+    }
+
     pub(crate) fn observe_reconcile(&self, ro: &Rollout, took: Duration, failed: bool) {
         if let Some(m) = &self.metrics {
             m.observe_reconcile(
