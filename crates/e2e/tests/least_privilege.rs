@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use sluice_api::Rollout;
@@ -116,6 +116,48 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
     wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
     wait_replicas(&ns, "web", &[("nginx:2.0", 2)], TIMEOUT).await;
 
+    // Analysis under the same rules: a run whose argument comes from a Secret.
+    let metric = sluice_testenv::http_stub::HttpStub::start().await.unwrap();
+    metric.respond_json(200, &json!({"ok": true}));
+    let token: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "metric-token"}, "stringData": {"token": "t0k"}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), ns.name())
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisRun",
+            "metadata": {"name": "probe"},
+            "spec": {
+                "args": [{"name": "token", "valueFrom": {"secretKeyRef": {"name": "metric-token", "key": "token"}}}],
+                "metrics": [{"name": "web", "successCondition": "result.ok == true",
+                    "provider": {"web": {"url": metric.url("/?t={{args.token}}")}}}]
+            }
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let runs: Api<sluice_api::analysis::AnalysisRun> = Api::namespaced(admin.clone(), ns.name());
+    sluice_testenv::harness::wait_for("the analysis run to succeed", TIMEOUT, || async {
+        let run = runs.get("probe").await?;
+        match run
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| p.as_str())
+        {
+            Some("Successful") => Ok(()),
+            other => anyhow::bail!("{other:?} {:?}", run.status),
+        }
+    })
+    .await
+    .unwrap();
+
     // Readiness and metrics over HTTP; no request of the controller was refused.
     let ports = controller.ports();
     assert_eq!(http_get(ports.healthz, "/readyz").await, (200, "ok".into()));
@@ -164,7 +206,17 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
             .delete("db-password", &DeleteParams::default())
             .await
     ));
-    assert!(is_forbidden(user_secrets.get("db-password").await));
+    // Secrets may be read (analysis arguments and provider credentials), never changed.
+    assert!(user_secrets.get("db-password").await.is_ok());
+    assert!(is_forbidden(
+        user_secrets
+            .patch(
+                "db-password",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": {"p": "y"}}))
+            )
+            .await
+    ));
     let elsewhere: Api<ReplicaSet> = Api::namespaced(user.clone(), "default");
     assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
     assert!(secrets.get("db-password").await.is_ok(), "still there");
