@@ -503,3 +503,82 @@ async fn blue_green_pre_and_post_promotion_analysis_gate_and_undo_the_switch() {
     wait_replicas(&ns, "bga", &[("app:v2", 2)], TIMEOUT).await;
     assert_ne!(v1, v2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_template_nesting_a_namespaced_one_with_rollout_args_and_dry_run() {
+    let (env, ns, _controller) = setup("cluster-template").await;
+    let api = rollouts(&ns);
+    let metric = HttpStub::start().await.unwrap();
+    metric.respond_json(200, &json!({"status": "ok"}));
+    // The nested template takes the URL from an argument the Rollout passes.
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisTemplate",
+            "metadata": {"name": "inner"},
+            "spec": {
+                "args": [{"name": "url"}],
+                "metrics": [
+                    {"name": "web", "count": 1, "successCondition": "result.status == 'ok'",
+                     "provider": {"web": {"url": "{{args.url}}"}}},
+                    {"name": "shadow", "count": 1, "successCondition": "result.status == 'never'",
+                     "provider": {"web": {"url": "{{args.url}}"}}}
+                ],
+                "dryRun": [{"metricName": "shadow"}]
+            }
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let cluster_name = format!("outer-{}", ns.name());
+    let cluster_templates: Api<sluice_api::analysis::ClusterAnalysisTemplate> =
+        Api::all(env.client());
+    let outer: sluice_api::analysis::ClusterAnalysisTemplate = serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ClusterAnalysisTemplate",
+        "metadata": {"name": cluster_name},
+        "spec": {"templates": [{"templateName": "inner"}]}
+    }))
+    .unwrap();
+    cluster_templates
+        .create(&Default::default(), &outer)
+        .await
+        .unwrap();
+    ns.apply_yaml(&rollout_with(
+        "nest",
+        json!([
+            {"setWeight": 50},
+            {"analysis": {
+                "templates": [{"templateName": cluster_name, "clusterScope": true}],
+                "args": [{"name": "url", "value": metric.url("/status")}]
+            }}
+        ]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    wait_phase(&api, "nest", RolloutPhase::Healthy, TIMEOUT).await;
+    set_image(&api, "nest", "app:v2").await;
+    wait_phase(&api, "nest", RolloutPhase::Healthy, TIMEOUT).await;
+
+    let runs = runs_of(&ns, "Step").await;
+    assert_eq!(runs.len(), 1);
+    let status = runs[0].status.clone().unwrap();
+    // The dry-run metric failed without failing the run.
+    assert_eq!(status.phase, Some(AnalysisPhase::Successful), "{status:?}");
+    let dry = status.dry_run_summary.clone().unwrap_or_default();
+    assert_eq!(dry.failed, Some(1), "{status:?}");
+    let names: Vec<String> = runs[0]
+        .spec
+        .metrics
+        .iter()
+        .flatten()
+        .filter_map(|m| m.name.clone())
+        .collect();
+    assert_eq!(names, ["web", "shadow"]);
+    assert!(metric.requests().iter().all(|r| r.uri == "/status"));
+    let _ = cluster_templates
+        .delete(&cluster_name, &Default::default())
+        .await;
+}
