@@ -1550,3 +1550,55 @@ fn no_set_weight_step_completes_while_paused_on_an_inconclusive_run() {
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
     assert_eq!(w.runs.len(), 1);
 }
+
+#[test]
+fn finished_runs_are_kept_to_the_history_limits() {
+    let steps = json!([
+        {"setWeight": 50},
+        {"analysis": {"templates": [{"templateName": "health"}]}}
+    ]);
+    let mut ro = rollout(2, steps);
+    ro.spec.analysis = Some(
+        serde_json::from_value(
+            json!({"successfulRunHistoryLimit": 2, "unsuccessfulRunHistoryLimit": 1}),
+        )
+        .unwrap(),
+    );
+    let mut w = analysis_world(ro);
+    for (i, phase) in [
+        AnalysisPhase::Successful,
+        AnalysisPhase::Failed,
+        AnalysisPhase::Successful,
+        AnalysisPhase::Failed,
+        AnalysisPhase::Successful,
+        AnalysisPhase::Successful,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        w.advance(10);
+        w.set_image(&format!("app:v{}", i + 2));
+        w.settle();
+        w.verdict("Step", phase, "");
+        w.settle();
+    }
+    let kept: Vec<(String, AnalysisPhase)> = w
+        .runs
+        .iter()
+        .map(|r| {
+            (
+                r.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"].clone(),
+                r.status.as_ref().unwrap().phase.clone().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        vec![
+            ("5".to_string(), AnalysisPhase::Failed),
+            ("6".to_string(), AnalysisPhase::Successful),
+            ("7".to_string(), AnalysisPhase::Successful),
+        ],
+        "newest two successful and newest unsuccessful"
+    );
+}
