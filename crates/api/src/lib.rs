@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod common;
+pub mod corpus;
 pub mod crd;
 pub mod duration;
 pub mod experiment;

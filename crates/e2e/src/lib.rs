@@ -92,14 +92,8 @@ pub async fn setup(prefix: &str) -> (TestEnv, TestNamespace, RunningController) 
 
 /// Reads a manifest from Argo's v1.9.1 corpus (test data shared beside the repository).
 pub fn corpus_file(relative: &str) -> String {
-    let root = std::env::var("SLUICE_ARGO_CORPUS").unwrap_or_else(|_| {
-        format!(
-            "{}/../../../shared/argo-corpus/v1.9.1",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    });
-    let path = format!("{root}/{relative}");
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+    let path = sluice_api::corpus::require_argo_corpus_dir().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
 pub fn rollouts(ns: &TestNamespace) -> Api<Rollout> {

@@ -54,7 +54,7 @@ fn anti_affinity_has_exactly_one_kind() {
 }
 
 fn corpus_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/argo-corpus/v1.9.1")
+    crate::corpus::require_argo_corpus_dir()
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {

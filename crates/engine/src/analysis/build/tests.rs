@@ -1,4 +1,4 @@
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -8,8 +8,8 @@ use super::*;
 use crate::analysis::{TaskKind, assess, next_tasks};
 
 fn corpus_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/argo-corpus/v1.9.1/test/e2e/functional")
+    sluice_api::corpus::require_argo_corpus_dir()
+        .join("test/e2e/functional")
         .join(name)
 }
 
