@@ -256,6 +256,14 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
 wait_until "kube-apiserver /readyz" 120 kube-apiserver bash -c "[[ \$(curl -sfk --max-time 5 \
   -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/readyz) == ok ]]"
 
+# kube-controller-manager checks /healthz and reads discovery once at start and exits if
+# either is incomplete: start it only when both answer.
+wait_until "kube-apiserver /healthz and discovery" 60 kube-apiserver bash -c "[[ \$(curl -sfk \
+  --max-time 5 -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/healthz) == ok ]] &&
+  for g in /api/v1 /apis/apps/v1 /apis/batch/v1 /apis/discovery.k8s.io/v1beta1 /apis/coordination.k8s.io/v1; do
+    curl -sfk --max-time 5 -o /dev/null -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT\$g || exit 1
+  done"
+
 write_kubeconfig "$DEV/kubeconfig" admin "$ADMIN_TOKEN"
 write_kubeconfig "$DEV/kubeconfig-controller" sluice-e2e-controller "$CONTROLLER_TOKEN"
 write_kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" system:kube-controller-manager "$KCM_TOKEN"
