@@ -12,7 +12,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::join_all;
 use jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -28,13 +27,13 @@ use crate::apply::merge_diff;
 use crate::args::Args;
 use crate::reconciler::instance_selector;
 use crate::runtime::Hooks;
-use crate::writer::{FIELD_MANAGER, WriteError};
+use crate::writer::{ClusterWriter, KubeWriter, WriteError};
 
 /// Longest time between two looks at a running run, whatever it waits for.
 const MAX_REQUEUE: Duration = Duration::from_secs(300);
 
 struct Context {
-    client: Client,
+    writer: KubeWriter,
     providers: Providers,
     /// Secrets for `secretKeyRef` arguments, read when measuring.
     secrets: KubeSecrets,
@@ -62,7 +61,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     };
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),
-        client,
+        writer: KubeWriter::with_gate(client, hooks.gate.clone()),
         providers,
         hooks: hooks.clone(),
     });
@@ -114,7 +113,7 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
     let ns = run.namespace().unwrap_or_default();
     let name = run.name_any();
     let now = Timestamp::now();
-    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &ns);
+    let writer = ctx.writer.for_term(term);
 
     let tasks = next_tasks(&run, now);
     let started: Vec<String> = tasks
@@ -132,29 +131,18 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
     let old = serde_json::to_value(run.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
     let new = serde_json::to_value(&assessment.status).unwrap_or(Value::Null);
     if let Some(diff) = merge_diff(&old, &new) {
-        ctx.hooks
-            .gate
-            .check(Some(term))
-            .map_err(|_| WriteError::NotLeader)?;
         let patch = json!({
             "metadata": { "resourceVersion": run.metadata.resource_version },
             "status": diff,
         });
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
         // AnalysisRun has no status subresource (as in Argo's CRD): status is written through
         // the object itself, guarded by the resourceVersion.
-        match api.patch(&name, &pp, &Patch::Merge(&patch)).await {
-            Ok(_) => {}
-            Err(e) => match WriteError::from(e) {
-                // Changed meanwhile (a terminate, a user edit): look again with fresh state.
-                WriteError::Conflict | WriteError::NotFound => {
-                    return Ok(Action::requeue(Duration::from_millis(500)));
-                }
-                other => return Err(other.into()),
-            },
+        let written = match writer.may_write() {
+            Ok(()) => writer.patch_analysis_run(&ns, &name, &patch).await,
+            Err(e) => Err(e),
+        };
+        if let Some(action) = settle_write(written)? {
+            return Ok(action);
         }
         let phase_changed =
             run.status.as_ref().and_then(|s| s.phase.as_ref()) != assessment.status.phase.as_ref();
@@ -167,26 +155,18 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
 
     if let Some(at) = assessment.delete_at {
         if at <= now {
-            ctx.hooks
-                .gate
-                .check(Some(term))
-                .map_err(|_| WriteError::NotLeader)?;
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: run.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            };
-            match api.delete(&name, &dp).await {
-                Ok(_) => {
-                    info!(analysisrun = %name, namespace = %ns, "deleted after its ttlStrategy")
+            let deleted = match writer.may_write() {
+                Ok(()) => {
+                    writer
+                        .delete_analysis_run(&ns, &name, run.metadata.uid.as_deref())
+                        .await
                 }
-                Err(e) => match WriteError::from(e) {
-                    WriteError::NotFound => {}
-                    other => return Err(other.into()),
-                },
+                Err(e) => Err(e),
+            };
+            if let Some(action) = settle_write(deleted)? {
+                return Ok(action);
             }
+            info!(analysisrun = %name, namespace = %ns, "deleted after its ttlStrategy");
             return Ok(Action::await_change());
         }
         let wait = Duration::try_from(at.duration_since(now)).unwrap_or_default();
@@ -198,6 +178,18 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
         Some(d) => Action::requeue(d.clamp(Duration::from_millis(200), MAX_REQUEUE)),
         None => Action::await_change(),
     })
+}
+
+/// `None` when the write was made; otherwise what this reconcile does next (see
+/// [`WriteError::expected_outcome`]), or the error.
+fn settle_write(result: Result<(), WriteError>) -> Result<Option<Action>, RunError> {
+    match result {
+        Ok(()) => Ok(None),
+        Err(e) => match e.expected_outcome() {
+            Some(action) => Ok(Some(action)),
+            None => Err(e.into()),
+        },
+    }
 }
 
 /// Runs the due tasks with the providers, concurrently. Arguments (Secrets included) are read

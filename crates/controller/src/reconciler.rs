@@ -216,17 +216,13 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
                 plan.requeue_after.map_or(ctx.resync, |d| d.min(ctx.resync)),
             ))
         }
-        Err(WriteError::NotLeader) => {
-            // Leadership ended mid-plan: the next leader re-decides from what was written.
-            debug!(rollout = %ro.name_any(), "not the leader any more, plan abandoned");
-            Ok(Action::await_change())
-        }
-        Err(WriteError::Conflict) | Err(WriteError::NotFound) => {
-            // Our view was stale: observe again shortly. Not an error.
-            debug!(rollout = %ro.name_any(), "stale view, retrying with fresh state");
-            Ok(Action::requeue(Duration::from_millis(500)))
-        }
-        Err(e) => Err(e.into()),
+        Err(e) => match e.expected_outcome() {
+            Some(action) => {
+                debug!(rollout = %ro.name_any(), reason = %e, "plan stopped; the rollout is looked at again");
+                Ok(action)
+            }
+            None => Err(e.into()),
+        },
     }
 }
 

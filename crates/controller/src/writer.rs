@@ -1,14 +1,18 @@
 //! The narrow write interface of the controller. The apply layer speaks only this, so the
 //! real API server ([`KubeWriter`]) and the deterministic simulator can both stand behind it.
 
+use std::fmt::Debug;
 use std::future::Future;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{
     DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_api::analysis::{
@@ -32,6 +36,22 @@ pub enum WriteError {
     NotLeader,
     #[error("{0}")]
     Api(String),
+}
+
+impl WriteError {
+    /// How a reconcile goes on after this failure when it is an expected one rather than an
+    /// error: a stale view (409, or the object gone) is observed again shortly; a lost
+    /// leadership leaves the object to the new leader, who re-decides from what was written.
+    pub fn expected_outcome(&self) -> Option<kube::runtime::controller::Action> {
+        use kube::runtime::controller::Action;
+        match self {
+            WriteError::Conflict | WriteError::NotFound => {
+                Some(Action::requeue(std::time::Duration::from_millis(500)))
+            }
+            WriteError::NotLeader => Some(Action::await_change()),
+            WriteError::Api(_) => None,
+        }
+    }
 }
 
 impl From<kube::Error> for WriteError {
@@ -207,6 +227,78 @@ impl KubeWriter {
             ..Default::default()
         }
     }
+
+    fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn create<K>(&self, namespace: &str, object: &K) -> Result<(), WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+        K::DynamicType: Default,
+    {
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.api::<K>(namespace).create(&pp, object).await?;
+        Ok(())
+    }
+
+    async fn merge_patch<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<K, WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        Ok(self
+            .api::<K>(namespace)
+            .patch(name, &Self::params(), &Patch::Merge(patch))
+            .await?)
+    }
+
+    /// Deletes `name` if it is still the object with `uid`; already gone counts as done.
+    async fn delete<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        match self
+            .api::<K>(namespace)
+            .delete(name, &uid_precondition(uid))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+/// Delete options that refuse to delete a newer object of the same name.
+fn uid_precondition(uid: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|u| Preconditions {
+            uid: Some(u.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    }
 }
 
 impl ClusterWriter for KubeWriter {
@@ -217,13 +309,7 @@ impl ClusterWriter for KubeWriter {
     }
 
     async fn create_replica_set(&self, namespace: &str, rs: &ReplicaSet) -> Result<(), WriteError> {
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        api.create(&pp, rs).await?;
-        Ok(())
+        self.create(namespace, rs).await
     }
 
     async fn patch_replica_set(
@@ -232,10 +318,9 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<(), WriteError> {
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
-            .await?;
-        Ok(())
+        self.merge_patch::<ReplicaSet>(namespace, name, merge_patch)
+            .await
+            .map(drop)
     }
 
     async fn delete_replica_set(
@@ -244,21 +329,7 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         uid: Option<&str>,
     ) -> Result<(), WriteError> {
-        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
-        let dp = DeleteParams {
-            preconditions: uid.map(|u| Preconditions {
-                uid: Some(u.to_string()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        match api.delete(name, &dp).await {
-            Ok(_) => Ok(()),
-            Err(e) => match WriteError::from(e) {
-                WriteError::NotFound => Ok(()),
-                other => Err(other),
-            },
-        }
+        self.delete::<ReplicaSet>(namespace, name, uid).await
     }
 
     async fn evict_pod(
@@ -267,18 +338,11 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         uid: Option<&str>,
     ) -> Result<(), WriteError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let params = EvictParams {
-            delete_options: Some(DeleteParams {
-                preconditions: uid.map(|u| Preconditions {
-                    uid: Some(u.to_string()),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            }),
+            delete_options: Some(uid_precondition(uid)),
             ..Default::default()
         };
-        match api.evict(name, &params).await {
+        match self.api::<Pod>(namespace).evict(name, &params).await {
             Ok(_) => Ok(()),
             // A PodDisruptionBudget said not now: try again later.
             Err(kube::Error::Api(s)) if s.code == 429 => Err(WriteError::Conflict),
@@ -295,10 +359,9 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<(), WriteError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
-            .await?;
-        Ok(())
+        self.merge_patch::<Pod>(namespace, name, merge_patch)
+            .await
+            .map(drop)
     }
 
     async fn get_service(
@@ -306,8 +369,7 @@ impl ClusterWriter for KubeWriter {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Service>, WriteError> {
-        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
-        Ok(api.get_opt(name).await?)
+        Ok(self.api::<Service>(namespace).get_opt(name).await?)
     }
 
     async fn patch_service(
@@ -316,16 +378,14 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<(), WriteError> {
-        let api: Api<Service> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
-            .await?;
-        Ok(())
+        self.merge_patch::<Service>(namespace, name, merge_patch)
+            .await
+            .map(drop)
     }
 
     async fn list_pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, WriteError> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let list = api.list(&ListParams::default().labels(selector)).await?;
-        Ok(list.items)
+        let lp = ListParams::default().labels(selector);
+        Ok(self.api::<Pod>(namespace).list(&lp).await?.items)
     }
 
     async fn patch_rollout(
@@ -334,10 +394,7 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<Option<String>, WriteError> {
-        let api: Api<Rollout> = Api::namespaced(self.client.clone(), namespace);
-        let ro = api
-            .patch(name, &Self::params(), &Patch::Merge(merge_patch))
-            .await?;
+        let ro: Rollout = self.merge_patch(namespace, name, merge_patch).await?;
         Ok(ro.metadata.resource_version)
     }
 
@@ -347,17 +404,16 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<Option<String>, WriteError> {
-        let api: Api<Rollout> = Api::namespaced(self.client.clone(), namespace);
-        let ro = api
+        let ro = self
+            .api::<Rollout>(namespace)
             .patch_status(name, &Self::params(), &Patch::Merge(merge_patch))
             .await?;
         Ok(ro.metadata.resource_version)
     }
 
     async fn list_analysis_runs(&self, namespace: &str) -> Result<Vec<AnalysisRun>, WriteError> {
-        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
         let lp = ListParams::default().labels(sluice_engine::analysis::ROLLOUT_TYPE);
-        Ok(api.list(&lp).await?.items)
+        Ok(self.api::<AnalysisRun>(namespace).list(&lp).await?.items)
     }
 
     async fn get_analysis_template(
@@ -369,7 +425,7 @@ impl ClusterWriter for KubeWriter {
             let api: Api<ClusterAnalysisTemplate> = Api::all(self.client.clone());
             Ok(api.get_opt(&key.name).await?.map(|t| t.spec.0))
         } else {
-            let api: Api<AnalysisTemplate> = Api::namespaced(self.client.clone(), namespace);
+            let api = self.api::<AnalysisTemplate>(namespace);
             Ok(api.get_opt(&key.name).await?.map(|t| t.spec))
         }
     }
@@ -379,13 +435,7 @@ impl ClusterWriter for KubeWriter {
         namespace: &str,
         run: &AnalysisRun,
     ) -> Result<(), WriteError> {
-        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        api.create(&pp, run).await?;
-        Ok(())
+        self.create(namespace, run).await
     }
 
     async fn patch_analysis_run(
@@ -394,10 +444,9 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         merge_patch: &Value,
     ) -> Result<(), WriteError> {
-        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &Self::params(), &Patch::Merge(merge_patch))
-            .await?;
-        Ok(())
+        self.merge_patch::<AnalysisRun>(namespace, name, merge_patch)
+            .await
+            .map(drop)
     }
 
     async fn delete_analysis_run(
@@ -406,20 +455,6 @@ impl ClusterWriter for KubeWriter {
         name: &str,
         uid: Option<&str>,
     ) -> Result<(), WriteError> {
-        let api: Api<AnalysisRun> = Api::namespaced(self.client.clone(), namespace);
-        let dp = DeleteParams {
-            preconditions: uid.map(|u| Preconditions {
-                uid: Some(u.to_string()),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
-        match api.delete(name, &dp).await {
-            Ok(_) => Ok(()),
-            Err(e) => match WriteError::from(e) {
-                WriteError::NotFound => Ok(()),
-                other => Err(other),
-            },
-        }
+        self.delete::<AnalysisRun>(namespace, name, uid).await
     }
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::common::AnalysisTemplateRef;
-use sluice_api::rollout::Rollout;
+use sluice_api::rollout::{Rollout, RolloutAnalysis};
 
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
 
@@ -88,20 +88,7 @@ impl Observed {
     /// read for it at all. Nested templates are found by following each template's
     /// `templates` list ([`nested_template_refs`]).
     pub fn analysis_template_refs(rollout: &Rollout) -> Vec<TemplateKey> {
-        let Some(strategy) = rollout.spec.strategy.as_ref() else {
-            return Vec::new();
-        };
-        let mut analyses = Vec::new();
-        if let Some(c) = &strategy.canary {
-            analyses.extend(c.analysis.as_ref().map(|b| &b.analysis));
-            for step in c.steps.iter().flatten() {
-                analyses.extend(step.analysis.as_ref());
-            }
-        }
-        if let Some(bg) = &strategy.blue_green {
-            analyses.extend(bg.pre_promotion_analysis.as_ref());
-            analyses.extend(bg.post_promotion_analysis.as_ref());
-        }
+        let analyses = rollout_analyses(rollout);
         let mut keys: Vec<TemplateKey> = analyses
             .into_iter()
             .flat_map(|a| a.templates.iter().flatten())
@@ -209,6 +196,26 @@ impl ReplicaSetExt for ReplicaSet {
     fn is_being_deleted(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
     }
+}
+
+/// Every analysis a Rollout declares: canary background analysis and `analysis` steps,
+/// blue-green pre- and post-promotion analysis.
+pub fn rollout_analyses(rollout: &Rollout) -> Vec<&RolloutAnalysis> {
+    let Some(strategy) = rollout.spec.strategy.as_ref() else {
+        return Vec::new();
+    };
+    let mut analyses = Vec::new();
+    if let Some(c) = &strategy.canary {
+        analyses.extend(c.analysis.as_ref().map(|b| &b.analysis));
+        for step in c.steps.iter().flatten() {
+            analyses.extend(step.analysis.as_ref());
+        }
+    }
+    if let Some(bg) = &strategy.blue_green {
+        analyses.extend(bg.pre_promotion_analysis.as_ref());
+        analyses.extend(bg.post_promotion_analysis.as_ref());
+    }
+    analyses
 }
 
 /// The templates a template nests.

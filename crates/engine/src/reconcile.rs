@@ -668,11 +668,7 @@ impl<'a> World<'a> {
 
         // Paused on an Inconclusive analysis: the pods stay as they are, no step completes and
         // the update does not complete, until a user promotes or aborts.
-        let held_by_analysis = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .any(|p| p.reason.as_ref() == Some(&PauseReason::InconclusiveAnalysisRun));
+        let held_by_analysis = has_pause(status, &PauseReason::InconclusiveAnalysisRun);
         if !aborted
             && !manually_paused
             && !held_by_analysis
@@ -817,12 +813,7 @@ impl<'a> World<'a> {
             return false;
         };
         // Paused on an Inconclusive analysis: only a user moves on, never the clock.
-        let inconclusive = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .any(|p| p.reason.as_ref() == Some(&PauseReason::InconclusiveAnalysisRun));
-        if inconclusive {
+        if has_pause(status, &PauseReason::InconclusiveAnalysisRun) {
             return false;
         }
         let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
@@ -1323,6 +1314,14 @@ fn counts_of_status(s: &RolloutStatus) -> (Option<i32>, Option<i32>, Option<i32>
 fn set_requeue(requeue: &mut Option<Duration>, after: Duration) {
     let after = after.max(Duration::from_secs(1));
     *requeue = Some(requeue.map_or(after, |r| r.min(after)));
+}
+
+fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
+    status
+        .pause_conditions
+        .iter()
+        .flatten()
+        .any(|p| p.reason.as_ref() == Some(reason))
 }
 
 fn remove_pause(status: &mut RolloutStatus, reason: &PauseReason) {

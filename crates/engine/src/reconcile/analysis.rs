@@ -18,10 +18,10 @@ use sluice_api::rollout::{
     PauseCondition, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
 };
 
-use super::World;
+use super::{World, has_pause};
 use crate::analysis::{self as build, RunKind};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
-use crate::observed::{AnalysisTemplates, TemplateKey};
+use crate::observed::{AnalysisTemplates, TemplateKey, rollout_analyses};
 use crate::plan::{Action, Event, Plan};
 
 /// Annotation on an AnalysisRun whose Inconclusive verdict a user accepted by promoting the
@@ -152,14 +152,6 @@ fn record_slot(status: &mut RolloutStatus, role: Role) -> &mut Option<RolloutAna
                 .post_promotion_analysis_run_status
         }
     }
-}
-
-fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
-    status
-        .pause_conditions
-        .iter()
-        .flatten()
-        .any(|p| p.reason.as_ref() == Some(reason))
 }
 
 impl<'a> World<'a> {
@@ -349,7 +341,7 @@ impl<'a> World<'a> {
     /// Every template the Rollout's analyses need is present and they merge: otherwise the
     /// spec is invalid, and nothing is decided.
     pub(super) fn check_analysis_templates(&self) -> Result<(), String> {
-        for analysis in analyses_of(self.ro) {
+        for analysis in rollout_analyses(self.ro) {
             resolve_rollout_analysis(analysis, self.analysis_templates)?;
         }
         Ok(())
@@ -396,25 +388,6 @@ impl<'a> World<'a> {
             });
         }
     }
-}
-
-/// Every analysis a Rollout declares.
-fn analyses_of(ro: &sluice_api::rollout::Rollout) -> Vec<&RolloutAnalysis> {
-    let Some(strategy) = ro.spec.strategy.as_ref() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if let Some(c) = &strategy.canary {
-        out.extend(c.analysis.as_ref().map(|b| &b.analysis));
-        for step in c.steps.iter().flatten() {
-            out.extend(step.analysis.as_ref());
-        }
-    }
-    if let Some(bg) = &strategy.blue_green {
-        out.extend(bg.pre_promotion_analysis.as_ref());
-        out.extend(bg.post_promotion_analysis.as_ref());
-    }
-    out
 }
 
 /// The merged template of one of the Rollout's analyses, from the observed templates.

@@ -16,7 +16,7 @@ use sluice_api::rollout::{
 };
 
 use super::analysis::{AnalysisState, Role, Verdict};
-use super::{Strategy, Update, World, remove_pause, set_requeue};
+use super::{Strategy, Update, World, has_pause, remove_pause, set_requeue};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
 use crate::plan::{Action, Event, Plan};
@@ -463,12 +463,7 @@ impl World<'_> {
     }
 
     fn add_blue_green_pause(&self, status: &mut RolloutStatus, events: &mut Vec<Event>) {
-        let present = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .any(|p| p.reason.as_ref() == Some(&PauseReason::BlueGreenPause));
-        if present {
+        if has_pause(status, &PauseReason::BlueGreenPause) {
             return;
         }
         status

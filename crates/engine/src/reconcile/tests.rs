@@ -1379,12 +1379,12 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
 
 mod metadata;
 
-fn bg_analysis_world(extra: serde_json::Value) -> World {
+/// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or
+/// `postPromotionAnalysis`) runs the "health" template.
+fn bg_analysis_world(hook: &str) -> World {
     let mut strategy = json!({"activeService": "active", "previewService": "preview",
                               "scaleDownDelaySeconds": 10});
-    for (k, v) in extra.as_object().unwrap() {
-        strategy[k] = v.clone();
-    }
+    strategy[hook] = json!({"templates": [{"templateName": "health"}]});
     let mut w = World::bg(bg_rollout(2, strategy));
     w.add_template("health");
     w.settle_bg();
@@ -1395,9 +1395,7 @@ fn bg_analysis_world(extra: serde_json::Value) -> World {
 
 #[test]
 fn blue_green_pre_promotion_analysis_holds_the_switch_until_it_passes() {
-    let mut w = bg_analysis_world(
-        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    );
+    let mut w = bg_analysis_world("prePromotionAnalysis");
     w.set_image("app:v2");
     w.settle_bg();
     let runs = w.runs_of("PrePromotion");
@@ -1426,9 +1424,7 @@ fn blue_green_pre_promotion_analysis_holds_the_switch_until_it_passes() {
 
 #[test]
 fn blue_green_failed_pre_promotion_analysis_aborts_without_switching() {
-    let mut w = bg_analysis_world(
-        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    );
+    let mut w = bg_analysis_world("prePromotionAnalysis");
     w.set_image("app:v2");
     w.settle_bg();
     w.verdict(
@@ -1444,9 +1440,7 @@ fn blue_green_failed_pre_promotion_analysis_aborts_without_switching() {
 
 #[test]
 fn blue_green_inconclusive_pre_promotion_pauses_and_a_promote_accepts_it() {
-    let mut w = bg_analysis_world(
-        json!({"prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    );
+    let mut w = bg_analysis_world("prePromotionAnalysis");
     w.set_image("app:v2");
     w.settle_bg();
     w.verdict("PrePromotion", AnalysisPhase::Inconclusive, "");
@@ -1468,9 +1462,7 @@ fn blue_green_inconclusive_pre_promotion_pauses_and_a_promote_accepts_it() {
 
 #[test]
 fn blue_green_post_promotion_analysis_keeps_the_old_pods_and_switches_back_on_failure() {
-    let mut w = bg_analysis_world(
-        json!({"postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    );
+    let mut w = bg_analysis_world("postPromotionAnalysis");
     let v1 = w.status().current_pod_hash.clone();
     w.set_image("app:v2");
     w.settle_bg();
