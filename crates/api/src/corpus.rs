@@ -17,11 +17,10 @@ pub fn argo_corpus_dir() -> Option<PathBuf> {
         .find(|d| d.join("manifests/crds/rollout-crd.yaml").is_file())
 }
 
-/// The corpus root; panics with what to do when it is missing, so that corpus tests fail
-/// rather than pass vacuously.
-pub fn require_argo_corpus_dir() -> PathBuf {
-    argo_corpus_dir().unwrap_or_else(|| {
-        panic!(
+/// The corpus root, or a message saying where it was looked for and how to point at it.
+pub fn require_argo_corpus_dir() -> Result<PathBuf, String> {
+    argo_corpus_dir().ok_or_else(|| {
+        format!(
             "Argo corpus not found: expected {RELATIVE} beside the repository (or a directory \
              above it), or SLUICE_ARGO_CORPUS pointing at it"
         )

@@ -92,7 +92,9 @@ pub async fn setup(prefix: &str) -> (TestEnv, TestNamespace, RunningController) 
 
 /// Reads a manifest from Argo's v1.9.1 corpus (test data shared beside the repository).
 pub fn corpus_file(relative: &str) -> String {
-    let path = sluice_api::corpus::require_argo_corpus_dir().join(relative);
+    let path = sluice_api::corpus::require_argo_corpus_dir()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 

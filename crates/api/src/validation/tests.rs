@@ -54,7 +54,7 @@ fn anti_affinity_has_exactly_one_kind() {
 }
 
 fn corpus_root() -> PathBuf {
-    crate::corpus::require_argo_corpus_dir()
+    crate::corpus::require_argo_corpus_dir().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {

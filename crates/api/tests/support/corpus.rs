@@ -42,7 +42,7 @@ pub struct Corpus {
 /// The corpus root: `$SLUICE_ARGO_CORPUS`, else `shared/argo-corpus/v1.9.1` next to the repository.
 /// Panics when it is missing, so that the corpus tests fail rather than pass vacuously.
 pub fn corpus_dir() -> PathBuf {
-    let dir = sluice_api::corpus::require_argo_corpus_dir();
+    let dir = sluice_api::corpus::require_argo_corpus_dir().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         dir.join("manifests/crds/rollout-crd.yaml").is_file(),
         "Argo corpus not found at {} (set SLUICE_ARGO_CORPUS to the v1.9.1 corpus)",

@@ -9,6 +9,7 @@ use crate::analysis::{TaskKind, assess, next_tasks};
 
 fn corpus_file(name: &str) -> PathBuf {
     sluice_api::corpus::require_argo_corpus_dir()
+        .unwrap_or_else(|e| panic!("{e}"))
         .join("test/e2e/functional")
         .join(name)
 }
