@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager v1.20.2 from Debian's `kubernetes` source
-# package and caches them outside the checkout, keyed by version. Idempotent: a cached build is
-# reused in well under a second. Installs the apt packages it needs (as root, non-interactive).
+# Builds the local control plane's binaries from Go modules and caches them outside the checkout,
+# keyed by version: kube-apiserver and kube-controller-manager of Kubernetes $KUBE_VERSION, and
+# etcd $ETCD_VERSION. Idempotent: a cached build is reused in well under a second. Prints the bin
+# directory on stdout; progress goes to stderr.
 #
-# Why from source: no container engine or prebuilt Kubernetes download is reachable here, but
-# Debian's orig tarball carries the full tree with vendor/.
+# Why these versions:
+# - Kubernetes 1.35.4: the newest patch of the newest minor that users run in production
+#   (1.30-1.35). It serves everything the project needs to exercise: CEL validation
+#   (`x-kubernetes-validations`) of CRDs, the Gateway API v1.6 CRDs, server-side apply field
+#   managers and consistent lists. Its go.mod asks for Go 1.25, so the machine's Go builds it.
+# - etcd 3.6.6: the version kubeadm installs with Kubernetes 1.35 (cmd/kubeadm constants).
+#
+# Why from Go modules: no container engine and no prebuilt download is reachable here, but the Go
+# module proxy is. k8s.io/kubernetes used as a module refers to its staging modules (k8s.io/api,
+# k8s.io/apiserver, ...) at v0.0.0 and points them at its own ./staging tree with `replace`
+# directives, which do not apply to a dependency; a small wrapper module pins each of them to the
+# matching v0.<minor>.<patch> instead.
 set -euo pipefail
 
-KUBE_VERSION="1.20.2"
-DEB_VERSION="1.20.5+really1.20.2"
+KUBE_VERSION="1.35.4"
+ETCD_VERSION="3.6.6"
 CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
-OUT="$CACHE_ROOT/kube-v$KUBE_VERSION"
+OUT="$CACHE_ROOT/kube-v$KUBE_VERSION-etcd-v$ETCD_VERSION"
 BIN="$OUT/bin"
 
 if [[ -t 2 ]]; then
@@ -18,70 +29,87 @@ if [[ -t 2 ]]; then
 else
   log() { printf '[control-plane] %s\n' "$*" >&2; }
 fi
+die() { log "error: $*"; exit 1; }
 
-if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" ]]; then
+if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" ]]; then
   log "using cached build in $BIN"
   echo "$BIN"
   exit 0
 fi
 
-need_pkgs=()
-for p in golang-go rsync jq golang-github-modern-go-reflect2-dev etcd-server openssl dpkg-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
-done
+command -v go >/dev/null || die "Go is needed to build the control plane (go 1.25 or newer on PATH)"
+# The machine's own Go, never a toolchain download.
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+[[ $go_minor =~ ^[0-9]+$ && $go_minor -ge 25 ]] ||
+  die "Kubernetes $KUBE_VERSION needs Go 1.25 or newer; $(command -v go) is $(go env GOVERSION)"
 
-# deb-src entry so `apt-get source` can fetch the kubernetes orig tarball.
-SRC_LIST=/etc/apt/sources.list.d/sluice-deb-src.sources
-if [[ ! -f $SRC_LIST ]]; then
-  log "adding a deb-src entry for bookworm main"
-  base=$(ls /etc/apt/sources.list.d/*.sources | grep -v sluice | head -n1)
-  # Copy the first bookworm stanza, switching it to deb-src.
-  awk 'BEGIN{RS="";ORS="\n\n"} /Suites:[^\n]*bookworm/ && !done {sub(/Types: deb/,"Types: deb-src"); print; done=1}' "$base" > "$SRC_LIST"
-  apt_update=1
-fi
-if [[ ${#need_pkgs[@]} -gt 0 || ${apt_update:-0} -eq 1 ]]; then
-  log "apt-get update"
-  apt-get update -qq >&2
-fi
-if [[ ${#need_pkgs[@]} -gt 0 ]]; then
-  log "installing ${need_pkgs[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >&2
-fi
-
-WORK="$CACHE_ROOT/build"
+WORK="$CACHE_ROOT/build-kube-v$KUBE_VERSION"
 mkdir -p "$WORK"
 cd "$WORK"
-TARBALL="kubernetes_${DEB_VERSION}.orig.tar.gz"
-if [[ ! -f $TARBALL ]]; then
-  log "downloading the kubernetes source package (about 34 MB)"
-  # Pinned to bookworm: other deb-src entries may offer a newer kubernetes without vendor/.
-  apt-get source -o APT::Sandbox::User=root --download-only kubernetes/bookworm >&2
-fi
-SRC="$WORK/kubernetes-$KUBE_VERSION"
-if [[ ! -d $SRC ]]; then
-  log "unpacking"
-  tar xzf "$TARBALL"
-fi
-cd "$SRC"
-# reflect2 v1.0.1 crashes (SIGSEGV in mapiterinit) on Go >= 1.18 as soon as the API server
-# decodes a custom resource; Debian ships the fixed v1.0.2.
-if ! grep -q "1.0.2" vendor/github.com/modern-go/reflect2/go.mod 2>/dev/null && [[ ! -f vendor/github.com/modern-go/reflect2/.sluice-1.0.2 ]]; then
-  log "swapping vendored modern-go/reflect2 for v1.0.2"
-  rm -rf vendor/github.com/modern-go/reflect2
-  cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/
-  rm -f vendor/github.com/modern-go/reflect2/go.mod
-  touch vendor/github.com/modern-go/reflect2/.sluice-1.0.2
-fi
-export GOPATH="$SRC/.go" CGO_ENABLED=0 GO111MODULE=off HOME="${HOME:-/root}" GOFLAGS=
-mkdir -p .go/src/k8s.io
-[[ -e .go/src/k8s.io/kubernetes ]] || ln -s ../../.. .go/src/k8s.io/kubernetes
-log "building kube-apiserver and kube-controller-manager (about 5 minutes on 2 cores, once)"
-( cd .go/src/k8s.io/kubernetes && make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" ) >&2
-# Moved into place in one step, so an interrupted copy never looks like a finished build.
+
+# Prints a line every 30 s while the command runs, so that a long, quiet build shows it is alive.
+with_heartbeat() { # what command...
+  local what=$1 start=$SECONDS
+  shift
+  "$@" &
+  local pid=$!
+  trap 'kill "$pid" 2>/dev/null' INT TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 30); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 1
+    done
+    kill -0 "$pid" 2>/dev/null && log "  still $what ($((SECONDS - start)) s)"
+  done
+  trap - INT TERM
+  wait "$pid"
+}
+
+log "fetching k8s.io/kubernetes v$KUBE_VERSION and etcd v$ETCD_VERSION from the Go module proxy"
+kube_mod=$(go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -nE 's/^\s*"GoMod": "(.*)",?$/\1/p')
+[[ -f $kube_mod ]] || die "could not download k8s.io/kubernetes v$KUBE_VERSION"
+staging_version="v0.${KUBE_VERSION#1.}"
+{
+  echo "module sluice.local/control-plane"
+  echo
+  echo "go 1.25.0"
+  echo
+  echo "require ("
+  echo "	k8s.io/kubernetes v$KUBE_VERSION"
+  echo "	go.etcd.io/etcd/server/v3 v$ETCD_VERSION"
+  echo ")"
+  echo
+  # Every staging module the kubernetes module requires at v0.0.0, at the matching release.
+  sed -nE 's/^\s+(k8s\.io\/[a-z0-9-]+) v0\.0\.0\s*$/\1/p' "$kube_mod" | sort -u |
+    while read -r m; do echo "replace $m => $m $staging_version"; done
+} >go.mod.new
+mv go.mod.new go.mod
+cat >tools.go <<'GO'
+//go:build tools
+
+// Package tools only anchors the wrapper module; the binaries are built by package path.
+package tools
+GO
+
+ldflags="-s -w"
+# The version the API server reports (/version, kubectl's skew check): without it, v0.0.0.
+for kv in "gitVersion=v$KUBE_VERSION" "gitMajor=1" "gitMinor=$(cut -d. -f2 <<<"$KUBE_VERSION")" \
+  "gitTreeState=clean" "buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"; do
+  ldflags+=" -X k8s.io/client-go/pkg/version.$kv -X k8s.io/component-base/version.$kv"
+done
+
 rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
-cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN.tmp/"
+log "building etcd v$ETCD_VERSION (about a minute on 2 cores, once)"
+with_heartbeat "building etcd" go build -trimpath -ldflags "-s -w" -o "$BIN.tmp/etcd" \
+  go.etcd.io/etcd/server/v3
+log "building kube-apiserver v$KUBE_VERSION (about 6 minutes on 2 cores, once)"
+with_heartbeat "building kube-apiserver" go build -trimpath -ldflags "$ldflags" \
+  -o "$BIN.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+log "building kube-controller-manager v$KUBE_VERSION (about 3 minutes more, once)"
+with_heartbeat "building kube-controller-manager" go build -trimpath -ldflags "$ldflags" \
+  -o "$BIN.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+# Moved into place in one step, so an interrupted build never looks like a finished one.
 rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 log "cached in $BIN"
-# The unpacked tree with its build output takes about 2 GB; the tarball stays for a rebuild.
-cd "$WORK" && rm -rf "$SRC"
 echo "$BIN"

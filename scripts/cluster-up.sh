@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts a local Kubernetes control plane for tests and demos: etcd, kube-apiserver and
-# kube-controller-manager v1.20.2, and the project's fake kubelet (there is no container runtime
+# kube-controller-manager (versions in scripts/build-control-plane.sh), and the project's fake kubelet (there is no container runtime
 # and no scheduler). Everything listens on 127.0.0.1 on free ports; state, logs and pids live in
 # .dev/. Idempotent: when the recorded processes are alive and the API server is ready it only
 # says so, after restarting the fake kubelet if it is gone or has been rebuilt.
@@ -11,6 +11,8 @@
 # Environment:
 #   SLUICE_FAKE_KUBELET   fake kubelet binary to run instead of building it with cargo
 #   SLUICE_READY_DELAY    default readiness delay of pods (fake kubelet --ready-delay, 1s)
+#
+# `cluster-up.sh --check` only tells whether the control plane is up (exit 0) or not (exit 1).
 set -euo pipefail
 LOG_TAG=cluster-up
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
@@ -71,7 +73,7 @@ free_port() {
 ensure_packages() {
   local missing=() pkg
   # prometheus: the real server the analysis tests query.
-  for pkg in etcd-server openssl jq curl util-linux prometheus; do
+  for pkg in openssl jq curl util-linux prometheus; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return
@@ -157,7 +159,7 @@ start_kube_controller_manager() {
   log "starting kube-controller-manager"
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
-    --leader-elect=false --port=0 --secure-port=0 \
+    --leader-elect=false --secure-port=0 \
     --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment \
     --kube-api-qps=200 --kube-api-burst=400 \
     --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
@@ -190,6 +192,12 @@ wait_for_kube_controller_manager() {
   tail -n 30 "$LOGS/kube-controller-manager.log" >&2 || true
   die "kube-controller-manager kept exiting; logs: $LOGS/kube-controller-manager*.log"
 }
+
+if [[ ${1:-} == --check ]]; then
+  # Only says whether the control plane is up (exit 0) or not (exit 1); starts nothing.
+  control_plane_healthy
+  exit
+fi
 
 take_lock
 if control_plane_healthy; then
@@ -236,7 +244,7 @@ openssl genrsa -out "$DEV/pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$DEV/pki/sa.key" -pubout -out "$DEV/pki/sa.pub" 2>/dev/null
 
 log "starting etcd on 127.0.0.1:$ETCD_PORT"
-start etcd etcd --name sluice --data-dir "$DEV/etcd" \
+start etcd "$KUBE_BIN/etcd" --name sluice --data-dir "$DEV/etcd" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -260,7 +268,7 @@ wait_until "kube-apiserver /readyz" 120 kube-apiserver bash -c "[[ \$(curl -sfk 
 # either is incomplete: start it only when both answer.
 wait_until "kube-apiserver /healthz and discovery" 60 kube-apiserver bash -c "[[ \$(curl -sfk \
   --max-time 5 -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/healthz) == ok ]] &&
-  for g in /api/v1 /apis/apps/v1 /apis/batch/v1 /apis/discovery.k8s.io/v1beta1 /apis/coordination.k8s.io/v1; do
+  for g in /api/v1 /apis/apps/v1 /apis/batch/v1 /apis/discovery.k8s.io/v1 /apis/coordination.k8s.io/v1; do
     curl -sfk --max-time 5 -o /dev/null -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT\$g || exit 1
   done"
 

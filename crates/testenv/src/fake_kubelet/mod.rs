@@ -1,6 +1,8 @@
 //! A stand-in for the kubelet of one node, for a control plane without container runtime.
 //!
-//! It registers a Ready [`Node`], binds every pending pod to it (there is no scheduler either),
+//! It registers a Ready [`Node`] (reporting the API server's version, as a kubelet of the same
+//! release would), renews the node's Lease in `kube-node-lease` as a kubelet's heartbeat does,
+//! binds every pending pod to it (there is no scheduler either),
 //! and reports pod status as the [`rules`] decide. It also finishes the deletion of pods being
 //! deleted, which a real kubelet does once their containers have stopped; without that they
 //! would hang in `Terminating`.
@@ -19,8 +21,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::Store;
@@ -116,6 +119,7 @@ impl Context {
 pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
     register_node(&client, &config.node_name).await?;
     info!(node = %config.node_name, "node registered and Ready");
+    let heartbeat = tokio::spawn(renew_node_lease(client.clone(), config.node_name.clone()));
     let pods: Api<Pod> = Api::all(client.clone());
     let concurrency = config.concurrency;
     let ctx = Arc::new(Context {
@@ -136,6 +140,7 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         })
         .await;
     sweeper.abort();
+    heartbeat.abort();
     info!("stopped");
     Ok(())
 }
@@ -155,11 +160,16 @@ async fn register_node(client: &Client, name: &str) -> anyhow::Result<()> {
             },
         },
     }))?;
-    match nodes.create(&PostParams::default(), &node).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
+    let node = match nodes.create(&PostParams::default(), &node).await {
+        Ok(node) => node,
+        Err(kube::Error::Api(s)) if s.code == 409 => nodes.get(name).await?,
         Err(e) => return Err(e.into()),
-    }
+    };
+    let version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|_| "v0.0.0".into());
     let now = Timestamp::now().to_string();
     let condition = |type_: &str, status: &str, reason: &str| {
         json!({"type": type_, "status": status, "reason": reason,
@@ -183,15 +193,44 @@ async fn register_node(client: &Client, name: &str) -> anyhow::Result<()> {
             "allocatable": capacity,
             "nodeInfo": {
                 "architecture": "amd64", "operatingSystem": "linux", "osImage": "sluice fake node",
-                "kernelVersion": "", "containerRuntimeVersion": "fake://0", "kubeletVersion": "v1.20.2",
-                "kubeProxyVersion": "v1.20.2", "machineID": name, "systemUUID": name, "bootID": name,
+                "kernelVersion": "", "containerRuntimeVersion": "fake://0", "kubeletVersion": version,
+                "kubeProxyVersion": version, "machineID": name, "systemUUID": name, "bootID": name,
             },
         }
     });
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
+    debug!(uid = ?node.metadata.uid, %version, "node status written");
     Ok(())
+}
+
+/// How often the node's Lease is renewed, and how long it is declared to last (the kubelet's
+/// defaults).
+const LEASE_RENEW: Duration = Duration::from_secs(10);
+const LEASE_DURATION_SECONDS: i32 = 40;
+
+/// Renews `kube-node-lease/<node>` every [`LEASE_RENEW`], as a kubelet does, so that anything
+/// reading node heartbeats sees a live node. Failures are logged and retried.
+async fn renew_node_lease(client: Client, node: String) {
+    let leases: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    let params = PatchParams::apply("sluice-fake-kubelet").force();
+    loop {
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": node},
+            "spec": {
+                "holderIdentity": node,
+                "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+                "renewTime": MicroTime(Timestamp::now()),
+            }
+        });
+        if let Err(e) = leases.patch(&node, &params, &Patch::Apply(&lease)).await {
+            warn!(error = %e, "could not renew the node lease");
+        }
+        tokio::time::sleep(LEASE_RENEW).await;
+    }
 }
 
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
