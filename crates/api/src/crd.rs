@@ -1,11 +1,12 @@
 //! CustomResourceDefinitions generated from the types.
 //!
-//! The schemas kube derives are adjusted so that the CRDs install on a Kubernetes 1.20 API
-//! server as well as on current releases, and so that the API server stores objects the way it
+//! The schemas kube derives are adjusted so that the CRDs install wherever Argo's install
+//! (Kubernetes 1.25 and later: CEL rules) and so that the API server stores objects the way it
 //! does with Argo's own CRDs:
-//! - descriptions, titles, `nullable` and `default` are dropped (1.20 reads `default: ""` as
-//!   null, and defaults would change stored pod templates and with them the pod-template hash);
-//! - no CEL rules (`x-kubernetes-validations`), which 1.20 does not know;
+//! - descriptions, titles, `nullable` and `default` are dropped (defaults would change stored
+//!   pod templates and with them the pod-template hash);
+//! - the only CEL rule is Argo's: a Rollout's `.spec.selector` is immutable (`self == oldSelf`,
+//!   on an atomic map, as in Argo's CRD); rules derived from the types are dropped;
 //! - int-or-string fields (IntOrString, resource quantities) get `anyOf: [integer, string]`;
 //! - embedded ObjectMeta (pod and job templates) is reduced to labels and annotations, as in
 //!   Argo's CRDs, so other metadata fields are pruned the same way;
@@ -13,7 +14,7 @@
 //! - anything not allowed in a structural schema is reported as an error, not written.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceSubresources, JSONSchemaProps,
+    CustomResourceDefinition, CustomResourceSubresources, JSONSchemaProps, ValidationRule,
 };
 use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
@@ -53,7 +54,7 @@ pub const KUSTOMIZATION_FILE: &str = "kustomization.yaml";
 /// The five CRDs, in the order Argo's kustomization lists them.
 pub fn manifests() -> Result<Vec<CrdManifest>, CrdError> {
     Ok(vec![
-        manifest::<Rollout>("rollout-crd.yaml", true)?,
+        with_immutable_selector(manifest::<Rollout>("rollout-crd.yaml", true)?)?,
         manifest::<Experiment>("experiment-crd.yaml", false)?,
         manifest::<AnalysisRun>("analysis-run-crd.yaml", false)?,
         manifest::<AnalysisTemplate>("analysis-template-crd.yaml", false)?,
@@ -96,6 +97,34 @@ fn manifest<K: CustomResourceExt>(
         }
     }
     Ok(CrdManifest { file_name, crd })
+}
+
+/// The message Argo's CRD gives when an update changes a Rollout's selector.
+pub const SELECTOR_IMMUTABLE_MESSAGE: &str = ".spec.selector is immutable";
+
+/// Adds Argo's CEL rule to `.spec.selector`: once created, a Rollout's selector never changes
+/// (its ReplicaSets and Services are chosen by it). The map is atomic, as in Argo's CRD, so the
+/// rule compares whole selectors.
+fn with_immutable_selector(mut m: CrdManifest) -> Result<CrdManifest, CrdError> {
+    let kind = m.crd.spec.names.kind.clone();
+    for version in &mut m.crd.spec.versions {
+        let selector = version
+            .schema
+            .as_mut()
+            .and_then(|v| v.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|spec| spec.properties.as_mut())
+            .and_then(|p| p.get_mut("selector"))
+            .ok_or_else(|| not_structural(&kind, ".spec.selector", "missing"))?;
+        selector.x_kubernetes_map_type = Some("atomic".into());
+        selector.x_kubernetes_validations = Some(vec![ValidationRule {
+            rule: "self == oldSelf".into(),
+            message: Some(SELECTOR_IMMUTABLE_MESSAGE.into()),
+            ..ValidationRule::default()
+        }]);
+    }
+    Ok(m)
 }
 
 fn structural_schema(kind: &str, schema: JSONSchemaProps) -> Result<JSONSchemaProps, CrdError> {
@@ -409,5 +438,24 @@ mod tests {
         let meta = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]["properties"]
             ["metadata"];
         assert_eq!(*meta, labels_and_annotations());
+    }
+
+    #[test]
+    fn rollout_selector_is_immutable_as_in_argo() {
+        let ro = manifests().unwrap().remove(0).crd;
+        let schema = serde_json::to_value(&ro.spec.versions[0].schema).unwrap();
+        let selector = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["selector"];
+        assert_eq!(selector["x-kubernetes-map-type"], "atomic");
+        assert_eq!(
+            selector["x-kubernetes-validations"],
+            json!([{"rule": "self == oldSelf", "message": ".spec.selector is immutable"}])
+        );
+        // The only rule in any of the CRDs.
+        for m in manifests().unwrap() {
+            let text = serde_json::to_string(&m.crd).unwrap();
+            let rules = text.matches("x-kubernetes-validations").count();
+            let expected = usize::from(m.crd.spec.names.kind == "Rollout");
+            assert_eq!(rules, expected, "{}", m.file_name);
+        }
     }
 }

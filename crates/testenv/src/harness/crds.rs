@@ -1,5 +1,6 @@
 //! Installing the project's CustomResourceDefinitions.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -10,12 +11,36 @@ use kube::runtime::wait::{Condition, conditions::is_crd_established};
 use super::apply::{apply_document, parse_documents};
 use super::{TestEnv, wait_for_object};
 
-/// Applies the CustomResourceDefinitions in `manifests/crds/*.yaml` (server-side, since they are
-/// large; other documents there, such as a kustomization, are skipped) and waits until each is
-/// established.
+/// Applies the project's CustomResourceDefinitions in `manifests/crds/` and waits until each
+/// is established.
 pub(super) async fn install(env: &TestEnv) -> anyhow::Result<()> {
-    let dir = env.repo_root().join("manifests/crds");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    install_dir(env, &env.repo_root().join("manifests/crds")).await
+}
+
+/// Where the Gateway API v1.6.1 CRDs are: `$SLUICE_GATEWAY_API_CRDS`, else
+/// `shared/gateway-api/v1.6.1` beside the repository or beside any directory above it.
+pub fn gateway_api_crds_dir() -> anyhow::Result<PathBuf> {
+    const RELATIVE: &str = "shared/gateway-api/v1.6.1";
+    if let Some(dir) = std::env::var_os("SLUICE_GATEWAY_API_CRDS") {
+        return Ok(PathBuf::from(dir));
+    }
+    super::repo_root()
+        .ancestors()
+        .map(|a| a.join(RELATIVE))
+        .find(|d| d.join("httproutes.yaml").is_file())
+        .with_context(|| {
+            format!(
+                "Gateway API CRDs not found: expected {RELATIVE} beside the repository (or a \
+                 directory above it), or SLUICE_GATEWAY_API_CRDS pointing at them"
+            )
+        })
+}
+
+/// Applies the CustomResourceDefinitions in `dir/*.yaml` (server-side, since they are large;
+/// other documents there, such as a kustomization, are skipped) and waits until each is
+/// established.
+pub(super) async fn install_dir(env: &TestEnv, dir: &Path) -> anyhow::Result<()> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)

@@ -37,6 +37,7 @@ use tokio::sync::OnceCell;
 
 pub use apply::{parse_documents, resolve_kind};
 pub use cluster::{ClusterPaths, repo_root};
+pub use crds::gateway_api_crds_dir;
 pub use namespace::{TestNamespace, dump_namespace};
 pub use wait::{POLL_INTERVAL, wait_for, wait_for_object};
 
@@ -80,6 +81,12 @@ impl TestEnv {
         let env = TestEnv::shared().await?;
         CRDS.get_or_try_init(|| crds::install(&env)).await?;
         Ok(env)
+    }
+
+    /// Installs the CustomResourceDefinitions in `dir/*.yaml` (server-side apply; other
+    /// documents are skipped) and waits until each is established. Idempotent.
+    pub async fn install_crds(&self, dir: &Path) -> anyhow::Result<()> {
+        crds::install_dir(self, dir).await
     }
 
     /// A client with cluster-admin rights (group `system:masters`).
