@@ -26,6 +26,9 @@ use crate::fence::{InFlight, Leadership};
 use crate::lease::{ElectionConfig, JITTER_FACTOR, LeaderElector, Step};
 use crate::metrics::Metrics;
 
+/// The longest a stopping controller waits for the API server to take the lease back.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_millis(1500);
+
 /// How the election loop reaches the Lease. [`KubeLeases`] is the real one; tests substitute
 /// their own to delay or drop lease traffic.
 pub trait LeaseClient: Send + Sync {
@@ -193,6 +196,8 @@ impl Election {
     }
 
     /// Closes the gate, lets in-flight writes finish (briefly) and releases the lease.
+    ///
+    /// At most 1 s of waiting for writes plus [`RELEASE_TIMEOUT`] for the release.
     async fn step_down(mut self) {
         let was_leading = self.leadership.term().is_some();
         self.leadership.set(None);
@@ -210,7 +215,8 @@ impl Election {
         };
         let leases = self.leases.clone();
         let elector = &mut self.elector;
-        let released = timeout(config.renew_deadline, async move {
+        // Bounded well inside the 5 s a stopping controller is given, whatever the renew deadline.
+        let released = timeout(config.renew_deadline.min(RELEASE_TIMEOUT), async move {
             match leases.replace(&release).await {
                 // A renewal cut short by the shutdown may have landed after all: release the
                 // Lease as it is now, if it still names us.

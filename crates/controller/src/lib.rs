@@ -15,6 +15,7 @@ pub mod observe;
 pub mod ratelimit;
 pub mod reconciler;
 pub mod runtime;
+pub mod served;
 pub mod writer;
 
 use std::path::Path;
@@ -52,6 +53,9 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
     Ok(Client::try_from(client::config(kubeconfig).await?)?)
 }
 
+/// The longest the process lives after SIGINT/SIGTERM, whatever it is waiting for.
+pub const STOP_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(4500);
+
 /// Runs the controller until SIGINT/SIGTERM, then steps down: writes stop, the lease is
 /// released for a standby, and the process ends. A second signal exits at once.
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -66,7 +70,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         warn!("second signal: exiting without waiting");
         std::process::exit(130);
     });
-    let result = handle.join().await;
+    let stopped = handle.stop_token();
+    let join = handle.join();
+    tokio::pin!(join);
+    let result = tokio::select! {
+        result = &mut join => result,
+        // A backstop: the orderly shutdown is bounded piece by piece well inside this.
+        () = async {
+            stopped.cancelled().await;
+            tokio::time::sleep(STOP_BACKSTOP).await;
+        } => {
+            warn!(after = ?STOP_BACKSTOP, "the orderly shutdown did not finish; exiting");
+            std::process::exit(1);
+        }
+    };
     info!("controller stopped");
     result
 }

@@ -13,7 +13,7 @@ use kube::runtime::reflector::Store;
 use sluice_api::Rollout;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::args::Args;
 use crate::election::{Election, KubeLeases, LeaseClient};
@@ -21,7 +21,7 @@ use crate::fence::{InFlight, Leadership, WriteGate};
 use crate::health::{BoundPorts, Health, Listeners, write_ports_file};
 use crate::lease::ElectionConfig;
 use crate::metrics::Metrics;
-use crate::{client, reconciler};
+use crate::{client, reconciler, served};
 
 /// The controller's version, as reported by `--version` and `argo_rollouts_controller_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -323,12 +323,26 @@ pub async fn start(
         let args = args.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            // Rollouts and AnalysisRuns are reconciled side by side, behind the same gate.
-            let (rollouts, runs) = tokio::join!(
-                reconciler::run_with(client.clone(), &args, hooks.clone()),
-                crate::analysis_runs::run_with(client, &args, hooks),
-            );
-            let result = rollouts.and(runs);
+            let result = if served::wait_until_served(&client, &stop).await {
+                // Rollouts and AnalysisRuns are reconciled side by side, behind the same gate.
+                let reconcilers = async {
+                    let (rollouts, runs) = tokio::join!(
+                        reconciler::run_with(client.clone(), &args, hooks.clone()),
+                        crate::analysis_runs::run_with(client, &args, hooks),
+                    );
+                    rollouts.and(runs)
+                };
+                tokio::select! {
+                    result = reconcilers => result,
+                    () = stop_grace(&stop) => {
+                        warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running after the stop; \
+                            abandoning them (every write carries its precondition)");
+                        Ok(())
+                    }
+                }
+            } else {
+                Ok(())
+            };
             // However the reconciler ended, step down before the process goes.
             stop.cancel();
             let _ = stepping_down.await;
@@ -345,6 +359,16 @@ pub async fn start(
         stop,
         task: Some(task),
     })
+}
+
+/// How long in-flight reconciles may go on after a stop before they are abandoned. A write cut
+/// short is no harm (each carries the resourceVersion it was decided on); a controller that does
+/// not stop is: the whole shutdown, lease release included, stays within 5 s.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+async fn stop_grace(stop: &CancellationToken) {
+    stop.cancelled().await;
+    tokio::time::sleep(SHUTDOWN_GRACE).await;
 }
 
 /// Resolves on SIGINT or SIGTERM.

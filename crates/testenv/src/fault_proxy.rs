@@ -14,6 +14,9 @@
 //!
 //! Faults are drawn from a seeded generator, so a failing run can be repeated.
 //!
+//! A test can also set [`Rule`]s that apply to every matching request until changed: answer
+//! with a status (a kind that is not served, a broken watch) or never answer (a hanging write).
+//!
 //! ```no_run
 //! # async fn example(upstream: kube::Config) -> anyhow::Result<()> {
 //! use sluice_testenv::fault_proxy::{FaultProxy, Faults};
@@ -61,6 +64,62 @@ impl Fault {
             Fault::WatchDropped(_) => "watch-dropped".into(),
         }
     }
+}
+
+/// Which requests a [`Rule`] applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requests {
+    /// Every request.
+    All,
+    /// Mutating requests (POST, PUT, PATCH, DELETE).
+    Writes,
+    /// Watch requests.
+    Watches,
+}
+
+/// What a [`Rule`] does to a matching request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Answered with this status; the server never sees the request.
+    Status(u16),
+    /// Never answered: the request hangs until the client gives up.
+    Hang,
+}
+
+impl Action {
+    fn label(&self) -> String {
+        match self {
+            Action::Status(code) => format!("rule-status-{code}"),
+            Action::Hang => "rule-hang".into(),
+        }
+    }
+}
+
+/// A deterministic fault: every request of `requests` whose path starts with `path_prefix`
+/// meets `action`.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub path_prefix: String,
+    pub requests: Requests,
+    pub action: Action,
+}
+
+impl Rule {
+    fn matches(&self, method: &Method, path: &str, watch: bool) -> bool {
+        path.starts_with(&self.path_prefix)
+            && match self.requests {
+                Requests::All => true,
+                Requests::Writes => is_write(method),
+                Requests::Watches => watch,
+            }
+    }
+}
+
+fn is_write(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
 }
 
 /// How often and with what faults requests fail.
@@ -170,6 +229,7 @@ struct State {
     picker: Mutex<Picker>,
     injected: Mutex<BTreeMap<String, u64>>,
     forwarded: Mutex<u64>,
+    rules: Mutex<Vec<Rule>>,
 }
 
 impl State {
@@ -181,11 +241,15 @@ impl State {
     }
 
     fn record(&self, fault: &Fault) {
+        self.count(&fault.label());
+    }
+
+    fn count(&self, label: &str) {
         *self
             .injected
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(fault.label())
+            .entry(label.to_owned())
             .or_default() += 1;
     }
 }
@@ -214,6 +278,7 @@ impl FaultProxy {
             picker: Mutex::new(Picker::new(faults)),
             injected: Mutex::new(BTreeMap::new()),
             forwarded: Mutex::new(0),
+            rules: Mutex::new(Vec::new()),
         });
         let app = axum::Router::new().fallback({
             let state = state.clone();
@@ -226,6 +291,11 @@ impl FaultProxy {
             let _ = axum::serve(listener, app).await;
         });
         Ok(FaultProxy { addr, state, task })
+    }
+
+    /// Replaces the rules; the first matching rule applies, before any random fault.
+    pub fn set_rules(&self, rules: Vec<Rule>) {
+        *self.state.rules.lock().unwrap_or_else(|p| p.into_inner()) = rules;
     }
 
     /// A client configuration that reaches the API server through this proxy.
@@ -241,7 +311,7 @@ impl FaultProxy {
     }
 
     /// Faults injected so far, by kind (`refused-409`, `response-lost-503`, `slow`,
-    /// `watch-dropped`, ...).
+    /// `watch-dropped`, and for rules `rule-status-404`, `rule-hang`, ...).
     pub fn injected(&self) -> BTreeMap<String, u64> {
         self.state
             .injected
@@ -271,6 +341,7 @@ fn is_watch(request: &Request<Body>) -> bool {
 fn status_response(code: u16) -> Response<Body> {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let reason = match code {
+        404 => "NotFound",
         409 => "Conflict",
         429 => "TooManyRequests",
         503 => "ServiceUnavailable",
@@ -326,6 +397,20 @@ fn forwardable(headers: &HeaderMap) -> HeaderMap {
 async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
     *state.forwarded.lock().unwrap_or_else(|p| p.into_inner()) += 1;
     let watch = is_watch(&request);
+    let rule = state
+        .rules
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|r| r.matches(request.method(), request.uri().path(), watch))
+        .map(|r| r.action);
+    if let Some(action) = rule {
+        state.count(&action.label());
+        match action {
+            Action::Status(code) => return status_response(code),
+            Action::Hang => futures::future::pending::<()>().await,
+        }
+    }
     let fault = state.pick(request.method(), watch);
     if let Some(f) = &fault {
         state.record(f);
