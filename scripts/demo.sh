@@ -1,54 +1,90 @@
 #!/usr/bin/env bash
-# `make demo`: runs Sluice against a cluster and shows a canary Rollout progressing.
+# `make demo`: runs Sluice against a cluster and shows a canary Rollout progressing to Healthy.
 #
 # By default it starts the project's own local control plane (scripts/cluster-up.sh) and never
 # touches any other cluster. Set TARGET_KUBECONFIG=path to use a cluster you name instead.
-# Ctrl-C stops the controller it started (the local control plane stays up; `make
-# cluster-down` stops it).
+#
+# It stops what it started, on success, on failure and on Ctrl-C: the controller, and the local
+# control plane if this run started it. Start the control plane first (`make cluster-up`) to keep
+# it running after the demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 NS=${DEMO_NAMESPACE:-sluice-demo}
-log() { printf '\033[1m[demo]\033[0m %s\n' "$*"; }
+if [[ -t 1 ]]; then
+  log() { printf '\033[1m[demo %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*"; }
+else
+  log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+fi
+die() { log "error: $*"; exit 1; }
+
+CTRL=""
+CTRL_LOG=.dev/logs/demo-controller.log
+STARTED_CLUSTER=0
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if [[ -n $CTRL ]] && kill -0 "$CTRL" 2>/dev/null; then
+    kill -TERM "$CTRL" 2>/dev/null || true
+    # The controller stops within 5 s of SIGTERM; never hang on it.
+    for _ in $(seq 50); do kill -0 "$CTRL" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$CTRL" 2>/dev/null || true
+    wait "$CTRL" 2>/dev/null || true
+    log "controller stopped"
+  fi
+  if ((STARTED_CLUSTER)); then
+    log "stopping the local control plane this demo started"
+    scripts/cluster-down.sh || true
+  fi
+  if ((status != 0)); then
+    log "stopped with exit $status; controller log (if it ran): $CTRL_LOG"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 if [[ -n "${TARGET_KUBECONFIG:-}" ]]; then
   KCFG=$(realpath "$TARGET_KUBECONFIG")
   log "using the cluster named by TARGET_KUBECONFIG=$KCFG"
 else
-  log "starting the local control plane (first run builds it: a few minutes)"
-  cargo build -q -p sluice-testenv --bin sluice-fake-kubelet
+  log "step 1/5: building the fake kubelet (the first build compiles the dependencies: a few minutes)"
+  cargo build -p sluice-testenv --bin sluice-fake-kubelet
+  if ! scripts/cluster-up.sh --check 2>/dev/null; then
+    STARTED_CLUSTER=1
+  fi
+  log "step 2/5: starting the local control plane (the first run builds Kubernetes from Go modules: about 10 minutes)"
   scripts/cluster-up.sh
   KCFG=$ROOT/.dev/kubeconfig
 fi
 export KUBECONFIG=$KCFG
 kc() { kubectl --kubeconfig "$KCFG" "$@"; }
 
-log "building sluice-controller and kubectl-sluice"
-cargo build -q -p sluice-controller -p kubectl-sluice
-BIN=$ROOT/target/debug
+log "step 3/5: building sluice-controller and kubectl-sluice"
+cargo build -p sluice-controller -p kubectl-sluice
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
 
-log "installing the CRDs"
-for f in manifests/crds/*-crd.yaml; do kc apply --server-side --force-conflicts -f "$f" >/dev/null; done
+log "step 4/5: installing the CRDs and waiting until they are served"
+kc apply --server-side --force-conflicts -k manifests/crds >/dev/null
+kc wait --for condition=Established --timeout 60s \
+  crd/rollouts.argoproj.io crd/analysisruns.argoproj.io crd/analysistemplates.argoproj.io \
+  crd/clusteranalysistemplates.argoproj.io crd/experiments.argoproj.io >/dev/null
 kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
 
 mkdir -p .dev/logs
-log "starting sluice-controller for namespace $NS (log: .dev/logs/demo-controller.log)"
-"$BIN/sluice-controller" --kubeconfig "$KCFG" --namespaced --namespace "$NS" --leader-elect=false --healthzPort 0 --metricsPort 0 \
-  > .dev/logs/demo-controller.log 2>&1 &
+log "starting sluice-controller for namespace $NS (log: $CTRL_LOG)"
+"$BIN/sluice-controller" --kubeconfig "$KCFG" --namespaced --namespace "$NS" \
+  --leader-elect=false --healthzPort 0 --metricsPort 0 >"$CTRL_LOG" 2>&1 &
 CTRL=$!
-cleanup() { kill "$CTRL" 2>/dev/null || true; wait "$CTRL" 2>/dev/null || true; log "controller stopped"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
+sluice() { "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" "$@"; }
 kc -n "$NS" delete rollout demo --ignore-not-found --wait=true >/dev/null
 kc -n "$NS" apply -f examples/demo-rollout.yaml >/dev/null
-log "waiting for the first revision to be Healthy"
-"$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" status demo --timeout 120s
-log "changing the image: watch the canary walk through its steps (Ctrl-C to stop)"
-"$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" set image demo app=example.invalid/demo:green >/dev/null
-if [[ -t 1 ]]; then
-  "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" get rollout demo --watch
-else
-  "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" status demo --timeout 300s
-  "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" get rollout demo
-fi
+log "step 5/5: the first revision comes up"
+sluice status demo --timeout 120s
+log "changing the image: the canary walks through its steps (20%, 60%, 80%, then 100%)"
+sluice set image demo app=example.invalid/demo:green >/dev/null
+sluice status demo --timeout 300s
+sluice get rollout demo
+log "done: the update is Healthy"

@@ -1,0 +1,116 @@
+//! The install commands the README and `manifests/install/README.md` document succeed as
+//! written, with the kubectl on the machine, against the local control plane. The CRDs are
+//! applied for real; the controller's own objects with a server-side dry run (the API server
+//! validates and admits them, nothing cluster-wide is left behind).
+
+use std::process::Command;
+
+use sluice_e2e::harness::{TestEnv, TestNamespace};
+
+/// Runs `kubectl ARGS` from the repository root with the admin kubeconfig; panics with its
+/// output unless it exits 0.
+fn kubectl(env: &TestEnv, args: &[&str]) -> String {
+    let output = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .current_dir(env.repo_root())
+        .output()
+        .expect("running kubectl");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "`kubectl {}` failed ({}):\n{stdout}\n{stderr}",
+        args.join(" "),
+        output.status
+    );
+    stdout
+}
+
+fn documented(doc: &str, command: &str) {
+    let root = sluice_e2e::harness::repo_root();
+    let text = std::fs::read_to_string(root.join(doc)).expect(doc);
+    assert!(
+        text.contains(command),
+        "{doc} no longer documents `{command}`: update this test with it"
+    );
+}
+
+#[tokio::test]
+async fn documented_install_commands_succeed_as_written() {
+    let env = TestEnv::shared().await.unwrap();
+
+    // README: installing the CRDs.
+    documented("README.md", "kubectl apply --server-side -k manifests/crds");
+    kubectl(&env, &["apply", "--server-side", "-k", "manifests/crds"]);
+    kubectl(
+        &env,
+        &[
+            "wait",
+            "--for",
+            "condition=Established",
+            "--timeout",
+            "60s",
+            "crd/rollouts.argoproj.io",
+            "crd/analysisruns.argoproj.io",
+            "crd/analysistemplates.argoproj.io",
+            "crd/clusteranalysistemplates.argoproj.io",
+            "crd/experiments.argoproj.io",
+        ],
+    );
+
+    // manifests/install/README.md: the whole install, server-side and (migration) client-side.
+    // Its namespace is made for real so that the namespaced objects can be dry-run into it.
+    documented(
+        "manifests/install/README.md",
+        "kubectl apply --server-side -k manifests/install",
+    );
+    documented(
+        "manifests/install/README.md",
+        "kubectl apply -k manifests/install",
+    );
+    let namespace = "argo-rollouts";
+    let exists = Command::new("kubectl")
+        .args(["get", "namespace", namespace])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .output()
+        .expect("running kubectl")
+        .status
+        .success();
+    if !exists {
+        kubectl(&env, &["create", "namespace", namespace]);
+    }
+    let out = kubectl(
+        &env,
+        &[
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "-k",
+            "manifests/install",
+        ],
+    );
+    assert!(out.contains("deployment.apps/sluice-controller"), "{out}");
+    kubectl(
+        &env,
+        &["apply", "--dry-run=server", "-k", "manifests/install"],
+    );
+
+    // manifests/namespace-install: one namespace.
+    documented(
+        "manifests/namespace-install/kustomization.yaml",
+        "kubectl apply -n <namespace> -k manifests/namespace-install",
+    );
+    let ns = TestNamespace::create(&env, "ns-install").await.unwrap();
+    kubectl(
+        &env,
+        &[
+            "apply",
+            "-n",
+            ns.name(),
+            "--dry-run=server",
+            "-k",
+            "manifests/namespace-install",
+        ],
+    );
+}
