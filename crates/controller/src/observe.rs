@@ -25,7 +25,7 @@ pub async fn observe<W: ClusterWriter>(
             .spec
             .selector
             .as_ref()
-            .map(sluice_engine::reconcile::format_selector)
+            .map(sluice_engine::selector::format_selector)
             .unwrap_or_default();
         writer.list_pods(&ns, &selector).await?
     } else {

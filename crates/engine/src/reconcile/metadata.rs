@@ -2,7 +2,7 @@
 //! role, and a ReplicaSet whose role changed gets the new role's metadata on its running pods
 //! (patched in place, no restart) and then in its pod template, with the record of what was
 //! injected. The roles are read from the observed status, exactly as the observe step decided
-//! whether to list pods ([`crate::ephemeral::pods_to_update`]), so the pods are always there.
+//! whether to list pods ([`crate::observed::Observed::needs_pods`]), so the pods are always there.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use sluice_api::rollout::AntiAffinity;
 
-use super::World;
+use super::world::World;
 use crate::ephemeral::{self, PodMetadata, Role};
 use crate::labels::POD_TEMPLATE_HASH;
 use crate::observed::ReplicaSetExt;
