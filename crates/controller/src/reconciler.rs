@@ -16,7 +16,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
 use sluice_engine::EventType;
-use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH};
 use tracing::{debug, info, warn};
 
 use crate::apply::apply_plan;
@@ -24,9 +24,6 @@ use crate::args::Args;
 use crate::observe::observe;
 use crate::runtime::Hooks;
 use crate::writer::{KubeWriter, WriteError};
-
-/// Label that assigns an object to one controller instance.
-pub const INSTANCE_ID_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 
 pub struct Context {
     writer: KubeWriter,
@@ -46,9 +43,9 @@ pub enum ReconcileError {
 /// objects that carry one belong to somebody else).
 pub fn instance_selector(instance_id: &str) -> String {
     if instance_id.is_empty() {
-        format!("!{INSTANCE_ID_LABEL}")
+        format!("!{CONTROLLER_INSTANCE_ID}")
     } else {
-        format!("{INSTANCE_ID_LABEL}={instance_id}")
+        format!("{CONTROLLER_INSTANCE_ID}={instance_id}")
     }
 }
 

@@ -34,6 +34,7 @@ mod world;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::rollout::{RolloutConditionType as Cond, RolloutStatus};
+use sluice_api::time::whole_seconds;
 
 use crate::conditions::{self as c, TRUE};
 use crate::observed::{Observed, ReplicaSetExt};
@@ -46,7 +47,7 @@ use world::World;
 
 /// Decides what to do for one Rollout.
 pub fn reconcile(observed: &Observed) -> Plan {
-    let now = truncate_to_seconds(observed.now);
+    let now = whole_seconds(observed.now);
     let ro = &observed.rollout;
     let old_status = ro.status.clone().unwrap_or_default();
     let mut plan = Plan {
@@ -92,10 +93,6 @@ fn set_invalid_spec(plan: &mut Plan, message: String, now: Timestamp) {
         false,
     );
     plan.status.conditions = Some(conds);
-}
-
-fn truncate_to_seconds(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
 /// What the common part of a reconcile settled, for the strategy-specific part.
