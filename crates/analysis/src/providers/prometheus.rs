@@ -292,8 +292,8 @@ mod tests {
     use serde_json::json;
     use sluice_api::common::AnalysisPhase;
 
-    use super::super::test_support::{ctx, metric_with, providers, serve};
     use super::super::ProviderSettings;
+    use super::super::test_support::{ctx, metric_with, providers, serve};
     use super::*;
     use crate::redact::Redactor;
 

@@ -217,18 +217,14 @@ impl World<'_> {
         match self.new_rs {
             None if !u.manually_paused && !u.aborted => {
                 let anti = f.bg.anti_affinity.as_ref().zip(f.active_hash.as_deref());
-                let rs = self.new_replica_set(u.revision, new_target, anti, u.new_is_stable);
-                events.push(Event::normal(
-                    "ScalingReplicaSet",
-                    format!(
-                        "Scaled up ReplicaSet {} (revision {}) from 0 to {new_target}",
-                        self.new_rs_name(),
-                        u.revision
-                    ),
-                ));
-                plan.actions.push(Action::CreateReplicaSet {
-                    replica_set: Box::new(rs),
-                });
+                self.create_new_replica_set(
+                    plan,
+                    events,
+                    u.revision,
+                    new_target,
+                    anti,
+                    u.new_is_stable,
+                );
                 scaled = true;
             }
             None => {}

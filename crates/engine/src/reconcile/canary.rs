@@ -17,7 +17,7 @@ use super::prepare::step_kind;
 use super::scaling::counts_of;
 use super::{Outcome, Update, World};
 use crate::observed::ReplicaSetExt;
-use crate::plan::{Action, Event, Plan, set_requeue};
+use crate::plan::{Event, Plan, set_requeue};
 use crate::replicas::{self, BasicCanaryInputs};
 use crate::steps;
 
@@ -92,18 +92,14 @@ impl World<'_> {
                     .anti_affinity
                     .as_ref()
                     .zip(self.stable_hash());
-                let rs = self.new_replica_set(revision, counts.canary, anti, new_is_stable);
-                events.push(Event::normal(
-                    "ScalingReplicaSet",
-                    format!(
-                        "Scaled up ReplicaSet {} (revision {revision}) from 0 to {}",
-                        self.new_rs_name(),
-                        counts.canary
-                    ),
-                ));
-                plan.actions.push(Action::CreateReplicaSet {
-                    replica_set: Box::new(rs),
-                });
+                self.create_new_replica_set(
+                    plan,
+                    events,
+                    revision,
+                    counts.canary,
+                    anti,
+                    new_is_stable,
+                );
                 scaled = true;
             }
             None => {}
