@@ -1,6 +1,6 @@
 //! One replica of the Rollout controller as the simulation runs it: the same decision path as
 //! the real reconciler (cache → `sluice_engine::reconcile` → `apply_plan` through a
-//! `ClusterWriter`), the same requeue policy, and the work-queue rules of kube's controller
+//! `ClusterAccess`), the same requeue policy, and the work-queue rules of kube's controller
 //! runtime (a trigger during a reconcile re-runs it afterwards, one reconcile per object at a
 //! time). What differs is only the plumbing: caches fed by simulated watches, a writer whose
 //! calls the scheduler carries, and a clock the scheduler owns.
@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_controller::apply::{Applied, apply_plan};
-use sluice_controller::writer::WriteError;
+use sluice_controller::cluster::WriteError;
 use sluice_engine::Plan;
 
 use sluice_controller::lease::LeaderElector;

@@ -1,5 +1,7 @@
-//! The narrow write interface of the controller. The apply layer speaks only this, so the
-//! real API server ([`KubeWriter`]) and the deterministic simulator can both stand behind it.
+//! The controller's narrow access to the cluster: the reads the observe step makes on demand
+//! (pods, Services, AnalysisRuns, templates) and every write. The observe and apply layers
+//! speak only this, so the real API server ([`KubeCluster`]) and the deterministic simulator
+//! can both stand behind it.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -68,7 +70,7 @@ impl From<kube::Error> for WriteError {
 
 /// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
 /// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
-pub trait ClusterWriter: Send + Sync {
+pub trait ClusterAccess: Send + Sync {
     /// Whether a write may be made now. The apply layer asks right before each write, so a
     /// controller that lost its leader lease stops at once, even in the middle of a plan.
     fn may_write(&self) -> Result<(), WriteError> {
@@ -186,9 +188,9 @@ pub trait ClusterWriter: Send + Sync {
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 }
 
-/// [`ClusterWriter`] against a real API server.
+/// [`ClusterAccess`] against a real API server.
 #[derive(Clone)]
-pub struct KubeWriter {
+pub struct KubeCluster {
     client: Client,
     gate: WriteGate,
     /// The leadership term the current plan was decided in, when pinned.
@@ -198,7 +200,7 @@ pub struct KubeWriter {
 /// Field manager recorded on every write.
 pub const FIELD_MANAGER: &str = "sluice-controller";
 
-impl KubeWriter {
+impl KubeCluster {
     /// A writer that always may write.
     pub fn new(client: Client) -> Self {
         Self::with_gate(client, WriteGate::open())
@@ -301,7 +303,7 @@ fn uid_precondition(uid: Option<&str>) -> DeleteParams {
     }
 }
 
-impl ClusterWriter for KubeWriter {
+impl ClusterAccess for KubeCluster {
     fn may_write(&self) -> Result<(), WriteError> {
         self.gate
             .check(self.term)

@@ -25,15 +25,15 @@ use tracing::{debug, info, warn};
 
 use crate::apply::merge_diff;
 use crate::args::Args;
+use crate::cluster::{ClusterAccess, KubeCluster, WriteError};
 use crate::reconciler::instance_selector;
 use crate::runtime::Hooks;
-use crate::writer::{ClusterWriter, KubeWriter, WriteError};
 
 /// Longest time between two looks at a running run, whatever it waits for.
 const MAX_REQUEUE: Duration = Duration::from_secs(300);
 
 struct Context {
-    writer: KubeWriter,
+    writer: KubeCluster,
     providers: Providers,
     /// Secrets for `secretKeyRef` arguments, read when measuring.
     secrets: KubeSecrets,
@@ -61,7 +61,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     };
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),
-        writer: KubeWriter::with_gate(client, hooks.gate.clone()),
+        writer: KubeCluster::with_gate(client, hooks.gate.clone()),
         providers,
         hooks: hooks.clone(),
     });

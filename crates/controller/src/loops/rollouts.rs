@@ -21,12 +21,12 @@ use tracing::{debug, info, warn};
 
 use crate::apply::apply_plan;
 use crate::args::Args;
+use crate::cluster::{KubeCluster, WriteError};
 use crate::observe::observe;
 use crate::runtime::Hooks;
-use crate::writer::{KubeWriter, WriteError};
 
 pub struct Context {
-    writer: KubeWriter,
+    writer: KubeCluster,
     replica_sets: Store<ReplicaSet>,
     recorder: Recorder,
     resync: Duration,
@@ -94,7 +94,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .touched_objects();
 
     let ctx = Arc::new(Context {
-        writer: KubeWriter::with_gate(client.clone(), hooks.gate.clone()),
+        writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone()),
         replica_sets: rs_reader,
         recorder: Recorder::new(
             client.clone(),

@@ -1,0 +1,7 @@
+//! The controller's loops: Rollouts (`rollouts`, with `observe` gathering a Rollout's world
+//! and `apply` executing the engine's plan) and AnalysisRuns (`analysis_runs`).
+
+pub mod analysis_runs;
+pub mod apply;
+pub mod observe;
+pub mod rollouts;
