@@ -23,6 +23,7 @@ use sluice_api::analysis::{
 use sluice_engine::observed::TemplateKey;
 
 use crate::fence::{Fenced, WriteGate};
+use crate::loops::driver::{Requeue, requeue_after_error};
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -45,13 +46,18 @@ impl WriteError {
     /// error: a stale view (409, or the object gone) is observed again shortly; a lost
     /// leadership leaves the object to the new leader, who re-decides from what was written.
     pub fn expected_outcome(&self) -> Option<kube::runtime::controller::Action> {
-        use kube::runtime::controller::Action;
         match self {
-            WriteError::Conflict | WriteError::NotFound => {
-                Some(Action::requeue(std::time::Duration::from_millis(500)))
-            }
-            WriteError::NotLeader => Some(Action::await_change()),
             WriteError::Api(_) => None,
+            expected => Some(requeue_after_error(expected).into()),
+        }
+    }
+}
+
+impl From<Requeue> for kube::runtime::controller::Action {
+    fn from(requeue: Requeue) -> Self {
+        match requeue {
+            Requeue::After(after) => Self::requeue(after),
+            Requeue::AwaitChange => Self::await_change(),
         }
     }
 }
