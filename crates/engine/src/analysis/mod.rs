@@ -9,6 +9,7 @@ mod build;
 mod field_ref;
 mod phase;
 mod record;
+mod retention;
 mod rules;
 mod run;
 mod settings;
@@ -20,6 +21,7 @@ pub use build::{
     ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_templates,
     resolve_nested, run_name,
 };
+pub use retention::{Disposal, in_flight_measurement, measurements_kept};
 pub use run::{RunAssessment, assess, is_terminating, next_tasks};
 pub use task::{MetricTask, TaskKind};
 
