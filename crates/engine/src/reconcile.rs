@@ -5,7 +5,8 @@
 //! - `world`: the ReplicaSets of one reconcile sorted into their roles;
 //! - `history`: revision numbers and `revisionHistoryLimit`;
 //! - `analysis`: the AnalysisRuns an update needs and what their verdicts do to it;
-//! - `canary` and `bluegreen`: the two strategies;
+//! - `canary` and `bluegreen`: the two strategies (`scale_down_delay`: blue-green's delayed
+//!   scale-down);
 //! - `scaling` and `restart`: ReplicaSet sizes, status counts, `spec.restartAt`;
 //! - `pause`: pause conditions by reason;
 //! - `progress`: the conditions (Available, Progressing and its deadline, Paused, Completed,
@@ -26,6 +27,7 @@ mod pause;
 mod prepare;
 mod progress;
 mod restart;
+mod scale_down_delay;
 mod scaling;
 #[cfg(test)]
 mod tests;
