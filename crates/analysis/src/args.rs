@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use sluice_api::analysis::Metric;
+use sluice_api::analysis::placeholders::{self, PlaceholderError};
 use sluice_api::common::Argument;
 
 use crate::redact::Redactor;
@@ -184,26 +185,12 @@ fn substitute_json(
 /// Replaces each `{{ tag }}` in `template`; `args.<name>` tags take the argument's value.
 /// Whitespace inside the braces is ignored (`{{ args.x }}` works).
 pub fn substitute(template: &str, args: &BTreeMap<String, String>) -> Result<String, ArgsError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 2..];
-        let Some(close) = after.find("}}") else {
-            let snippet: String = rest.chars().take(32).collect();
-            return Err(ArgsError::Unterminated(snippet));
-        };
-        let tag = &after[..close];
-        let value = tag
-            .trim()
-            .strip_prefix("args.")
-            .and_then(|name| args.get(name))
-            .ok_or_else(|| ArgsError::Unresolved(tag.to_owned()))?;
-        out.push_str(value);
-        rest = &after[close + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    placeholders::substitute(template, |name| args.get(name).map(String::as_str)).map_err(|e| {
+        match e {
+            PlaceholderError::Unterminated { snippet } => ArgsError::Unterminated(snippet),
+            PlaceholderError::Unresolved { tag } => ArgsError::Unresolved(tag),
+        }
+    })
 }
 
 #[cfg(test)]

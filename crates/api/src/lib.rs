@@ -10,6 +10,7 @@ pub mod duration;
 pub mod experiment;
 pub mod pod_template_hash;
 pub mod rollout;
+pub mod time;
 pub mod validation;
 pub mod yaml;
 

@@ -12,9 +12,9 @@ use kube::Client;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::fence::{FenceLayer, InFlight, WriteGate};
-use crate::metrics::{Metrics, RequestMetricsLayer};
+use crate::leader::fence::{FenceLayer, InFlight, WriteGate};
 use crate::ratelimit::RateLimitLayer;
+use crate::serve::metrics::{Metrics, RequestMetricsLayer};
 
 /// Client configuration from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG,
 /// ~/.kube/config).

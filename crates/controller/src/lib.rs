@@ -1,22 +1,23 @@
 //! The `sluice-controller` runtime: flags, clients, leader election and write fencing, watches
 //! and caches, the apply layer that executes the engine's plans, events, health and metrics.
+//!
+//! - `leader`: the client-go compatible Lease election and the write fence;
+//! - `serve`: the health and metrics endpoints;
+//! - `loops`: the Rollout and AnalysisRun loops, with the observe and apply steps;
+//! - `cluster`: the cluster access the loops read and write through;
+//! - `client`, `ratelimit`: the HTTP client stacks; `args`, `duration`: flags;
+//!   `runtime`: the process that ties them together; `served`: waiting for the CRDs at start.
 
-pub mod analysis_runs;
-pub mod apply;
 pub mod args;
 pub mod client;
+pub mod cluster;
 pub mod duration;
-pub mod election;
-pub mod fence;
-pub mod health;
-pub mod lease;
-pub mod metrics;
-pub mod observe;
+pub mod leader;
+pub mod loops;
 pub mod ratelimit;
-pub mod reconciler;
 pub mod runtime;
+pub mod serve;
 pub mod served;
-pub mod writer;
 
 use std::path::Path;
 

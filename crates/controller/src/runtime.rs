@@ -16,12 +16,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::args::Args;
-use crate::election::{Election, KubeLeases, LeaseClient};
-use crate::fence::{InFlight, Leadership, WriteGate};
-use crate::health::{BoundPorts, Health, Listeners, write_ports_file};
-use crate::lease::ElectionConfig;
-use crate::metrics::Metrics;
-use crate::{client, reconciler, served};
+use crate::leader::election::{Election, KubeLeases, LeaseClient};
+use crate::leader::fence::{InFlight, Leadership, WriteGate};
+use crate::leader::lease::ElectionConfig;
+use crate::loops::rollouts;
+use crate::serve::health::{BoundPorts, Health, Listeners, write_ports_file};
+use crate::serve::metrics::Metrics;
+use crate::{client, served};
 
 /// The controller's version, as reported by `--version` and `argo_rollouts_controller_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -327,8 +328,8 @@ pub async fn start(
                 // Rollouts and AnalysisRuns are reconciled side by side, behind the same gate.
                 let reconcilers = async {
                     let (rollouts, runs) = tokio::join!(
-                        reconciler::run_with(client.clone(), &args, hooks.clone()),
-                        crate::analysis_runs::run_with(client, &args, hooks),
+                        rollouts::run_with(client.clone(), &args, hooks.clone()),
+                        crate::loops::analysis_runs::run_with(client, &args, hooks),
                     );
                     rollouts.and(runs)
                 };

@@ -73,7 +73,7 @@ pub fn start_controller_with(client: Client, namespace: &str) -> RunningControll
     init_logging();
     let args = controller_args(namespace);
     let task = tokio::spawn(async move {
-        if let Err(e) = sluice_controller::reconciler::run(client, &args).await {
+        if let Err(e) = sluice_controller::loops::rollouts::run(client, &args).await {
             eprintln!("controller stopped with error: {e:#}");
         }
     });

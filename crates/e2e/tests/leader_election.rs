@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
-use sluice_controller::election::{KubeLeases, LeaseClient};
+use sluice_controller::leader::election::{KubeLeases, LeaseClient};
 use sluice_controller::{ControllerHandle, Options};
 use sluice_e2e::harness::{TestEnv, TestNamespace};
 use sluice_e2e::*;

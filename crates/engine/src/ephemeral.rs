@@ -213,19 +213,6 @@ pub fn out_of_date<'a>(
         .collect()
 }
 
-/// Whether the pods of the Rollout must be read for a decision: some ReplicaSet's pods are to
-/// get the metadata of a new role. Decided from the ReplicaSets alone, exactly as the
-/// reconcile decides it, so the pods are there whenever the reconcile patches them.
-pub fn pods_to_update(rollout: &Rollout, replica_sets: &[ReplicaSet]) -> bool {
-    if !in_use(rollout, replica_sets) {
-        return false;
-    }
-    let Some(pod_hash) = crate::reconcile::current_pod_hash(rollout, replica_sets) else {
-        return false;
-    };
-    !out_of_date(rollout, replica_sets, &pod_hash).is_empty()
-}
-
 /// Edits of an object's labels and annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataChanges {

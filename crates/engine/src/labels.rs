@@ -28,5 +28,8 @@ pub const NOT_COPIED_TO_REPLICA_SET: &[&str] = &[
     DESIRED_REPLICAS,
     NOTIFIED,
 ];
+/// Label that ties Rollouts and their AnalysisRuns to one controller instance
+/// (`--instance-id`); without one, a controller leaves labelled objects alone.
+pub const CONTROLLER_INSTANCE_ID: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 /// Rollout name on a Service whose selector the controller manages.
 pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";

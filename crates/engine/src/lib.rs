@@ -8,9 +8,11 @@ pub mod labels;
 pub mod observed;
 pub mod phase;
 pub mod plan;
+pub mod pod_hash;
 pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
+pub mod selector;
 pub mod steps;
 
 pub use observed::{Observed, ReplicaSetExt};

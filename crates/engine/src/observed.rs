@@ -104,8 +104,19 @@ impl Observed {
     /// `replica_sets` differs from what that ReplicaSet's role needs. Pods are listed on
     /// demand, never cached cluster-wide.
     pub fn needs_pods(rollout: &Rollout, replica_sets: &[ReplicaSet], now: Timestamp) -> bool {
-        Self::restart_pending(rollout, now)
-            || crate::ephemeral::pods_to_update(rollout, replica_sets)
+        Self::restart_pending(rollout, now) || Self::pod_metadata_pending(rollout, replica_sets)
+    }
+
+    /// Whether some ReplicaSet's pods are to get the ephemeral metadata of a new role.
+    /// Decided from the ReplicaSets alone, exactly as the reconcile decides it, so the pods
+    /// are there whenever the reconcile patches them.
+    fn pod_metadata_pending(rollout: &Rollout, replica_sets: &[ReplicaSet]) -> bool {
+        if !crate::ephemeral::in_use(rollout, replica_sets) {
+            return false;
+        }
+        crate::pod_hash::current_pod_hash(rollout, replica_sets).is_some_and(|pod_hash| {
+            !crate::ephemeral::out_of_date(rollout, replica_sets, &pod_hash).is_empty()
+        })
     }
 
     fn restart_pending(rollout: &Rollout, now: Timestamp) -> bool {

@@ -132,3 +132,10 @@ pub struct Plan {
     /// Come back after this long even if nothing changes (a pause or deadline expires).
     pub requeue_after: Option<Duration>,
 }
+
+/// Asks to come back after `after` at the latest (never sooner than a second, so that a
+/// deadline just missed does not spin), keeping an earlier requeue already asked for.
+pub(crate) fn set_requeue(requeue: &mut Option<Duration>, after: Duration) {
+    let after = after.max(Duration::from_secs(1));
+    *requeue = Some(requeue.map_or(after, |r| r.min(after)));
+}

@@ -9,6 +9,7 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use sluice_api::common::AnalysisPhase;
+use sluice_api::time::whole_seconds;
 
 use crate::api_model::{ApiServer, Endpoint, Kind, WatchEvent, name_of, rv_of};
 use crate::rng::Rng;
@@ -62,9 +63,7 @@ fn terminating(run: &Value) -> bool {
 }
 
 fn time(now: Timestamp) -> String {
-    Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
-        .to_string()
+    whole_seconds(now).to_string()
 }
 
 /// Which run a committed change makes the controller look at: any that is not finished.

@@ -113,7 +113,7 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 fn timestamp(now: Timestamp) -> Value {
     // The API server stores metav1.Time with second precision.
-    let t = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let t = sluice_api::time::whole_seconds(now);
     Value::String(t.to_string())
 }
 

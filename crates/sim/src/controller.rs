@@ -1,9 +1,10 @@
-//! One replica of the Rollout controller as the simulation runs it: the same decision path as
-//! the real reconciler (cache → `sluice_engine::reconcile` → `apply_plan` through a
-//! `ClusterWriter`), the same requeue policy, and the work-queue rules of kube's controller
-//! runtime (a trigger during a reconcile re-runs it afterwards, one reconcile per object at a
-//! time). What differs is only the plumbing: caches fed by simulated watches, a writer whose
-//! calls the scheduler carries, and a clock the scheduler owns.
+//! One replica of the Rollout controller as the simulation runs it: the real reconciler's
+//! driver (`sluice_controller::loops::driver`: the ownership filter, cache →
+//! `sluice_engine::reconcile` → `apply_plan` through a `ClusterAccess`, the requeue policy),
+//! and the work-queue rules of kube's controller runtime (a trigger during a reconcile re-runs
+//! it afterwards, one reconcile per object at a time). What differs is only the plumbing:
+//! caches fed by simulated watches, a writer whose calls the scheduler carries, and a clock
+//! the scheduler owns.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -15,11 +16,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 use sluice_api::Rollout;
-use sluice_controller::apply::{Applied, apply_plan};
-use sluice_controller::writer::WriteError;
+use sluice_controller::cluster::WriteError;
+use sluice_controller::loops::apply::{Applied, apply_plan};
+use sluice_controller::loops::driver::{self, Requeue};
 use sluice_engine::Plan;
 
-use sluice_controller::lease::LeaderElector;
+use sluice_controller::leader::lease::LeaderElector;
 
 use crate::api_model::Kind;
 use crate::lease::election_config;
@@ -256,13 +258,10 @@ impl Replica {
             return None;
         };
         let inflight = self.inflight.take()?;
-        // The real reconciler's requeue policy. A plan abandoned for lost leadership waits for
-        // a change: the next acquisition reconciles everything anyway.
-        let requeue_after = match &result {
-            Ok(plan) => Some(plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC))),
-            Err(WriteError::NotLeader) => None,
-            Err(WriteError::Conflict | WriteError::NotFound) => Some(Duration::from_millis(500)),
-            Err(_) => Some(Duration::from_secs(5)),
+        // The real reconciler's requeue policy.
+        let requeue_after = match driver::requeue(&result, RESYNC) {
+            Requeue::After(after) => Some(after),
+            Requeue::AwaitChange => None,
         };
         if self.dirty.remove(&inflight.rollout) {
             self.trigger(&inflight.rollout, now_ms);
@@ -278,22 +277,16 @@ impl Replica {
 }
 
 fn owned_replica_sets(cache: &Cache<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
-    let uid = ro.metadata.uid.as_deref();
     cache
         .objects
         .values()
-        .filter(|rs| {
-            rs.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-        })
+        .filter(|rs| driver::owns(ro, rs))
         .cloned()
         .collect()
 }
 
-/// The real reconciler's observe, decide and apply, minus its kube plumbing.
+/// The real reconciler's observe, decide and apply ([`driver::reconcile`]), applied by
+/// `apply`.
 async fn reconcile_once(
     writer: SimWriter,
     ro: Rollout,
@@ -301,8 +294,7 @@ async fn reconcile_once(
     now: Timestamp,
     apply: ApplyFn,
 ) -> Result<Plan, WriteError> {
-    let observed = sluice_controller::observe::observe(&writer, &ro, replica_sets, now).await?;
-    let plan = sluice_engine::reconcile(&observed);
-    apply(writer, ro, plan.clone()).await?;
+    let apply_with = |plan: Plan| apply(writer.clone(), ro.clone(), plan);
+    let (plan, _) = driver::reconcile(&writer, &ro, replica_sets, now, apply_with).await?;
     Ok(plan)
 }

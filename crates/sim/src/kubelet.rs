@@ -215,7 +215,7 @@ impl Cluster {
         if ready_since(p).is_some() {
             return;
         }
-        let t = Timestamp::from_second(now.as_second()).unwrap_or(now);
+        let t = sluice_api::time::whole_seconds(now);
         api.put_status(
             Kind::Pod,
             pod,

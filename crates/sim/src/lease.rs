@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::Value;
-use sluice_controller::lease::ElectionConfig;
+use sluice_controller::leader::lease::ElectionConfig;
 use tokio::time::Instant;
 
 use crate::api_model::{ApiServer, Kind};

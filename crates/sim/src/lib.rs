@@ -1,5 +1,5 @@
 //! Deterministic simulation of Sluice: the real engine (`sluice_engine::reconcile`) and the
-//! real write path (`sluice_controller::apply::apply_plan` through `ClusterWriter`) run
+//! real write path (`sluice_controller::loops::apply::apply_plan` through `ClusterAccess`) run
 //! against an in-memory API server, with watches that lag, reorder, break and repeat, a
 //! ReplicaSet controller and kubelet, crashing and partitioned controller replicas with
 //! leases, and an AnalysisRun controller that hands out scripted verdicts, all scheduled from

@@ -1,4 +1,4 @@
-//! The controller's side of the network: a [`ClusterWriter`] whose calls become requests that
+//! The controller's side of the network: a [`ClusterAccess`] whose calls become requests that
 //! the scheduler carries to the API model and back, with whatever delay or failure the seed
 //! picks. Each controller replica runs one reconcile at a time, so one request slot suffices.
 //! The future of a call is pending until the scheduler delivers the reply; that is where
@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
-use sluice_controller::writer::{ClusterWriter, WriteError};
+use sluice_controller::cluster::{ClusterAccess, WriteError};
 use sluice_engine::observed::TemplateKey;
 
 use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
@@ -207,7 +207,7 @@ fn unexpected(r: Reply) -> WriteError {
     WriteError::Api(format!("unexpected reply {r:?}"))
 }
 
-impl ClusterWriter for SimWriter {
+impl ClusterAccess for SimWriter {
     fn may_write(&self) -> Result<(), WriteError> {
         match (self.gate.term(), self.pinned) {
             (Some(now), Some(pinned)) if now == pinned => Ok(()),

@@ -7,8 +7,8 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::PauseReason;
-use sluice_controller::apply::{Applied, apply_plan};
-use sluice_controller::writer::{ClusterWriter, WriteError};
+use sluice_controller::cluster::{ClusterAccess, WriteError};
+use sluice_controller::loops::apply::{Applied, apply_plan};
 use sluice_engine::Plan;
 use sluice_engine::observed::TemplateKey;
 use sluice_sim::controller::BoxFuture;
@@ -36,7 +36,7 @@ fn without_precondition(patch: &Value) -> Value {
     p
 }
 
-impl ClusterWriter for FaultyWriter {
+impl ClusterAccess for FaultyWriter {
     fn may_write(&self) -> Result<(), WriteError> {
         self.inner.may_write()
     }

@@ -417,7 +417,7 @@ mod tests {
     use sluice_api::common::AnalysisPhase;
 
     use super::super::ProviderSettings;
-    use super::super::test_support::{providers_with, serve};
+    use super::super::test_support::{ctx, metric_with, providers_with, serve};
     use super::*;
     use crate::secrets::MemorySecrets;
 
@@ -557,17 +557,7 @@ mod tests {
     }
 
     fn metric(dd: serde_json::Value, success: &str, failure: Option<&str>) -> Metric {
-        serde_json::from_value(json!({
-            "name": "error-rate",
-            "successCondition": success,
-            "failureCondition": failure,
-            "provider": {"datadog": dd}
-        }))
-        .unwrap()
-    }
-
-    fn ctx() -> RunContext {
-        RunContext::new("run", "ns", "uid")
+        metric_with("error-rate", json!({"datadog": dd}), Some(success), failure)
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@ use sluice_api::AnalysisRun;
 use sluice_api::analysis::{Measurement, Metric, MetricProvider, ProviderKind};
 use sluice_api::common::AnalysisPhase;
 
-use crate::conditions::evaluate_metric;
+use crate::expression::evaluate_metric;
 use crate::redact::Redactor;
 use crate::secrets::{KubeSecrets, SecretSource};
 
@@ -453,8 +453,7 @@ pub(crate) fn mark_error(mut measurement: Measurement, message: impl Into<String
 
 /// The current time, in whole seconds as the API server stores it.
 pub(crate) fn now() -> Time {
-    let ts = jiff::Timestamp::now();
-    Time(jiff::Timestamp::from_second(ts.as_second()).unwrap_or(ts))
+    Time(sluice_api::time::whole_seconds(jiff::Timestamp::now()))
 }
 
 /// A float as Go's `strconv.FormatFloat(f, 'f', -1, 64)` writes it (and Prometheus' sample

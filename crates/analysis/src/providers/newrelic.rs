@@ -12,7 +12,7 @@ use sluice_api::analysis::{Metric, NewRelicMetric};
 
 use super::http::{read_body, request_error, snippet};
 use super::{Outcome, ProviderError, Providers};
-use crate::conditions::json_to_value;
+use crate::expression::json_to_value;
 use crate::redact::Redactor;
 
 /// Default Secret name.
@@ -181,8 +181,7 @@ mod tests {
     use axum::{Json, Router};
     use sluice_api::common::AnalysisPhase;
 
-    use super::super::RunContext;
-    use super::super::test_support::{providers_with, serve};
+    use super::super::test_support::{ctx, metric_with, providers_with, serve};
     use super::*;
     use crate::secrets::MemorySecrets;
 
@@ -255,17 +254,12 @@ mod tests {
     }
 
     fn metric(nr: serde_json::Value, success: &str, failure: Option<&str>) -> Metric {
-        serde_json::from_value(json!({
-            "name": "success-rate",
-            "successCondition": success,
-            "failureCondition": failure,
-            "provider": {"newRelic": nr}
-        }))
-        .unwrap()
-    }
-
-    fn ctx() -> RunContext {
-        RunContext::new("run", "ns", "uid")
+        metric_with(
+            "success-rate",
+            json!({"newRelic": nr}),
+            Some(success),
+            failure,
+        )
     }
 
     #[tokio::test]

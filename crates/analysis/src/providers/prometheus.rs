@@ -13,7 +13,7 @@ use sluice_api::parse_go_duration;
 
 use super::http::{authenticate, join_url, read_body, request_error, snippet, with_headers};
 use super::{Outcome, ProviderError, Providers, format_float, format_floats};
-use crate::conditions::check_shape;
+use crate::expression::check_shape;
 
 /// Metadata key of the query after argument substitution (on the metric result).
 pub const RESOLVED_PROMETHEUS_QUERY: &str = "ResolvedPrometheusQuery";
@@ -292,8 +292,8 @@ mod tests {
     use serde_json::json;
     use sluice_api::common::AnalysisPhase;
 
-    use super::super::test_support::{providers, serve};
-    use super::super::{ProviderSettings, RunContext};
+    use super::super::ProviderSettings;
+    use super::super::test_support::{ctx, metric_with, providers, serve};
     use super::*;
     use crate::redact::Redactor;
 
@@ -394,17 +394,12 @@ mod tests {
         if let (Some(p), Some(e)) = (prom.as_object_mut(), extra.as_object()) {
             p.extend(e.clone());
         }
-        serde_json::from_value(json!({
-            "name": "success-rate",
-            "successCondition": "result[0] >= 0.95",
-            "failureCondition": "result[0] < 0.6",
-            "provider": {"prometheus": prom}
-        }))
-        .unwrap()
-    }
-
-    fn ctx() -> RunContext {
-        RunContext::new("run", "ns", "uid")
+        metric_with(
+            "success-rate",
+            json!({"prometheus": prom}),
+            Some("result[0] >= 0.95"),
+            Some("result[0] < 0.6"),
+        )
     }
 
     #[tokio::test]

@@ -1,8 +1,11 @@
-//! A local HTTP server per test and providers wired to in-memory Secrets.
+//! A local HTTP server per test, providers wired to in-memory Secrets, and the run and metric
+//! the provider tests measure.
 
 use std::sync::Arc;
 
-use super::{ProviderSettings, Providers};
+use sluice_api::analysis::Metric;
+
+use super::{ProviderSettings, Providers, RunContext};
 use crate::secrets::MemorySecrets;
 
 pub(crate) fn install_crypto() {
@@ -24,4 +27,25 @@ pub(crate) async fn serve(router: axum::Router) -> String {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });
     format!("http://{addr}")
+}
+
+/// The run every provider test measures for.
+pub(crate) fn ctx() -> RunContext {
+    RunContext::new("run", "ns", "uid")
+}
+
+/// A metric `name` measured by `provider` (`{"<kind>": {...}}`), with its conditions.
+pub(crate) fn metric_with(
+    name: &str,
+    provider: serde_json::Value,
+    success: Option<&str>,
+    failure: Option<&str>,
+) -> Metric {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "successCondition": success,
+        "failureCondition": failure,
+        "provider": provider
+    }))
+    .unwrap()
 }

@@ -14,7 +14,7 @@ use sluice_api::common::AnalysisPhase;
 
 use super::http::{authenticate, read_body, request_error, with_headers};
 use super::{Outcome, ProviderError, Providers};
-use crate::conditions::json_to_value;
+use crate::expression::json_to_value;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -136,8 +136,7 @@ mod tests {
     use axum::routing::any;
     use serde_json::json;
 
-    use super::super::RunContext;
-    use super::super::test_support::{providers, serve};
+    use super::super::test_support::{ctx, metric_with, providers, serve};
     use super::*;
     use crate::args::{resolve_args, resolve_metric};
     use crate::redact::Redactor;
@@ -198,17 +197,7 @@ mod tests {
     }
 
     fn metric(web: serde_json::Value, success: Option<&str>, failure: Option<&str>) -> Metric {
-        serde_json::from_value(json!({
-            "name": "web",
-            "successCondition": success,
-            "failureCondition": failure,
-            "provider": {"web": web}
-        }))
-        .unwrap()
-    }
-
-    fn ctx() -> RunContext {
-        RunContext::new("run", "ns", "uid")
+        metric_with("web", json!({"web": web}), success, failure)
     }
 
     #[tokio::test]

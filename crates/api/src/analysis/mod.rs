@@ -1,6 +1,7 @@
 //! Analysis kinds: `AnalysisTemplate`, `ClusterAnalysisTemplate` and `AnalysisRun`, with their
 //! metrics and metric providers.
 
+pub mod placeholders;
 mod providers;
 mod status;
 

@@ -14,10 +14,9 @@ use sluice_api::rollout::RolloutAnalysis;
 
 use super::field_ref::rollout_field;
 use super::{
-    CONTROLLER_INSTANCE_ID, ROLLOUT_TYPE, STEP_INDEX, TYPE_BACKGROUND, TYPE_POST_PROMOTION,
-    TYPE_PRE_PROMOTION, TYPE_STEP,
+    ROLLOUT_TYPE, STEP_INDEX, TYPE_BACKGROUND, TYPE_POST_PROMOTION, TYPE_PRE_PROMOTION, TYPE_STEP,
 };
-use crate::labels::{POD_TEMPLATE_HASH, REVISION};
+use crate::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH, REVISION};
 
 /// A template a Rollout refers to, fetched, with its scope and name for ordering and messages.
 #[derive(Debug, Clone, PartialEq)]

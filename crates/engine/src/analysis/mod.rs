@@ -9,9 +9,11 @@ mod build;
 mod field_ref;
 mod phase;
 mod record;
+mod retention;
 mod rules;
 mod run;
 mod settings;
+mod task;
 
 use std::time::Duration;
 
@@ -19,15 +21,15 @@ pub use build::{
     ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_templates,
     resolve_nested, run_name,
 };
-pub use run::{MetricTask, RunAssessment, TaskKind, assess, is_terminating, next_tasks};
+pub use retention::{Disposal, in_flight_measurement, measurements_kept};
+pub use run::{RunAssessment, assess, is_terminating, next_tasks};
+pub use task::{MetricTask, TaskKind};
 
 /// AnalysisRun label naming the role a run plays for its Rollout (`Step`, `Background`,
 /// `PrePromotion`, `PostPromotion`).
 pub const ROLLOUT_TYPE: &str = "rollout-type";
 /// AnalysisRun label with the canary step index of a step run.
 pub const STEP_INDEX: &str = "step-index";
-/// Label that ties Rollouts and their AnalysisRuns to one controller instance.
-pub const CONTROLLER_INSTANCE_ID: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 
 /// `rollout-type` values.
 pub const TYPE_STEP: &str = "Step";

@@ -8,8 +8,8 @@ use sluice_api::analysis::{AnalysisRunStatus, Measurement, MetricResult};
 use sluice_api::common::AnalysisPhase;
 
 use super::METRIC_TERMINATED;
-use super::run::TaskKind;
 use super::settings::MetricSettings;
+use super::task::TaskKind;
 
 /// A metric's counters as plain numbers (the status omits zeros, as Go does).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -11,28 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::AnalysisRun;
 use sluice_api::analysis::{AnalysisRunSpec, AnalysisRunStatus, Measurement, MetricResult};
 use sluice_api::common::AnalysisPhase;
+use sluice_api::time::whole_seconds;
 
 use super::record::{self, Counters, in_flight};
 use super::settings::{MetricSettings, metric_settings};
+use super::task::{MetricTask, TaskKind};
 use super::{ERROR_RETRY_INTERVAL, IN_FLIGHT_POLL_INTERVAL, phase};
-
-/// What a provider is asked to do for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskKind {
-    /// Take a new measurement.
-    Start,
-    /// Poll the in-flight measurement again.
-    Resume,
-    /// Stop the in-flight measurement (the run is terminating).
-    Terminate,
-}
-
-/// One measurement to start, resume or terminate now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricTask {
-    pub metric: String,
-    pub kind: TaskKind,
-}
 
 /// What one assessment decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,10 +139,6 @@ fn add(t: Timestamp, d: Duration) -> Timestamp {
     t.checked_add(d).unwrap_or(Timestamp::MAX)
 }
 
-fn truncate_to_seconds(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap_or(t)
-}
-
 /// Records `results` (from the tasks `next_tasks` gave), then judges the metrics and the run.
 ///
 /// A run already complete is returned unchanged. An invalid spec, or placeholders that cannot
@@ -168,7 +148,7 @@ pub fn assess(
     results: Vec<(String, TaskKind, Measurement)>,
     now: Timestamp,
 ) -> RunAssessment {
-    let now = truncate_to_seconds(now);
+    let now = whole_seconds(now);
     let mut status = run.status.clone().unwrap_or_default();
     if record::is_finished(status.phase.as_ref()) {
         return finished(run, status);

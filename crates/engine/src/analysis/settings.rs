@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sluice_api::AnalysisRun;
+use sluice_api::analysis::placeholders::{self, PlaceholderError};
 use sluice_api::analysis::{
     DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_HISTORY_LIMIT, Metric,
 };
@@ -118,25 +119,17 @@ impl Resolved {
 /// Replaces `{{args.<name>}}` with the argument's value. Arguments whose value comes from a
 /// Secret are not available here: a limit or interval cannot depend on one.
 pub(crate) fn substitute(text: &str, args: &[Argument]) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            return Err(format!("unterminated placeholder in {text:?}"));
-        };
-        let tag = after[..end].trim();
-        let value = tag
-            .strip_prefix("args.")
-            .and_then(|name| args.iter().find(|a| a.name.as_deref() == Some(name)))
+    let value = |name: &str| {
+        args.iter()
+            .find(|a| a.name.as_deref() == Some(name))
             .and_then(|a| a.value.as_deref())
-            .ok_or_else(|| format!("failed to resolve {{{{{tag}}}}}"))?;
-        out.push_str(value);
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    };
+    placeholders::substitute(text, value).map_err(|e| match e {
+        PlaceholderError::Unterminated { .. } => format!("unterminated placeholder in {text:?}"),
+        PlaceholderError::Unresolved { tag } => {
+            format!("failed to resolve {{{{{}}}}}", tag.trim())
+        }
+    })
 }
 
 fn check_metrics(metrics: &[Metric], resolved: &[Resolved]) -> Result<Vec<MetricSettings>, String> {

@@ -15,14 +15,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::{
-    PauseCondition, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
+    CanaryStepAction, PauseCondition, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus,
+    RolloutStatus,
 };
 
-use super::{World, has_pause};
+use super::World;
+use super::pause::has_pause;
+use super::prepare::Strategy;
 use crate::analysis::{self as build, RunKind};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
 use crate::observed::{AnalysisTemplates, TemplateKey, rollout_analyses};
 use crate::plan::{Action, Event, Plan};
+use crate::steps;
 
 /// Annotation on an AnalysisRun whose Inconclusive verdict a user accepted by promoting the
 /// Rollout; its value is the time of the promotion.
@@ -401,4 +405,90 @@ fn resolve_rollout_analysis(
     }
     let resolved = build::resolve_nested(&refs, |r| templates.get(&TemplateKey::of(r)).cloned())?;
     build::merge_templates(&resolved)
+}
+
+/// The verdicts of the runs the update may wait on; `Missing` where there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Verdicts {
+    pub(super) step: Verdict,
+    pub(super) background: Verdict,
+    pub(super) pre_promotion: Verdict,
+    pub(super) post_promotion: Verdict,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Self {
+            step: Verdict::Missing,
+            background: Verdict::Missing,
+            pre_promotion: Verdict::Missing,
+            post_promotion: Verdict::Missing,
+        }
+    }
+}
+
+impl World<'_> {
+    /// Reads (and acts on) the verdict of every run the update currently uses.
+    pub(super) fn read_verdicts(
+        &self,
+        revision: i64,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        state: &mut AnalysisState,
+    ) -> Verdicts {
+        let mut v = Verdicts::default();
+        match &self.p.strategy {
+            Strategy::Canary(canary) => {
+                let index = status.current_step_index.unwrap_or(0);
+                let at_analysis_step = steps::current_step(canary, index)
+                    .is_some_and(|s| matches!(s.action(), Some(CanaryStepAction::Analysis(_))));
+                if at_analysis_step {
+                    v.step = self.analysis_verdict(
+                        Role::Step(index),
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                } else if let Some(c) = status.canary.as_mut() {
+                    c.current_step_analysis_run_status = None;
+                }
+                if canary.analysis.is_some() {
+                    v.background = self.analysis_verdict(
+                        Role::Background,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+            }
+            Strategy::BlueGreen(bg) => {
+                if bg.pre_promotion_analysis.is_some() {
+                    v.pre_promotion = self.analysis_verdict(
+                        Role::PrePromotion,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+                if bg.post_promotion_analysis.is_some() {
+                    v.post_promotion = self.analysis_verdict(
+                        Role::PostPromotion,
+                        revision,
+                        status,
+                        plan,
+                        events,
+                        state,
+                    );
+                }
+            }
+        }
+        v
+    }
 }

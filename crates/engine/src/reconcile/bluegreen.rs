@@ -1,13 +1,12 @@
 //! Blue-green: the new ReplicaSet comes up beside the active one (behind the preview
 //! Service), and the active Service is switched only once the new pods are all available.
-//! Old ReplicaSets go away after `scaleDownDelaySeconds`, recorded in the `scale-down-deadline`
-//! annotation; a deadline is only ever compared with the current time, so an expired or
-//! malformed one never blocks anything.
+//! Old ReplicaSets go away after `scaleDownDelaySeconds` (see `scale_down_delay`). The phases
+//! of one reconcile: size the new and active ReplicaSets, route the preview Service, pass the
+//! promotion gates and switch the active Service, scale down the previous ReplicaSets.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -16,10 +15,13 @@ use sluice_api::rollout::{
 };
 
 use super::analysis::{AnalysisState, Role, Verdict};
-use super::{Strategy, Update, World, has_pause, remove_pause, set_requeue};
+use super::pause::{has_pause, remove_pause};
+use super::prepare::Strategy;
+use super::world::World;
+use super::{Outcome, Update};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
-use crate::plan::{Action, Event, Plan};
+use crate::plan::{Action, Event, Plan, set_requeue};
 
 /// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds`.
 const DEFAULT_SCALE_DOWN_DELAY: i32 = 30;
@@ -30,42 +32,31 @@ pub(super) struct Services {
     preview: Option<Service>,
 }
 
+/// What a blue-green reconcile works from, settled before its phases.
+struct Facts<'b> {
+    bg: &'b BlueGreenStrategy,
+    services: &'b Services,
+    /// The Rollout's name, for the managed-by annotation of switched Services.
+    rollout: String,
+    /// The pod hash of the current template.
+    hash: String,
+    /// The hash the active Service selected when observed.
+    active_hash: Option<String>,
+    /// The active Service already selects the current template's pods.
+    is_active: bool,
+    /// The preview is checked (promoted by a user or promote-full): scale to full size.
+    checkpoint: bool,
+    preview_count: i32,
+    /// The size the new ReplicaSet is to have now.
+    new_target: i32,
+}
+
 fn selected_hash(svc: &Service) -> Option<&str> {
     svc.spec
         .as_ref()
         .and_then(|s| s.selector.as_ref())
         .and_then(|s| s.get(POD_TEMPLATE_HASH))
         .map(String::as_str)
-}
-
-/// Parses a `scale-down-deadline` value; `None` for anything that is not an RFC 3339 time.
-pub fn parse_deadline(value: &str) -> Option<Timestamp> {
-    value.parse::<Timestamp>().ok()
-}
-
-/// What to do with a ReplicaSet that is to be scaled down after a delay.
-#[derive(Debug, PartialEq, Eq)]
-enum Delayed {
-    /// No deadline yet: record one.
-    Annotate(Timestamp),
-    /// The deadline is in the future.
-    Wait(Duration),
-    /// Expired, or unreadable (an empty or garbled value must never keep pods up): scale down.
-    ScaleDownNow,
-}
-
-fn delayed_scale_down(rs: &ReplicaSet, now: Timestamp, delay_secs: i32) -> Delayed {
-    match rs.annotation(SCALE_DOWN_DEADLINE) {
-        None => {
-            Delayed::Annotate(now + jiff::SignedDuration::from_secs(i64::from(delay_secs.max(0))))
-        }
-        Some(value) => match parse_deadline(value) {
-            Some(deadline) if deadline > now => {
-                Delayed::Wait(Duration::try_from(deadline.duration_since(now)).unwrap_or_default())
-            }
-            _ => Delayed::ScaleDownNow,
-        },
-    }
 }
 
 impl World<'_> {
@@ -95,7 +86,7 @@ impl World<'_> {
         Ok(Some(Services { active, preview }))
     }
 
-    /// Blue-green sizing, promotion and Service switching. Returns (scaled, promoted).
+    /// Blue-green sizing, promotion and Service switching, phase by phase.
     pub(super) fn blue_green(
         &mut self,
         services: &Option<Services>,
@@ -104,19 +95,15 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
-    ) -> (bool, bool) {
+    ) -> Outcome {
         let (Some(services), Strategy::BlueGreen(bg)) = (services, &self.p.strategy) else {
-            return (false, false);
+            return Outcome::default();
         };
         let bg: &BlueGreenStrategy = bg;
-        let hash = self.p.pod_hash.clone();
         let r = self.p.replicas;
-        let rollout = self.rollout_name().to_string();
         let active_hash = selected_hash(&services.active).map(str::to_string);
         let mut bgs: BlueGreenStatus = status.blue_green.take().unwrap_or_default();
         bgs.active_selector = active_hash.clone();
-        let mut scaled = false;
-        let mut promoted = false;
 
         // Promotion state: a user promote clears the pause conditions we set.
         let any_pause = status
@@ -130,37 +117,91 @@ impl World<'_> {
         let checkpoint =
             bgs.scale_up_preview_check_point == Some(true) || status.promote_full == Some(true);
         let preview_count = bg.preview_replica_count.map_or(r, |n| n.clamp(0, r));
+        let hash = self.p.pod_hash.clone();
         let is_active = active_hash.as_deref() == Some(hash.as_str());
-
-        // Size the new ReplicaSet.
         let new_target = if u.new_is_stable || is_active || checkpoint {
             r
         } else {
             preview_count
         };
+        let f = Facts {
+            bg,
+            services,
+            rollout: self.rollout_name().to_string(),
+            hash,
+            active_hash,
+            is_active,
+            checkpoint,
+            preview_count,
+            new_target,
+        };
+
+        let mut scaled = self.size_new_and_active(&f, plan, events, u);
+        self.route_preview(&f, &mut bgs, plan, events, u);
+        let promoted = self.promote(&f, status, &mut bgs, plan, events, u, analysis);
+        scaled |= self.scale_down_previous(&f, status, &bgs, plan, events);
+        self.clean_up_history(plan);
+        if !u.aborted {
+            scaled |= self.restart(status, plan, events);
+        }
+
+        status.blue_green = Some(bgs);
+        let active_now = status
+            .blue_green
+            .as_ref()
+            .and_then(|b| b.active_selector.clone());
+        let active_rs = active_now
+            .as_deref()
+            .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
+        self.fill_counts(status, active_rs.or(self.new_rs));
+        Outcome {
+            scaled,
+            advanced: promoted,
+        }
+    }
+
+    /// Whether the blue-green update is complete: the new ReplicaSet is stable, the active
+    /// Service selects it, and its pods are all available.
+    pub(super) fn blue_green_completed(&self, status: &RolloutStatus) -> bool {
+        let active = status
+            .blue_green
+            .as_ref()
+            .and_then(|b| b.active_selector.as_deref());
+        status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
+            && active == Some(self.p.pod_hash.as_str())
+            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas
+    }
+
+    /// Sizes the new ReplicaSet (preview size, or full once promoted or checked), and keeps
+    /// the active one at full size until traffic has moved off it. Returns whether it scaled.
+    fn size_new_and_active(
+        &self,
+        f: &Facts<'_>,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) -> bool {
+        let mut scaled = false;
+        let new_target = f.new_target;
         match self.new_rs {
             None if !u.manually_paused && !u.aborted => {
-                let anti = bg.anti_affinity.as_ref().zip(active_hash.as_deref());
-                let rs = self.new_replica_set(u.revision, new_target, anti, u.new_is_stable);
-                events.push(Event::normal(
-                    "ScalingReplicaSet",
-                    format!(
-                        "Scaled up ReplicaSet {} (revision {}) from 0 to {new_target}",
-                        self.new_rs_name(),
-                        u.revision
-                    ),
-                ));
-                plan.actions.push(Action::CreateReplicaSet {
-                    replica_set: Box::new(rs),
-                });
+                let anti = f.bg.anti_affinity.as_ref().zip(f.active_hash.as_deref());
+                self.create_new_replica_set(
+                    plan,
+                    events,
+                    u.revision,
+                    new_target,
+                    anti,
+                    u.new_is_stable,
+                );
                 scaled = true;
             }
             None => {}
             Some(rs) if u.aborted => {
                 // Aborted: the new pods go after abortScaleDownDelaySeconds (0 keeps them).
-                let delay = bg
-                    .abort_scale_down_delay_seconds
-                    .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
+                let delay =
+                    f.bg.abort_scale_down_delay_seconds
+                        .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
                 if delay > 0 && rs.spec_replicas() > 0 {
                     scaled |= self.scale_down_after(plan, events, rs, delay);
                 }
@@ -177,134 +218,91 @@ impl World<'_> {
         }
 
         // The active ReplicaSet keeps full size until traffic has moved off it.
-        let active_rs = active_hash
+        let active_rs = f
+            .active_hash
             .as_deref()
             .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
         if let Some(rs) = active_rs
-            && !is_active
+            && !f.is_active
         {
             let mut extra = BTreeMap::new();
             if rs.annotation(SCALE_DOWN_DEADLINE).is_some() {
                 extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
             }
             let rev = rs.revision().unwrap_or(0);
-            scaled |= self.scale_with(plan, events, rs, r, rev, extra);
+            scaled |= self.scale_with(plan, events, rs, self.p.replicas, rev, extra);
         }
+        scaled
+    }
 
-        // Preview Service: the new pods, or back to the active ones after an abort.
-        if let Some(preview) = &services.preview {
-            let want = if u.aborted || self.new_rs.is_none() {
-                active_hash.clone()
-            } else {
-                Some(hash.clone())
-            };
-            if let Some(want) = &want
-                && selected_hash(preview) != Some(want.as_str())
-            {
-                self.switch_service(plan, events, preview, want, &rollout);
-            }
-            bgs.preview_selector = want;
+    /// Preview Service: the new pods, or back to the active ones after an abort.
+    fn route_preview(
+        &self,
+        f: &Facts<'_>,
+        bgs: &mut BlueGreenStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) {
+        let Some(preview) = &f.services.preview else {
+            return;
+        };
+        let want = if u.aborted || self.new_rs.is_none() {
+            f.active_hash.clone()
+        } else {
+            Some(f.hash.clone())
+        };
+        if let Some(want) = &want
+            && selected_hash(preview) != Some(want.as_str())
+        {
+            self.switch_service(plan, events, preview, want, &f.rollout);
         }
+        bgs.preview_selector = want;
+    }
 
-        // Promotion gates, then the switch of the active Service.
-        let saturated = |n: i32| {
-            self.new_rs.is_some_and(|rs| {
-                rs.status_is_current() && rs.spec_replicas() == n && rs.available_replicas() >= n
-            })
-        };
-        let mut switch = false;
-        // Pre-promotion analysis starts once the preview is up, and the switch waits for it.
-        let pre_passed = match &bg.pre_promotion_analysis {
-            None => true,
-            Some(pre) => {
-                let verdict = &u.verdicts.pre_promotion;
-                if *verdict == Verdict::Missing
-                    && !is_active
-                    && !u.aborted
-                    && !u.manually_paused
-                    && !u.new_is_stable
-                    && saturated(new_target)
-                {
-                    self.start_analysis(
-                        Role::PrePromotion,
-                        pre,
-                        u.revision,
-                        plan,
-                        events,
-                        analysis,
-                    );
-                }
-                verdict.passed()
-            }
-        };
-        if !is_active && !u.aborted && !u.manually_paused && self.new_rs.is_some() {
-            if u.new_is_stable {
-                // First deploy, or back to the stable template: nothing to verify.
-                switch = saturated(r);
-            } else if !checkpoint && preview_count < r {
-                if saturated(preview_count) {
-                    if bg.auto_promotion_enabled == Some(false) {
-                        self.add_blue_green_pause(status, events);
-                    } else {
-                        bgs.scale_up_preview_check_point = Some(true);
-                    }
-                }
-            } else if saturated(r) {
-                let auto = bg.auto_promotion_enabled != Some(false);
-                let delay = bg.auto_promotion_seconds.unwrap_or(0);
-                if checkpoint {
-                    switch = true;
-                } else if !auto {
-                    self.add_blue_green_pause(status, events);
-                } else if delay > 0 {
-                    switch = self.auto_promotion_due(status, events, plan, delay);
-                } else {
-                    switch = true;
-                }
-            }
-        }
+    /// Whether the new ReplicaSet is at `n` replicas, all of them available.
+    fn saturated(&self, n: i32) -> bool {
+        self.new_rs.is_some_and(|rs| {
+            rs.status_is_current() && rs.spec_replicas() == n && rs.available_replicas() >= n
+        })
+    }
+
+    /// The promotion gates, then the switch of the active Service; traffic back to stable
+    /// after an abort past the switch. Returns whether the update was promoted.
+    #[allow(clippy::too_many_arguments)]
+    fn promote(
+        &self,
+        f: &Facts<'_>,
+        status: &mut RolloutStatus,
+        bgs: &mut BlueGreenStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+    ) -> bool {
+        let hash = &f.hash;
+        let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
+        let mut switch = self.switch_due(f, status, bgs, plan, events, u);
         if !u.new_is_stable {
             switch &= pre_passed;
         }
-        // Post-promotion analysis runs once traffic is on the new pods; only its success makes
-        // them stable. Until then the previous stable pods stay up to switch back to.
-        let post_passed = match &bg.post_promotion_analysis {
-            None => true,
-            Some(post) => {
-                let verdict = &u.verdicts.post_promotion;
-                if *verdict == Verdict::Missing
-                    && is_active
-                    && !u.aborted
-                    && !u.new_is_stable
-                    && status.stable_rs.as_deref() != Some(hash.as_str())
-                {
-                    self.start_analysis(
-                        Role::PostPromotion,
-                        post,
-                        u.revision,
-                        plan,
-                        events,
-                        analysis,
-                    );
-                }
-                verdict.passed()
-            }
-        };
+        let post_passed = self.post_promotion_passed(f, status, plan, events, u, analysis);
+        let mut promoted = false;
         // Aborted after the switch (post-promotion analysis failed): traffic back to stable.
         if u.aborted
-            && is_active
-            && let Some(stable) = status.stable_rs.clone().filter(|s| *s != hash)
+            && f.is_active
+            && let Some(stable) = status.stable_rs.clone().filter(|s| s != hash)
             && self
                 .all
                 .iter()
                 .any(|rs| rs.pod_hash() == Some(stable.as_str()))
         {
-            self.switch_service(plan, events, &services.active, &stable, &rollout);
+            self.switch_service(plan, events, &f.services.active, &stable, &f.rollout);
             bgs.active_selector = Some(stable);
         }
         // The switch may have landed while the rest of its plan did not (a later write got a
         // conflict): traffic is on the new pods, so the promotion is recorded now.
-        if is_active
+        if f.is_active
             && !u.aborted
             && post_passed
             && status.stable_rs.as_deref() != Some(hash.as_str())
@@ -317,7 +315,7 @@ impl World<'_> {
             promoted = true;
         }
         if switch {
-            self.switch_service(plan, events, &services.active, &hash, &rollout);
+            self.switch_service(plan, events, &f.services.active, hash, &f.rollout);
             bgs.active_selector = Some(hash.clone());
             bgs.scale_up_preview_check_point = None;
             remove_pause(status, &PauseReason::BlueGreenPause);
@@ -337,17 +335,132 @@ impl World<'_> {
             }
             promoted = true;
         }
+        promoted
+    }
 
-        // Older ReplicaSets (neither new nor active) go after scaleDownDelaySeconds; at most
-        // scaleDownDelayRevisionLimit of them may wait, the newest first.
-        let delay = bg
-            .scale_down_delay_seconds
-            .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
-        let stable_hash = status.stable_rs.clone();
+    /// Pre-promotion analysis starts once the preview is up, and the switch waits for it.
+    fn pre_promotion_passed(
+        &self,
+        f: &Facts<'_>,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+    ) -> bool {
+        let Some(pre) = &f.bg.pre_promotion_analysis else {
+            return true;
+        };
+        let verdict = &u.verdicts.pre_promotion;
+        if *verdict == Verdict::Missing
+            && !f.is_active
+            && !u.aborted
+            && !u.manually_paused
+            && !u.new_is_stable
+            && self.saturated(f.new_target)
+        {
+            self.start_analysis(Role::PrePromotion, pre, u.revision, plan, events, analysis);
+        }
+        verdict.passed()
+    }
+
+    /// Whether the active Service is to be switched to the new pods now (before the
+    /// pre-promotion gate): at once for a stable template, or once the preview is up and
+    /// auto-promotion (or a user) allows it; pauses where a user must promote.
+    fn switch_due(
+        &self,
+        f: &Facts<'_>,
+        status: &mut RolloutStatus,
+        bgs: &mut BlueGreenStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) -> bool {
+        let r = self.p.replicas;
+        if f.is_active || u.aborted || u.manually_paused || self.new_rs.is_none() {
+            return false;
+        }
+        if u.new_is_stable {
+            // First deploy, or back to the stable template: nothing to verify.
+            return self.saturated(r);
+        }
+        if !f.checkpoint && f.preview_count < r {
+            if self.saturated(f.preview_count) {
+                if f.bg.auto_promotion_enabled == Some(false) {
+                    self.add_blue_green_pause(status, events);
+                } else {
+                    bgs.scale_up_preview_check_point = Some(true);
+                }
+            }
+            return false;
+        }
+        if !self.saturated(r) {
+            return false;
+        }
+        let auto = f.bg.auto_promotion_enabled != Some(false);
+        let delay = f.bg.auto_promotion_seconds.unwrap_or(0);
+        if f.checkpoint {
+            true
+        } else if !auto {
+            self.add_blue_green_pause(status, events);
+            false
+        } else if delay > 0 {
+            self.auto_promotion_due(status, events, plan, delay)
+        } else {
+            true
+        }
+    }
+
+    /// Post-promotion analysis runs once traffic is on the new pods; only its success makes
+    /// them stable. Until then the previous stable pods stay up to switch back to.
+    fn post_promotion_passed(
+        &self,
+        f: &Facts<'_>,
+        status: &RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+    ) -> bool {
+        let Some(post) = &f.bg.post_promotion_analysis else {
+            return true;
+        };
+        let verdict = &u.verdicts.post_promotion;
+        if *verdict == Verdict::Missing
+            && f.is_active
+            && !u.aborted
+            && !u.new_is_stable
+            && status.stable_rs.as_deref() != Some(f.hash.as_str())
+        {
+            self.start_analysis(
+                Role::PostPromotion,
+                post,
+                u.revision,
+                plan,
+                events,
+                analysis,
+            );
+        }
+        verdict.passed()
+    }
+
+    /// Older ReplicaSets (neither new nor active nor stable) go after scaleDownDelaySeconds;
+    /// at most scaleDownDelayRevisionLimit of them may wait, the newest first. Returns whether
+    /// it scaled.
+    fn scale_down_previous(
+        &self,
+        f: &Facts<'_>,
+        status: &RolloutStatus,
+        bgs: &BlueGreenStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+    ) -> bool {
+        let delay =
+            f.bg.scale_down_delay_seconds
+                .unwrap_or(DEFAULT_SCALE_DOWN_DELAY);
         let keep_hashes: Vec<&str> = [
-            Some(hash.as_str()),
+            Some(f.hash.as_str()),
             bgs.active_selector.as_deref(),
-            stable_hash.as_deref(),
+            status.stable_rs.as_deref(),
         ]
         .into_iter()
         .flatten()
@@ -359,6 +472,7 @@ impl World<'_> {
             .filter(|rs| !rs.pod_hash().is_some_and(|h| keep_hashes.contains(&h)))
             .collect();
         older.sort_by_key(|rs| std::cmp::Reverse(rs.revision().unwrap_or(0)));
+        let mut scaled = false;
         let mut waiting = 0;
         for rs in older {
             if rs.spec_replicas() == 0 {
@@ -373,9 +487,9 @@ impl World<'_> {
                 }
                 continue;
             }
-            let may_wait = bg
-                .scale_down_delay_revision_limit
-                .is_none_or(|limit| waiting < limit);
+            let may_wait =
+                f.bg.scale_down_delay_revision_limit
+                    .is_none_or(|limit| waiting < limit);
             if may_wait && delay > 0 {
                 waiting += 1;
                 scaled |= self.scale_down_after(plan, events, rs, delay);
@@ -386,58 +500,7 @@ impl World<'_> {
                 scaled |= self.scale_with(plan, events, rs, 0, rev, extra);
             }
         }
-        self.clean_up_history(plan);
-        if !u.aborted {
-            scaled |= self.restart(status, plan, events);
-        }
-
-        status.blue_green = Some(bgs);
-        let active_now = status
-            .blue_green
-            .as_ref()
-            .and_then(|b| b.active_selector.clone());
-        let active_rs = active_now
-            .as_deref()
-            .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
-        self.fill_counts(status, active_rs.or(self.new_rs));
-        (scaled, promoted)
-    }
-
-    /// Records a deadline on `rs`, or scales it to 0 once the deadline has passed (removing
-    /// the annotation in the same write). Returns whether it scaled.
-    fn scale_down_after(
-        &self,
-        plan: &mut Plan,
-        events: &mut Vec<Event>,
-        rs: &ReplicaSet,
-        delay_secs: i32,
-    ) -> bool {
-        match delayed_scale_down(rs, self.now, delay_secs) {
-            Delayed::Annotate(deadline) => {
-                let mut a = BTreeMap::new();
-                a.insert(SCALE_DOWN_DEADLINE.to_string(), Some(deadline.to_string()));
-                plan.actions.push(Action::AnnotateReplicaSet {
-                    name: rs.name().to_string(),
-                    resource_version: rs.metadata.resource_version.clone(),
-                    annotations: a,
-                });
-                set_requeue(
-                    &mut plan.requeue_after,
-                    Duration::from_secs(delay_secs.max(1) as u64),
-                );
-                false
-            }
-            Delayed::Wait(left) => {
-                set_requeue(&mut plan.requeue_after, left);
-                false
-            }
-            Delayed::ScaleDownNow => {
-                let mut extra = BTreeMap::new();
-                extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
-                let rev = rs.revision().unwrap_or(0);
-                self.scale_with(plan, events, rs, 0, rev, extra)
-            }
-        }
+        scaled
     }
 
     fn switch_service(
@@ -510,57 +573,5 @@ impl World<'_> {
             set_requeue(&mut plan.requeue_after, delay - elapsed);
             false
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::apps::v1::ReplicaSet;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn rs_with(deadline: Option<&str>) -> ReplicaSet {
-        ReplicaSet {
-            metadata: ObjectMeta {
-                annotations: deadline
-                    .map(|d| [(SCALE_DOWN_DEADLINE.to_string(), d.to_string())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn deadlines_compare_with_now_and_never_block_when_unreadable() {
-        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        assert_eq!(
-            delayed_scale_down(&rs_with(None), now, 30),
-            Delayed::Annotate("2026-01-01T00:00:30Z".parse().unwrap())
-        );
-        assert_eq!(
-            delayed_scale_down(&rs_with(Some("2026-01-01T00:00:10Z")), now, 30),
-            Delayed::Wait(Duration::from_secs(10))
-        );
-        for stale in [
-            "2025-12-31T23:59:59Z",
-            "",
-            "garbage",
-            "2026-01-01T00:00:00Z",
-        ] {
-            assert_eq!(
-                delayed_scale_down(&rs_with(Some(stale)), now, 30),
-                Delayed::ScaleDownNow,
-                "{stale:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn deadline_is_written_as_rfc3339_utc_seconds() {
-        let now: Timestamp = "2024-08-01T15:13:06Z".parse().unwrap();
-        let Delayed::Annotate(t) = delayed_scale_down(&rs_with(None), now, 30) else {
-            panic!("expected a new deadline");
-        };
-        assert_eq!(t.to_string(), "2024-08-01T15:13:36Z");
     }
 }

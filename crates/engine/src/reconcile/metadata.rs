@@ -2,7 +2,7 @@
 //! role, and a ReplicaSet whose role changed gets the new role's metadata on its running pods
 //! (patched in place, no restart) and then in its pod template, with the record of what was
 //! injected. The roles are read from the observed status, exactly as the observe step decided
-//! whether to list pods ([`crate::ephemeral::pods_to_update`]), so the pods are always there.
+//! whether to list pods ([`crate::observed::Observed::needs_pods`]), so the pods are always there.
 
 use std::collections::BTreeSet;
 
@@ -10,14 +10,38 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use sluice_api::rollout::AntiAffinity;
 
-use super::World;
+use super::world::World;
 use crate::ephemeral::{self, PodMetadata, Role};
 use crate::labels::POD_TEMPLATE_HASH;
 use crate::observed::ReplicaSetExt;
-use crate::plan::{Action, Plan};
+use crate::plan::{Action, Event, Plan};
 use crate::replicaset;
 
 impl World<'_> {
+    /// Plans the creation of the new ReplicaSet ([`Self::new_replica_set`]) at `replicas`,
+    /// with the event saying so.
+    pub(super) fn create_new_replica_set(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        revision: i64,
+        replicas: i32,
+        anti_affinity: Option<(&AntiAffinity, &str)>,
+        new_is_stable: bool,
+    ) {
+        let rs = self.new_replica_set(revision, replicas, anti_affinity, new_is_stable);
+        events.push(Event::normal(
+            "ScalingReplicaSet",
+            format!(
+                "Scaled up ReplicaSet {} (revision {revision}) from 0 to {replicas}",
+                self.new_rs_name(),
+            ),
+        ));
+        plan.actions.push(Action::CreateReplicaSet {
+            replica_set: Box::new(rs),
+        });
+    }
+
     /// The new ReplicaSet for the current template, its pods carrying the metadata of the role
     /// it starts in: stable when it is stable at once, the update's otherwise.
     pub(super) fn new_replica_set(

@@ -4,7 +4,7 @@
 //! controller's election loop does.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use sluice_controller::lease::Step as LeaseStep;
+use sluice_controller::leader::lease::Step as LeaseStep;
 
 use super::{Ev, Sim};
 use crate::api_model::{ApiError, Kind};

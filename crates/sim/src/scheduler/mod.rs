@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
-use sluice_controller::writer::WriteError;
+use sluice_controller::cluster::WriteError;
 
 use crate::analysis_runs;
 use crate::api_model::{ApiServer, Endpoint, Kind, name_of};

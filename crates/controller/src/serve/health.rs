@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{self, Metrics};
+use crate::serve::metrics::{self, Metrics};
 
 /// Readiness as the probes report it.
 #[derive(Debug, Default)]

@@ -1,5 +1,7 @@
-//! The narrow write interface of the controller. The apply layer speaks only this, so the
-//! real API server ([`KubeWriter`]) and the deterministic simulator can both stand behind it.
+//! The controller's narrow access to the cluster: the reads the observe step makes on demand
+//! (pods, Services, AnalysisRuns, templates) and every write. The observe and apply layers
+//! speak only this, so the real API server ([`KubeCluster`]) and the deterministic simulator
+//! can both stand behind it.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -20,7 +22,8 @@ use sluice_api::analysis::{
 };
 use sluice_engine::observed::TemplateKey;
 
-use crate::fence::{Fenced, WriteGate};
+use crate::leader::fence::{Fenced, WriteGate};
+use crate::loops::driver::{Requeue, requeue_after_error};
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -43,13 +46,18 @@ impl WriteError {
     /// error: a stale view (409, or the object gone) is observed again shortly; a lost
     /// leadership leaves the object to the new leader, who re-decides from what was written.
     pub fn expected_outcome(&self) -> Option<kube::runtime::controller::Action> {
-        use kube::runtime::controller::Action;
         match self {
-            WriteError::Conflict | WriteError::NotFound => {
-                Some(Action::requeue(std::time::Duration::from_millis(500)))
-            }
-            WriteError::NotLeader => Some(Action::await_change()),
             WriteError::Api(_) => None,
+            expected => Some(requeue_after_error(expected).into()),
+        }
+    }
+}
+
+impl From<Requeue> for kube::runtime::controller::Action {
+    fn from(requeue: Requeue) -> Self {
+        match requeue {
+            Requeue::After(after) => Self::requeue(after),
+            Requeue::AwaitChange => Self::await_change(),
         }
     }
 }
@@ -68,7 +76,7 @@ impl From<kube::Error> for WriteError {
 
 /// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
 /// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
-pub trait ClusterWriter: Send + Sync {
+pub trait ClusterAccess: Send + Sync {
     /// Whether a write may be made now. The apply layer asks right before each write, so a
     /// controller that lost its leader lease stops at once, even in the middle of a plan.
     fn may_write(&self) -> Result<(), WriteError> {
@@ -186,9 +194,9 @@ pub trait ClusterWriter: Send + Sync {
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 }
 
-/// [`ClusterWriter`] against a real API server.
+/// [`ClusterAccess`] against a real API server.
 #[derive(Clone)]
-pub struct KubeWriter {
+pub struct KubeCluster {
     client: Client,
     gate: WriteGate,
     /// The leadership term the current plan was decided in, when pinned.
@@ -198,7 +206,7 @@ pub struct KubeWriter {
 /// Field manager recorded on every write.
 pub const FIELD_MANAGER: &str = "sluice-controller";
 
-impl KubeWriter {
+impl KubeCluster {
     /// A writer that always may write.
     pub fn new(client: Client) -> Self {
         Self::with_gate(client, WriteGate::open())
@@ -301,7 +309,7 @@ fn uid_precondition(uid: Option<&str>) -> DeleteParams {
     }
 }
 
-impl ClusterWriter for KubeWriter {
+impl ClusterAccess for KubeCluster {
     fn may_write(&self) -> Result<(), WriteError> {
         self.gate
             .check(self.term)

@@ -1,4 +1,4 @@
-//! Executes a [`Plan`] through a [`ClusterWriter`], in order, stopping at the first failure.
+//! Executes a [`Plan`] through a [`ClusterAccess`], in order, stopping at the first failure.
 //!
 //! Every patch names only the fields the plan changes and carries the resourceVersion the
 //! decision was based on. So a write never carries a stale copy of other fields (no annotation
@@ -12,7 +12,7 @@ use sluice_api::Rollout;
 use sluice_engine::labels::{EPHEMERAL_METADATA, MANAGED_BY, POD_TEMPLATE_HASH};
 use sluice_engine::{Action, Plan};
 
-use crate::writer::{ClusterWriter, WriteError};
+use crate::cluster::{ClusterAccess, WriteError};
 
 /// What applying a plan did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub struct Applied {
     pub status_written: bool,
 }
 
-pub async fn apply_plan<W: ClusterWriter>(
+pub async fn apply_plan<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
     plan: &Plan,

@@ -1,6 +1,6 @@
-//! The Rollout reconciler: observe one Rollout's world from the caches, let the engine
-//! decide, apply the plan, publish events. Conflicts are expected under concurrency and lead
-//! to a quick, quiet retry with fresh state.
+//! The Rollout reconciler: watches and caches, then for one Rollout the shared [`driver`]
+//! (observe its world, let the engine decide, apply the plan), and events. Conflicts are
+//! expected under concurrency and lead to a quick, quiet retry with fresh state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,21 +15,18 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
-use sluice_engine::EventType;
-use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH};
+use sluice_engine::{EventType, Plan};
 use tracing::{debug, info, warn};
 
-use crate::apply::apply_plan;
 use crate::args::Args;
-use crate::observe::observe;
+use crate::cluster::{KubeCluster, WriteError};
+use crate::loops::apply::apply_plan;
+use crate::loops::driver;
 use crate::runtime::Hooks;
-use crate::writer::{KubeWriter, WriteError};
-
-/// Label that assigns an object to one controller instance.
-pub const INSTANCE_ID_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 
 pub struct Context {
-    writer: KubeWriter,
+    writer: KubeCluster,
     replica_sets: Store<ReplicaSet>,
     recorder: Recorder,
     resync: Duration,
@@ -46,9 +43,9 @@ pub enum ReconcileError {
 /// objects that carry one belong to somebody else).
 pub fn instance_selector(instance_id: &str) -> String {
     if instance_id.is_empty() {
-        format!("!{INSTANCE_ID_LABEL}")
+        format!("!{CONTROLLER_INSTANCE_ID}")
     } else {
-        format!("{INSTANCE_ID_LABEL}={instance_id}")
+        format!("{CONTROLLER_INSTANCE_ID}={instance_id}")
     }
 }
 
@@ -57,7 +54,7 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
     let hooks = Hooks::standalone();
     let (rollouts, runs) = tokio::join!(
         run_with(client.clone(), args, hooks.clone()),
-        crate::analysis_runs::run_with(client, args, hooks),
+        crate::loops::analysis_runs::run_with(client, args, hooks),
     );
     rollouts.and(runs)
 }
@@ -97,7 +94,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .touched_objects();
 
     let ctx = Arc::new(Context {
-        writer: KubeWriter::with_gate(client.clone(), hooks.gate.clone()),
+        writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone()),
         replica_sets: rs_reader,
         recorder: Recorder::new(
             client.clone(),
@@ -140,17 +137,10 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
 }
 
 fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
-    let ns = ro.namespace();
-    let uid = ro.metadata.uid.as_deref();
     store
         .state()
         .into_iter()
-        .filter(|rs| rs.namespace() == ns)
-        .filter(|rs| {
-            rs.owner_references()
-                .iter()
-                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-        })
+        .filter(|rs| driver::owns(ro, rs))
         .map(|rs| (*rs).clone())
         .collect()
 }
@@ -183,10 +173,12 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro);
-    let observed = observe(&ctx.writer, &ro, replica_sets, Timestamp::now()).await?;
-    let plan = sluice_engine::reconcile(&observed);
-    match apply_plan(&ctx.writer.for_term(term), &ro, &plan).await {
-        Ok(applied) => {
+    let pinned = ctx.writer.for_term(term);
+    let rollout: &Rollout = &ro;
+    let apply = |plan: Plan| async move { apply_plan(&pinned, rollout, &plan).await };
+    let result = driver::reconcile(&ctx.writer, &ro, replica_sets, Timestamp::now(), apply).await;
+    match result {
+        Ok((plan, applied)) => {
             if applied.writes > 0 {
                 debug!(rollout = %ro.name_any(), writes = applied.writes, "applied plan");
             }
@@ -212,9 +204,7 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
                     debug!(error = %e, "could not publish event");
                 }
             }
-            Ok(Action::requeue(
-                plan.requeue_after.map_or(ctx.resync, |d| d.min(ctx.resync)),
-            ))
+            Ok(driver::requeue(&Ok(plan), ctx.resync).into())
         }
         Err(e) => match e.expected_outcome() {
             Some(action) => {
@@ -228,5 +218,5 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
 
 fn error_policy(ro: Arc<Rollout>, err: &ReconcileError, _ctx: Arc<Context>) -> Action {
     warn!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), error = %err, "reconcile failed, retrying");
-    Action::requeue(Duration::from_secs(5))
+    Action::requeue(driver::ERROR_RETRY)
 }

@@ -1,5 +1,5 @@
 //! The leader-election loop: reads and writes the Lease for a [`LeaderElector`] and publishes
-//! the resulting leadership to the [`WriteGate`](crate::fence::WriteGate).
+//! the resulting leadership to the [`WriteGate`](crate::leader::fence::WriteGate).
 //!
 //! - While leading it renews every retry period; while not, it retries every retry period with
 //!   client-go's jitter (up to 1.2 x more).
@@ -22,9 +22,9 @@ use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::fence::{InFlight, Leadership};
-use crate::lease::{ElectionConfig, JITTER_FACTOR, LeaderElector, Step};
-use crate::metrics::Metrics;
+use crate::leader::fence::{InFlight, Leadership};
+use crate::leader::lease::{ElectionConfig, JITTER_FACTOR, LeaderElector, Step};
+use crate::serve::metrics::Metrics;
 
 /// The longest a stopping controller waits for the API server to take the lease back.
 pub const RELEASE_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -286,7 +286,7 @@ mod tests {
 
     use kube::core::Status;
 
-    use crate::fence::WriteGate;
+    use crate::leader::fence::WriteGate;
 
     /// An in-memory API server for one Lease, with resourceVersion checks.
     #[derive(Default)]
@@ -315,7 +315,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .as_ref()
-                .map(|l| crate::lease::LeaseRecord::from_lease(l).holder_identity)
+                .map(|l| crate::leader::lease::LeaseRecord::from_lease(l).holder_identity)
                 .unwrap_or_default()
         }
     }

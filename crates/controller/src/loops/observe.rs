@@ -8,12 +8,12 @@ use sluice_api::analysis::AnalysisRun;
 use sluice_engine::Observed;
 use sluice_engine::observed::{AnalysisTemplates, nested_template_refs};
 
-use crate::writer::{ClusterWriter, WriteError};
+use crate::cluster::{ClusterAccess, WriteError};
 
 /// Builds the engine's input from cached ReplicaSets plus what is read on demand: pods only
 /// while a restart is pending or pods are to get a new role's ephemeral metadata, and the
 /// Services a blue-green Rollout names.
-pub async fn observe<W: ClusterWriter>(
+pub async fn observe<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
     replica_sets: Vec<ReplicaSet>,
@@ -25,7 +25,7 @@ pub async fn observe<W: ClusterWriter>(
             .spec
             .selector
             .as_ref()
-            .map(sluice_engine::reconcile::format_selector)
+            .map(sluice_engine::selector::format_selector)
             .unwrap_or_default();
         writer.list_pods(&ns, &selector).await?
     } else {
@@ -54,7 +54,7 @@ const MAX_TEMPLATE_NESTING: usize = 8;
 
 /// The Rollout's AnalysisRuns and every template its analyses name, nested ones included.
 /// Nothing is read for a Rollout without analysis.
-async fn observe_analysis<W: ClusterWriter>(
+async fn observe_analysis<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
     ns: &str,

@@ -1,7 +1,9 @@
 //! The AnalysisRun controller: for each run, the engine says which measurements are due
 //! ([`next_tasks`]); the providers take them; the engine judges the results ([`assess`]); the
 //! status is written with the resourceVersion it was decided on. Finished runs are deleted
-//! once their `ttlStrategy` says so.
+//! once their `ttlStrategy` says so. What a run keeps and what goes (the measurement a task
+//! continues, the measurements kept, the run's deletion) is the engine's decision; this loop
+//! carries it out.
 //!
 //! Secret argument values are read at measuring time and never leave this module unredacted:
 //! the providers redact measurements, and errors are redacted before they are logged.
@@ -20,20 +22,22 @@ use sluice_analysis::secrets::KubeSecrets;
 use sluice_analysis::{Providers, ResolvedArgs, RunContext, resolve_args, resolve_metric};
 use sluice_api::analysis::{AnalysisRun, Measurement, Metric};
 use sluice_api::common::AnalysisPhase;
-use sluice_engine::analysis::{MetricTask, TaskKind, assess, next_tasks};
+use sluice_engine::analysis::{
+    Disposal, MetricTask, TaskKind, assess, in_flight_measurement, measurements_kept, next_tasks,
+};
 use tracing::{debug, info, warn};
 
-use crate::apply::merge_diff;
 use crate::args::Args;
-use crate::reconciler::instance_selector;
+use crate::cluster::{ClusterAccess, KubeCluster, WriteError};
+use crate::loops::apply::merge_diff;
+use crate::loops::rollouts::instance_selector;
 use crate::runtime::Hooks;
-use crate::writer::{ClusterWriter, KubeWriter, WriteError};
 
 /// Longest time between two looks at a running run, whatever it waits for.
 const MAX_REQUEUE: Duration = Duration::from_secs(300);
 
 struct Context {
-    writer: KubeWriter,
+    writer: KubeCluster,
     providers: Providers,
     /// Secrets for `secretKeyRef` arguments, read when measuring.
     secrets: KubeSecrets,
@@ -61,7 +65,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     };
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),
-        writer: KubeWriter::with_gate(client, hooks.gate.clone()),
+        writer: KubeCluster::with_gate(client, hooks.gate.clone()),
         providers,
         hooks: hooks.clone(),
     });
@@ -153,8 +157,8 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
 
     collect_garbage(&ctx, &run, &assessment.status, &started).await;
 
-    if let Some(at) = assessment.delete_at {
-        if at <= now {
+    match assessment.disposal(now) {
+        Disposal::DeleteNow => {
             let deleted = match writer.may_write() {
                 Ok(()) => {
                     writer
@@ -167,17 +171,16 @@ async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, R
                 return Ok(action);
             }
             info!(analysisrun = %name, namespace = %ns, "deleted after its ttlStrategy");
-            return Ok(Action::await_change());
+            Ok(Action::await_change())
         }
-        let wait = Duration::try_from(at.duration_since(now)).unwrap_or_default();
-        return Ok(Action::requeue(
+        Disposal::DeleteAfter(wait) => Ok(Action::requeue(
             wait.clamp(Duration::from_secs(1), MAX_REQUEUE),
-        ));
+        )),
+        Disposal::Keep => Ok(match assessment.requeue_after {
+            Some(d) => Action::requeue(d.clamp(Duration::from_millis(200), MAX_REQUEUE)),
+            None => Action::await_change(),
+        }),
     }
-    Ok(match assessment.requeue_after {
-        Some(d) => Action::requeue(d.clamp(Duration::from_millis(200), MAX_REQUEUE)),
-        None => Action::await_change(),
-    })
 }
 
 /// `None` when the write was made; otherwise what this reconcile does next (see
@@ -244,7 +247,7 @@ async fn take(
     match task.kind {
         TaskKind::Start => ctx.providers.measure(run_ctx, metric).await,
         TaskKind::Resume | TaskKind::Terminate => {
-            let Some(in_flight) = last_measurement(run, &task.metric) else {
+            let Some(in_flight) = in_flight_measurement(run, &task.metric) else {
                 return error_measurement(format!("metric {:?} has no measurement", task.metric));
             };
             if task.kind == TaskKind::Resume {
@@ -254,19 +257,6 @@ async fn take(
             }
         }
     }
-}
-
-fn last_measurement(run: &AnalysisRun, metric: &str) -> Option<Measurement> {
-    run.status
-        .as_ref()?
-        .metric_results
-        .as_ref()?
-        .iter()
-        .find(|r| r.name.as_deref() == Some(metric))?
-        .measurements
-        .as_ref()?
-        .last()
-        .cloned()
 }
 
 fn error_measurement(message: String) -> Measurement {
@@ -302,13 +292,7 @@ async fn collect_garbage(
         if metric.provider.as_ref().is_none_or(|p| p.job.is_none()) {
             continue;
         }
-        let kept = status
-            .metric_results
-            .iter()
-            .flatten()
-            .find(|r| r.name.as_deref() == Some(name.as_str()))
-            .and_then(|r| r.measurements.as_ref())
-            .map_or(0, Vec::len);
+        let kept = measurements_kept(status, name);
         if let Err(e) = ctx.providers.garbage_collect(&run_ctx, metric, kept).await {
             debug!(analysisrun = %run.name_any(), metric = %name, error = %e, "could not delete old measurement jobs");
         }

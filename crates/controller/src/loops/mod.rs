@@ -1,0 +1,9 @@
+//! The controller's loops: Rollouts (`rollouts`, with `observe` gathering a Rollout's world
+//! and `apply` executing the engine's plan, run by `driver` for the controller and the
+//! simulator alike) and AnalysisRuns (`analysis_runs`).
+
+pub mod analysis_runs;
+pub mod apply;
+pub mod driver;
+pub mod observe;
+pub mod rollouts;

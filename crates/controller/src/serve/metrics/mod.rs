@@ -1,0 +1,364 @@
+//! Prometheus metrics, with Argo Rollouts' names and labels where the same thing is measured:
+//!
+//! | metric | labels |
+//! |---|---|
+//! | `rollout_info` (gauge, 1) | namespace, name, strategy, traffic_router, phase |
+//! | `rollout_info_replicas_{available,unavailable,desired,updated}` | namespace, name |
+//! | `rollout_reconcile` (histogram, seconds) | namespace, name |
+//! | `rollout_reconcile_error` | namespace, name |
+//! | `rollout_events_total` | namespace, name, type, reason |
+//! | `controller_clientset_k8s_request_total` | kind, namespace, name, verb, status_code |
+//! | `argo_rollouts_controller_info` (gauge, 1) | version |
+//! | `sluice_leader` (gauge, 1 while this replica may write) | |
+//!
+//! Rollout gauges are read from the watch cache at scrape time, as Argo does, so they vanish
+//! with the Rollout. Counters and histograms of a Rollout are dropped at the first scrape after
+//! it left the cache, together with the request series of the objects named after it (its
+//! ReplicaSets `<name>-<hash>`, pods, events `<name>.<id>`): cardinality follows what exists.
+//!
+//! The state lives here; `argo` holds Argo's label rules, `exposition` the encoder and
+//! `requests` the layer that counts API requests.
+
+mod argo;
+mod exposition;
+mod requests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
+
+pub use argo::{AnalysisRunSeries, RequestInfo, info_phase, strategy_labels};
+pub use requests::{RequestMetrics, RequestMetricsLayer};
+
+use argo::derives_from;
+use exposition::Exposition;
+
+/// Argo Rollouts' buckets for reconcile durations (seconds).
+const RECONCILE_BUCKETS: [f64; 5] = [0.01, 0.15, 0.25, 0.5, 1.0];
+
+/// Backstop on request series whatever their names: the least recently used go first.
+const MAX_REQUEST_SERIES: usize = 10_000;
+
+/// Content type of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type RolloutKey = (String, String);
+
+#[derive(Debug)]
+struct RolloutSeries {
+    reconcile: Histogram,
+    errors: u64,
+    /// (type, reason) -> count
+    events: BTreeMap<(String, String), u64>,
+}
+
+impl RolloutSeries {
+    fn new() -> RolloutSeries {
+        RolloutSeries {
+            reconcile: Histogram::new(RECONCILE_BUCKETS),
+            errors: 0,
+            events: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RequestSeries {
+    count: u64,
+    last_used: u64,
+}
+
+/// The controller's metrics; shared by the reconciler, the HTTP client layers and the server.
+#[derive(Debug)]
+pub struct Metrics {
+    version: String,
+    leader: AtomicBool,
+    /// The Rollout cache, once it has synced.
+    rollouts: OnceLock<Store<Rollout>>,
+    /// The AnalysisRun cache, once it has synced.
+    analysis_runs: OnceLock<Store<AnalysisRun>>,
+    per_run: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
+    per_rollout: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
+    requests: Mutex<BTreeMap<(RequestInfo, String), RequestSeries>>,
+    request_clock: AtomicU64,
+    registry: OnceLock<Registry>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a metrics lock leaves plain counters behind: keep using them.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Metrics {
+    pub fn new(version: &str) -> Arc<Metrics> {
+        let metrics = Arc::new(Metrics {
+            version: version.to_string(),
+            leader: AtomicBool::new(false),
+            rollouts: OnceLock::new(),
+            analysis_runs: OnceLock::new(),
+            per_run: Mutex::new(BTreeMap::new()),
+            per_rollout: Mutex::new(BTreeMap::new()),
+            requests: Mutex::new(BTreeMap::new()),
+            request_clock: AtomicU64::new(0),
+            registry: OnceLock::new(),
+        });
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Exposition(Arc::downgrade(&metrics))));
+        let _ = metrics.registry.set(registry);
+        metrics
+    }
+
+    /// Rollout gauges come from this cache; call once it has synced.
+    pub fn use_rollout_cache(&self, store: Store<Rollout>) {
+        let _ = self.rollouts.set(store);
+    }
+
+    /// AnalysisRun gauges come from this cache; call once it has synced.
+    pub fn use_analysis_run_cache(&self, store: Store<AnalysisRun>) {
+        let _ = self.analysis_runs.set(store);
+    }
+
+    /// Records one AnalysisRun reconcile (`analysis_run_reconcile`, `..._error`).
+    pub fn observe_run_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
+        let mut map = lock(&self.per_run);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        series.reconcile.observe(took.as_secs_f64());
+        if failed {
+            series.errors += 1;
+        }
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.store(leading, Ordering::Relaxed);
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed)
+    }
+
+    pub fn observe_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
+        let mut map = lock(&self.per_rollout);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        series.reconcile.observe(took.as_secs_f64());
+        if failed {
+            series.errors += 1;
+        }
+    }
+
+    pub fn count_event(&self, namespace: &str, name: &str, type_: &str, reason: &str) {
+        let mut map = lock(&self.per_rollout);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        *series
+            .events
+            .entry((type_.to_string(), reason.to_string()))
+            .or_default() += 1;
+    }
+
+    /// Counts a request that got a response with `status` (or `"error"` when none came back).
+    pub fn count_request(&self, info: RequestInfo, status: &str) {
+        let now = self.request_clock.fetch_add(1, Ordering::Relaxed);
+        let mut map = lock(&self.requests);
+        let series = map
+            .entry((info, status.to_string()))
+            .or_insert(RequestSeries {
+                count: 0,
+                last_used: now,
+            });
+        series.count += 1;
+        series.last_used = now;
+        if map.len() > MAX_REQUEST_SERIES
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+    }
+
+    /// Total of the request counter over series matching `filter`; for tests and diagnostics.
+    pub fn requests_matching(&self, filter: impl Fn(&RequestInfo, &str) -> bool) -> u64 {
+        lock(&self.requests)
+            .iter()
+            .filter(|((info, status), _)| filter(info, status))
+            .map(|(_, s)| s.count)
+            .sum()
+    }
+
+    /// The exposition in the OpenMetrics text format, after dropping deleted Rollouts' series.
+    pub fn render(&self) -> String {
+        self.prune();
+        let mut out = String::new();
+        if let Some(registry) = self.registry.get()
+            && prometheus_client::encoding::text::encode(&mut out, registry).is_err()
+        {
+            out.clear();
+            let _ = writeln!(out, "# EOF");
+        }
+        out
+    }
+
+    fn live_rollouts(&self) -> Option<Vec<Arc<Rollout>>> {
+        self.rollouts.get().map(Store::state)
+    }
+
+    fn live_analysis_runs(&self) -> Vec<Arc<AnalysisRun>> {
+        self.analysis_runs
+            .get()
+            .map(Store::state)
+            .unwrap_or_default()
+    }
+
+    fn prune(&self) {
+        if let Some(store) = self.analysis_runs.get() {
+            let live: BTreeSet<RolloutKey> = store
+                .state()
+                .iter()
+                .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
+                .collect();
+            lock(&self.per_run).retain(|key, _| live.contains(key));
+        }
+        let Some(live) = self.live_rollouts() else {
+            return;
+        };
+        let live: BTreeSet<RolloutKey> = live
+            .iter()
+            .map(|ro| (ro.namespace().unwrap_or_default(), ro.name_any()))
+            .collect();
+        let mut gone = BTreeSet::new();
+        lock(&self.per_rollout).retain(|key, _| {
+            let keep = live.contains(key);
+            if !keep {
+                gone.insert(key.clone());
+            }
+            keep
+        });
+        if gone.is_empty() {
+            return;
+        }
+        lock(&self.requests).retain(|(info, _), _| {
+            // The object belongs to the Rollout with the longest name it derives from.
+            let owner = live
+                .iter()
+                .chain(gone.iter())
+                .filter(|(ns, name)| *ns == info.namespace && derives_from(&info.name, name))
+                .max_by_key(|(_, name)| name.len());
+            !owner.is_some_and(|key| gone.contains(key))
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argo::tests::{req, rollout};
+    use super::*;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    fn series_lines(text: &str, metric: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.starts_with(metric))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn exposition_has_argo_names_and_drops_deleted_rollouts() {
+        let m = Metrics::new("v0.1.0");
+        let (reader, mut writer) = reflector::store::<Rollout>();
+        let web = rollout(
+            "a",
+            "web",
+            json!({"status": {"replicas": 4, "availableReplicas": 3, "updatedReplicas": 1,
+                "conditions": [{"type": "Progressing", "status": "True", "reason": "RolloutPaused"}]}}),
+        );
+        let api = rollout("a", "web-api", json!({}));
+        writer.apply_watcher_event(&Event::Apply(web.clone()));
+        writer.apply_watcher_event(&Event::Apply(api.clone()));
+        m.use_rollout_cache(reader);
+        m.observe_reconcile("a", "web", Duration::from_millis(20), false);
+        m.observe_reconcile("a", "web", Duration::from_millis(300), true);
+        m.observe_reconcile("a", "web-api", Duration::from_millis(1), false);
+        m.count_event("a", "web", "Normal", "RolloutPaused");
+        m.count_request(req("replicasets", "a", "web-6d4f", "Patch"), "200");
+        m.count_request(req("replicasets", "a", "web-api-77aa", "Patch"), "200");
+        m.count_request(req("rollouts", "a", "web", "Patch"), "409");
+        m.set_leader(true);
+
+        let text = m.render();
+        assert!(text.contains(
+            r#"rollout_info{namespace="a",name="web",strategy="canary",traffic_router="",phase="Paused"} 1"#
+        ), "{text}");
+        assert!(text.contains(r#"rollout_info_replicas_available{namespace="a",name="web"} 3"#));
+        assert!(text.contains(r#"rollout_info_replicas_unavailable{namespace="a",name="web"} 1"#));
+        assert!(text.contains(r#"rollout_info_replicas_desired{namespace="a",name="web"} 3"#));
+        assert!(text.contains(r#"rollout_info_replicas_updated{namespace="a",name="web"} 1"#));
+        assert!(text.contains(r#"rollout_reconcile_count{namespace="a",name="web"} 2"#));
+        assert!(
+            text.contains(r#"rollout_reconcile_bucket{le="0.01",namespace="a",name="web"} 0"#)
+                || text
+                    .contains(r#"rollout_reconcile_bucket{namespace="a",name="web",le="0.01"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"rollout_reconcile_error{namespace="a",name="web"} 1"#));
+        assert!(text.contains(
+            r#"rollout_events_total{namespace="a",name="web",type="Normal",reason="RolloutPaused"} 1"#
+        ));
+        assert!(text.contains(
+            r#"controller_clientset_k8s_request_total{kind="rollouts",namespace="a",name="web",verb="Patch",status_code="409"} 1"#
+        ));
+        assert!(text.contains(r#"argo_rollouts_controller_info{version="v0.1.0"} 1"#));
+        assert!(text.contains("sluice_leader 1"));
+        assert!(text.ends_with("# EOF\n"));
+
+        // `web` is deleted: its series go, those of `web-api` (a longer name) stay.
+        writer.apply_watcher_event(&Event::Delete(web));
+        let text = m.render();
+        for metric in [
+            "rollout_info",
+            "rollout_reconcile",
+            "rollout_events",
+            "controller_clientset",
+        ] {
+            assert!(
+                series_lines(&text, metric)
+                    .iter()
+                    .all(|l| !l.contains(r#"name="web""#) && !l.contains("web-6d4f")),
+                "{metric} still has web: {text}"
+            );
+        }
+        assert!(text.contains(r#"rollout_reconcile_count{namespace="a",name="web-api"} 1"#));
+        assert!(text.contains(r#"name="web-api-77aa""#));
+        assert_eq!(series_lines(&text, "rollout_info{").len(), 1);
+    }
+
+    #[test]
+    fn request_series_are_bounded() {
+        let m = Metrics::new("v");
+        for i in 0..(MAX_REQUEST_SERIES + 10) {
+            m.count_request(req("pods", "a", &format!("p{i}"), "Get"), "200");
+        }
+        assert_eq!(lock(&m.requests).len(), MAX_REQUEST_SERIES);
+        assert_eq!(
+            m.requests_matching(|i, _| i.name == "p0"),
+            0,
+            "oldest evicted"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! The canary strategy without traffic routing: replicas sized by the current step's weight,
+//! and the step machine (setWeight, pause, analysis steps, background analysis) up to the
+//! completion of the update.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sluice_api::rollout::{
+    CanaryStepAction, PauseCondition, PauseReason, ReplicaProgressThresholdType, RolloutPause,
+    RolloutStatus,
+};
+
+use super::analysis::{AnalysisState, Role, Verdict};
+use super::pause::{has_pause, remove_pause};
+use super::prepare::step_kind;
+use super::scaling::counts_of;
+use super::{Outcome, Update, World};
+use crate::observed::ReplicaSetExt;
+use crate::plan::{Event, Plan, set_requeue};
+use crate::replicas::{self, BasicCanaryInputs};
+use crate::steps;
+
+impl World<'_> {
+    /// Canary sizing and the step machine.
+    pub(super) fn canary(
+        &mut self,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+    ) -> Outcome {
+        let weight = self.canary_weight(status, u);
+        let scaled = self.size_canary(status, plan, events, u, weight);
+        let advanced = self.step_machine(status, plan, events, u, analysis, weight);
+        self.fill_counts(status, None);
+        Outcome { scaled, advanced }
+    }
+
+    /// Whether the canary update is complete: the new ReplicaSet is stable, at full size and
+    /// all available.
+    pub(super) fn canary_completed(&self, status: &RolloutStatus) -> bool {
+        status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
+            && status.updated_replicas.unwrap_or(0) == self.p.replicas
+            && status.replicas.unwrap_or(0) == self.p.replicas
+            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas
+    }
+
+    /// The share of the pods the new ReplicaSet is to have now: none once aborted, all once
+    /// stable or promoted in full, the current step's weight otherwise.
+    fn canary_weight(&self, status: &RolloutStatus, u: &Update) -> i32 {
+        let step_index = status.current_step_index.unwrap_or(0);
+        if u.aborted {
+            0
+        } else if u.new_is_stable || status.promote_full == Some(true) {
+            100
+        } else {
+            steps::weight_at(self.p.canary(), step_index)
+        }
+    }
+
+    /// Sizes every ReplicaSet for `weight`, cleans up history and restarts pods; returns
+    /// whether it scaled or evicted.
+    fn size_canary(
+        &mut self,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        weight: i32,
+    ) -> bool {
+        let (revision, new_is_stable, aborted, manually_paused) =
+            (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
+        let other_spec_total: i32 = self.older.iter().map(|rs| rs.spec_replicas()).sum();
+        let counts = replicas::basic_canary_counts(BasicCanaryInputs {
+            replicas: self.p.replicas,
+            weight,
+            limits: self.p.limits,
+            new_rs: self.new_rs.map(counts_of),
+            stable_rs: self.stable_rs.map(counts_of),
+            new_is_stable,
+            other_spec_total,
+        });
+
+        let mut scaled = false;
+        match self.new_rs {
+            None if !manually_paused => {
+                let anti = self
+                    .p
+                    .canary()
+                    .anti_affinity
+                    .as_ref()
+                    .zip(self.stable_hash());
+                self.create_new_replica_set(
+                    plan,
+                    events,
+                    revision,
+                    counts.canary,
+                    anti,
+                    new_is_stable,
+                );
+                scaled = true;
+            }
+            None => {}
+            Some(rs) => {
+                scaled |= self.scale(plan, events, rs, counts.canary, revision);
+            }
+        }
+        // While manually paused before the new ReplicaSet exists, nothing moves.
+        if let Some(stable) = self.stable_rs
+            && !new_is_stable
+            && (self.new_rs.is_some() || !manually_paused)
+        {
+            let rev = stable.revision().unwrap_or(0);
+            scaled |= self.scale(plan, events, stable, counts.stable, rev);
+        }
+        scaled |= self.scale_down_older(plan, events);
+        self.clean_up_history(plan);
+        if !aborted {
+            scaled |= self.restart(status, plan, events);
+        }
+        scaled
+    }
+
+    /// Completes the current step when it is done, starts the analyses it needs, and makes
+    /// the new ReplicaSet stable after the last step; returns whether a step (or the update)
+    /// completed.
+    fn step_machine(
+        &mut self,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+        weight: i32,
+    ) -> bool {
+        let (revision, new_is_stable, aborted, manually_paused) =
+            (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
+        let steps_len = steps::steps(self.p.canary()).len() as i32;
+        let step_index = status.current_step_index.unwrap_or(0);
+        let mut step_advanced = false;
+        let new_counts = self.new_rs.map(counts_of).unwrap_or_default();
+        let target = replicas::approximate_weighted_counts(
+            self.p.replicas,
+            weight,
+            100,
+            self.p.limits.max_surge,
+        );
+        let at_desired = self.new_rs.is_some_and(|rs| {
+            rs.status_is_current()
+                && rs.spec_replicas() == target.0
+                && new_counts.available >= self.progress_threshold(target.0)
+        }) && self.stable_rs.is_none_or(|rs| {
+            new_is_stable || (rs.spec_replicas() == target.1 && rs.available_replicas() >= target.1)
+        }) && self.older.iter().all(|rs| rs.spec_replicas() == 0);
+
+        // Paused on an Inconclusive analysis: the pods stay as they are, no step completes and
+        // the update does not complete, until a user promotes or aborts.
+        let held_by_analysis = has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        if !aborted
+            && !manually_paused
+            && !held_by_analysis
+            && !new_is_stable
+            && self.new_rs.is_some()
+        {
+            let promote_full = status.promote_full == Some(true);
+            if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
+                let complete = match step.action() {
+                    Some(CanaryStepAction::SetWeight(_)) => at_desired,
+                    Some(CanaryStepAction::Pause(pause)) => {
+                        self.pause_step(status, events, &mut plan.requeue_after, pause)
+                    }
+                    Some(CanaryStepAction::Analysis(a)) => match &u.verdicts.step {
+                        Verdict::Missing => {
+                            let unpaused =
+                                status.pause_conditions.as_ref().is_none_or(Vec::is_empty);
+                            if unpaused {
+                                self.start_analysis(
+                                    Role::Step(step_index),
+                                    a,
+                                    revision,
+                                    plan,
+                                    events,
+                                    analysis,
+                                );
+                            }
+                            false
+                        }
+                        v => v.passed(),
+                    },
+                    _ => false,
+                };
+                if complete {
+                    remove_pause(status, &PauseReason::CanaryPauseStep);
+                    status.controller_pause = None;
+                    status.current_step_index = Some(step_index + 1);
+                    step_advanced = true;
+                    events.push(Event::normal(
+                        "RolloutStepCompleted",
+                        format!(
+                            "Rollout step {}/{} completed ({})",
+                            step_index + 1,
+                            steps_len,
+                            describe_step(step.action())
+                        ),
+                    ));
+                }
+            }
+            // Background analysis, from its starting step on, until the update completes.
+            if let Some(bga) = &self.p.canary().analysis
+                && u.verdicts.background == Verdict::Missing
+                && !promote_full
+                && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
+                && status.pause_conditions.as_ref().is_none_or(Vec::is_empty)
+            {
+                self.start_analysis(
+                    Role::Background,
+                    &bga.analysis,
+                    revision,
+                    plan,
+                    events,
+                    analysis,
+                );
+            }
+            // All steps done (or skipped by promote-full) and the new pods all up: it is stable.
+            let past_steps = status.current_step_index.unwrap_or(0) >= steps_len || promote_full;
+            if past_steps && !step_advanced && at_desired {
+                status.stable_rs = Some(self.p.pod_hash.clone());
+                status.promote_full = None;
+                status.current_step_index = Some(steps_len);
+                events.push(Event::normal(
+                    "RolloutCompleted",
+                    format!(
+                        "Rollout completed update to revision {revision} ({}): Completed all {steps_len} canary steps",
+                        self.p.pod_hash
+                    ),
+                ));
+                step_advanced = true;
+            }
+        }
+        step_advanced
+    }
+
+    fn progress_threshold(&self, desired: i32) -> i32 {
+        let Some(t) = &self.p.canary().replica_progress_threshold else {
+            return desired;
+        };
+        let value = t.value.unwrap_or(100).max(0);
+        match t.type_.as_ref() {
+            Some(ReplicaProgressThresholdType::Pods) => value.min(desired),
+            _ => {
+                let v = (i64::from(desired) * i64::from(value) + 99) / 100;
+                (v as i32).min(desired)
+            }
+        }
+    }
+
+    /// Handles a pause step; returns whether it is complete.
+    fn pause_step(
+        &self,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+        requeue: &mut Option<Duration>,
+        pause: &RolloutPause,
+    ) -> bool {
+        let existing = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .find(|p| p.reason.as_ref() == Some(&PauseReason::CanaryPauseStep))
+            .cloned();
+        let any_pause = status
+            .pause_conditions
+            .as_ref()
+            .is_some_and(|p| !p.is_empty());
+        if status.controller_pause == Some(true) && !any_pause {
+            // The controller paused and somebody cleared the pause conditions: promoted.
+            return true;
+        }
+        let Some(existing) = existing else {
+            status
+                .pause_conditions
+                .get_or_insert_with(Vec::new)
+                .push(PauseCondition {
+                    reason: Some(PauseReason::CanaryPauseStep),
+                    start_time: Some(Time(self.now)),
+                });
+            status.controller_pause = Some(true);
+            events.push(Event::normal(
+                "RolloutPaused",
+                "Rollout is paused (CanaryPauseStep)",
+            ));
+            if let Some(Ok(d)) = pause.duration() {
+                set_requeue(requeue, d);
+            }
+            return false;
+        };
+        let Some(Ok(duration)) = pause.duration() else {
+            return false;
+        };
+        // Paused on an Inconclusive analysis: only a user moves on, never the clock.
+        if has_pause(status, &PauseReason::InconclusiveAnalysisRun) {
+            return false;
+        }
+        let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
+        let elapsed = self.now.duration_since(started);
+        let elapsed = Duration::try_from(elapsed).unwrap_or_default();
+        if elapsed >= duration {
+            true
+        } else {
+            set_requeue(requeue, duration - elapsed);
+            false
+        }
+    }
+}
+
+/// Human description of a step for `RolloutStepCompleted` events.
+fn describe_step(action: Option<CanaryStepAction<'_>>) -> String {
+    match action {
+        Some(CanaryStepAction::SetWeight(w)) => format!("setWeight: {w}"),
+        Some(CanaryStepAction::Pause(p)) => match &p.duration {
+            Some(d) => format!(
+                "pause: {}",
+                match d {
+                    IntOrString::Int(i) => i.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                }
+            ),
+            None => "pause".into(),
+        },
+        Some(other) => step_kind(&other).into(),
+        None => "empty".into(),
+    }
+}

@@ -1,0 +1,134 @@
+//! Spec preparation: validation, the strategy and what this version of Sluice supports of it,
+//! the pod-template hash (or the hash of a ReplicaSet adopted for an equal template), the
+//! replica count and the surge limits. A spec that fails here is reported as `InvalidSpec`.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sluice_api::rollout::{BlueGreenStrategy, CanaryStepAction, CanaryStrategy, Rollout};
+
+use crate::observed::Observed;
+use crate::replicas::{self, SurgeLimits};
+use crate::{pod_hash, steps};
+
+/// What validation and hashing established about the spec.
+pub(super) struct Prepared {
+    pub(super) pod_hash: String,
+    pub(super) strategy: Strategy,
+    pub(super) replicas: i32,
+    pub(super) limits: SurgeLimits,
+}
+
+pub(super) enum Strategy {
+    Canary(Box<CanaryStrategy>),
+    BlueGreen(Box<BlueGreenStrategy>),
+}
+
+impl Prepared {
+    /// The canary strategy; an empty one for blue-green (no steps).
+    pub(super) fn canary(&self) -> &CanaryStrategy {
+        static NONE: std::sync::OnceLock<CanaryStrategy> = std::sync::OnceLock::new();
+        match &self.strategy {
+            Strategy::Canary(c) => c,
+            Strategy::BlueGreen(_) => NONE.get_or_init(CanaryStrategy::default),
+        }
+    }
+}
+
+pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
+    let problems = sluice_api::validation::validate_rollout(ro);
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let strategy = ro.spec.strategy.clone().unwrap_or_default();
+    if let Some(bg) = strategy.blue_green {
+        return prepare_blue_green(ro, bg);
+    }
+    let Some(canary) = strategy.canary else {
+        return Err("a canary or blueGreen strategy is required".into());
+    };
+    if canary.traffic_routing.is_some() {
+        return Err(
+            "canary trafficRouting is not supported by this version of Sluice; remove it to use replica-weighted canary"
+                .into(),
+        );
+    }
+    for (i, step) in steps::steps(&canary).iter().enumerate() {
+        match step.action() {
+            Some(
+                CanaryStepAction::SetWeight(_)
+                | CanaryStepAction::Pause(_)
+                | CanaryStepAction::Analysis(_),
+            ) => {}
+            Some(other) => {
+                return Err(format!(
+                    "step {i}: {} steps are not supported by this version of Sluice",
+                    step_kind(&other)
+                ));
+            }
+            None => return Err(format!("step {i}: no action set")),
+        }
+    }
+    let (pod_hash, replicas) = hash_and_replicas(ro)?;
+    let limits = replicas::resolve_surge_limits(
+        canary.max_surge.as_ref(),
+        canary.max_unavailable.as_ref(),
+        replicas,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Prepared {
+        pod_hash,
+        strategy: Strategy::Canary(Box::new(canary)),
+        replicas,
+        limits,
+    })
+}
+
+fn prepare_blue_green(ro: &Rollout, bg: BlueGreenStrategy) -> Result<Prepared, String> {
+    let (pod_hash, replicas) = hash_and_replicas(ro)?;
+    // maxUnavailable only paces restarts in blue-green; nothing surges.
+    let limits = replicas::resolve_surge_limits(
+        Some(&IntOrString::Int(0)),
+        bg.max_unavailable.as_ref(),
+        replicas,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Prepared {
+        pod_hash,
+        strategy: Strategy::BlueGreen(Box::new(bg)),
+        replicas,
+        limits,
+    })
+}
+
+fn hash_and_replicas(ro: &Rollout) -> Result<(String, i32), String> {
+    let pod_hash = pod_hash::template_hash(ro)?;
+    let replicas = ro
+        .spec
+        .replicas
+        .unwrap_or(sluice_api::rollout::DEFAULT_REPLICAS)
+        .max(0);
+    Ok((pod_hash, replicas))
+}
+
+/// Takes over the hash of a ReplicaSet whose template equals the Rollout's (a rollback), as
+/// [`pod_hash::adopted_hash`] explains.
+pub(super) fn adopt_equal_template(p: &mut Prepared, observed: &Observed) {
+    p.pod_hash = pod_hash::adopted_hash(
+        &observed.rollout,
+        &observed.replica_sets,
+        std::mem::take(&mut p.pod_hash),
+    );
+}
+
+/// The name of a step's kind, as in the spec.
+pub(super) fn step_kind(action: &CanaryStepAction<'_>) -> &'static str {
+    match action {
+        CanaryStepAction::SetWeight(_) => "setWeight",
+        CanaryStepAction::Pause(_) => "pause",
+        CanaryStepAction::Experiment(_) => "experiment",
+        CanaryStepAction::Analysis(_) => "analysis",
+        CanaryStepAction::SetCanaryScale(_) => "setCanaryScale",
+        CanaryStepAction::SetHeaderRoute(_) => "setHeaderRoute",
+        CanaryStepAction::SetMirrorRoute(_) => "setMirrorRoute",
+        CanaryStepAction::Plugin(_) => "plugin",
+    }
+}

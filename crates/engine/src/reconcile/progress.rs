@@ -1,0 +1,287 @@
+//! The Rollout's conditions after a reconcile: Available, Progressing (with the progress
+//! deadline and `progressDeadlineAbort`), Paused, Completed and Healthy.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
+
+use super::World;
+use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
+use crate::plan::{Event, set_requeue};
+
+/// What the reconcile did to the update, as the conditions need it.
+pub(super) struct Progress {
+    pub(super) aborted: bool,
+    /// Why an analysis aborted the update, when one did in this reconcile.
+    pub(super) abort_message: Option<String>,
+    pub(super) created: bool,
+    pub(super) progressed: bool,
+    pub(super) completed: bool,
+    pub(super) revision: i64,
+}
+
+/// The counts whose change is progress.
+pub(super) fn counts_of_status(
+    s: &RolloutStatus,
+) -> (Option<i32>, Option<i32>, Option<i32>, Option<i32>) {
+    (
+        s.replicas,
+        s.updated_replicas,
+        s.ready_replicas,
+        s.available_replicas,
+    )
+}
+
+impl World<'_> {
+    pub(super) fn conditions(
+        &self,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+        requeue: &mut Option<Duration>,
+        progress: Progress,
+    ) {
+        let now = self.now;
+        let mut conds = status.conditions.take().unwrap_or_default();
+        let rs_name = self.new_rs_name();
+        let r = self.p.replicas;
+        let available = status.available_replicas.unwrap_or(0);
+        let completed = progress.completed;
+        let paused = self.ro.spec.paused == Some(true)
+            || status
+                .pause_conditions
+                .as_ref()
+                .is_some_and(|p| !p.is_empty());
+
+        // Available.
+        if available >= r - self.p.limits.max_unavailable {
+            c::set(
+                &mut conds,
+                Cond::Available,
+                TRUE,
+                c::AVAILABLE_REASON,
+                "Rollout has minimum availability",
+                now,
+                false,
+            );
+        } else {
+            c::set(
+                &mut conds,
+                Cond::Available,
+                FALSE,
+                c::AVAILABLE_REASON,
+                "Rollout does not have minimum availability",
+                now,
+                false,
+            );
+        }
+
+        // Progressing, and the progress deadline.
+        let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
+        if progress.aborted {
+            let generic = format!("Rollout aborted update to revision {}", progress.revision);
+            if !was_aborted {
+                events.push(Event::warning("RolloutAborted", generic.clone()));
+            }
+            // Keep the reason an earlier reconcile recorded (an analysis verdict, a deadline).
+            let message = match (&progress.abort_message, c::find(&conds, Cond::Progressing)) {
+                (Some(detail), _) => format!("{generic}: {detail}"),
+                (None, Some(cond))
+                    if was_aborted
+                        && cond
+                            .message
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with(generic.as_str())) =>
+                {
+                    cond.message.clone().unwrap_or(generic)
+                }
+                _ => generic,
+            };
+            c::set(
+                &mut conds,
+                Cond::Progressing,
+                FALSE,
+                c::ROLLOUT_ABORTED,
+                message,
+                now,
+                false,
+            );
+        } else if paused {
+            c::set(
+                &mut conds,
+                Cond::Progressing,
+                UNKNOWN,
+                c::ROLLOUT_PAUSED,
+                "Rollout is paused",
+                now,
+                false,
+            );
+        } else if completed {
+            c::set(
+                &mut conds,
+                Cond::Progressing,
+                TRUE,
+                c::NEW_RS_AVAILABLE,
+                format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
+                now,
+                false,
+            );
+        } else if progress.created {
+            c::set(
+                &mut conds,
+                Cond::Progressing,
+                TRUE,
+                c::NEW_RS_CREATED,
+                format!("Created new replica set \"{rs_name}\""),
+                now,
+                true,
+            );
+        } else if progress.progressed
+            || was_aborted
+            || c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_PAUSED)
+            || c::find(&conds, Cond::Progressing).is_none()
+        {
+            // Fresh progress, or the first reconcile after a resume or retry: the deadline
+            // counts from now.
+            c::set(
+                &mut conds,
+                Cond::Progressing,
+                TRUE,
+                c::RS_UPDATED,
+                format!("ReplicaSet \"{rs_name}\" is progressing."),
+                now,
+                true,
+            );
+        } else {
+            self.check_deadline(status, &mut conds, events, requeue, progress.revision);
+        }
+
+        // Paused.
+        if paused {
+            c::set(
+                &mut conds,
+                Cond::Paused,
+                TRUE,
+                c::ROLLOUT_PAUSED,
+                "Rollout is paused",
+                now,
+                false,
+            );
+        } else if c::find(&conds, Cond::Paused).is_some() {
+            c::set(
+                &mut conds,
+                Cond::Paused,
+                FALSE,
+                c::ROLLOUT_RESUMED,
+                "Rollout is resumed",
+                now,
+                false,
+            );
+        }
+
+        // Completed and Healthy.
+        let completed_status = if completed { TRUE } else { FALSE };
+        c::set(
+            &mut conds,
+            Cond::Completed,
+            completed_status,
+            c::ROLLOUT_COMPLETED,
+            c::ROLLOUT_COMPLETED,
+            now,
+            false,
+        );
+        if completed && available >= r {
+            c::set(
+                &mut conds,
+                Cond::Healthy,
+                TRUE,
+                c::ROLLOUT_HEALTHY,
+                "Rollout is healthy",
+                now,
+                false,
+            );
+        } else {
+            c::set(
+                &mut conds,
+                Cond::Healthy,
+                FALSE,
+                c::ROLLOUT_HEALTHY,
+                "Rollout is not healthy",
+                now,
+                false,
+            );
+        }
+        status.conditions = Some(conds);
+    }
+
+    /// Progressing with no progress since `lastUpdateTime`: past the deadline it becomes
+    /// `ProgressDeadlineExceeded`, and with `progressDeadlineAbort` the update is aborted. Only
+    /// the condition's own time and `now` decide; no annotation on another ReplicaSet can
+    /// postpone it.
+    fn check_deadline(
+        &self,
+        status: &mut RolloutStatus,
+        conds: &mut Vec<RolloutCondition>,
+        events: &mut Vec<Event>,
+        requeue: &mut Option<Duration>,
+        revision: i64,
+    ) {
+        let Some(cond) = c::find(conds, Cond::Progressing).cloned() else {
+            return;
+        };
+        let is_true = cond.status.as_ref().is_some_and(|s| s.as_str() == TRUE);
+        if !is_true || cond.reason.as_deref() == Some(c::NEW_RS_AVAILABLE) {
+            return;
+        }
+        let deadline_secs = self
+            .ro
+            .spec
+            .progress_deadline_seconds
+            .unwrap_or(sluice_api::rollout::DEFAULT_PROGRESS_DEADLINE_SECONDS)
+            .max(0);
+        let last = cond.last_update_time.map(|t| t.0).unwrap_or(self.now);
+        let elapsed = Duration::try_from(self.now.duration_since(last)).unwrap_or_default();
+        let deadline = Duration::from_secs(deadline_secs as u64);
+        if elapsed < deadline {
+            set_requeue(requeue, deadline - elapsed);
+            return;
+        }
+        let rs_name = self.new_rs_name();
+        c::set(
+            conds,
+            Cond::Progressing,
+            FALSE,
+            c::PROGRESS_DEADLINE_EXCEEDED,
+            format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
+            self.now,
+            false,
+        );
+        events.push(Event::warning(
+            "RolloutTimedOut",
+            format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
+        ));
+        if self.ro.spec.progress_deadline_abort == Some(true) {
+            status.abort = Some(true);
+            status.aborted_at = Some(Time(self.now));
+            status.pause_conditions = None;
+            status.controller_pause = None;
+            events.push(Event::warning(
+                "RolloutAborted",
+                format!("Rollout aborted update to revision {revision}"),
+            ));
+            c::set(
+                conds,
+                Cond::Progressing,
+                FALSE,
+                c::ROLLOUT_ABORTED,
+                format!(
+                    "Rollout aborted update to revision {revision}: ReplicaSet \"{rs_name}\" has timed out progressing."
+                ),
+                self.now,
+                false,
+            );
+            // Scale back on the next pass.
+            set_requeue(requeue, Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Sizing ReplicaSets: one scale write with its annotations, older ReplicaSets down as fast as
+//! availability allows, the confirmation that guards a scale-down against a stale cache, and
+//! the replica counts of the status.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use sluice_api::rollout::RolloutStatus;
+
+use super::World;
+use crate::labels::DESIRED_REPLICAS;
+use crate::observed::ReplicaSetExt;
+use crate::plan::{Action, Event, Plan};
+use crate::replicas::RsCounts;
+use crate::selector::format_selector;
+
+impl World<'_> {
+    /// Scales `rs` to `to` if it is not there; returns whether it wrote.
+    pub(super) fn scale(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        rs: &ReplicaSet,
+        to: i32,
+        revision: i64,
+    ) -> bool {
+        self.scale_with(plan, events, rs, to, revision, BTreeMap::new())
+    }
+
+    /// Scales `rs` to `to`, also setting (or, with `None`, removing) `extra` annotations in the
+    /// same write. Writes nothing when all is already so.
+    pub(super) fn scale_with(
+        &self,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        rs: &ReplicaSet,
+        to: i32,
+        revision: i64,
+        extra: BTreeMap<String, Option<String>>,
+    ) -> bool {
+        let from = rs.spec_replicas();
+        let desired = self.p.replicas.to_string();
+        let extra_pending = extra.iter().any(|(k, v)| rs.annotation(k) != v.as_deref());
+        if from == to && rs.annotation(DESIRED_REPLICAS) == Some(desired.as_str()) && !extra_pending
+        {
+            return false;
+        }
+        let mut annotations = extra;
+        annotations.insert(DESIRED_REPLICAS.to_string(), Some(desired));
+        plan.actions.push(Action::ScaleReplicaSet {
+            name: rs.name().to_string(),
+            resource_version: rs.metadata.resource_version.clone(),
+            from,
+            to,
+            annotations,
+        });
+        if from != to {
+            events.push(Event::normal(
+                "ScalingReplicaSet",
+                format!(
+                    "Scaled {} ReplicaSet {} (revision {revision}) from {from} to {to}",
+                    if to > from { "up" } else { "down" },
+                    rs.name()
+                ),
+            ));
+        }
+        from != to
+    }
+
+    /// Older ReplicaSets (neither new nor stable) go to zero, oldest first, as fast as
+    /// availability allows. Pods that are not available can always go: removing them never
+    /// costs availability, and it is what unsticks a superseded bad revision.
+    pub(super) fn scale_down_older(&self, plan: &mut Plan, events: &mut Vec<Event>) -> bool {
+        let total_available: i32 = self
+            .all
+            .iter()
+            .map(|rs| rs.available_replicas().min(rs.spec_replicas()))
+            .sum();
+        let min_available = self.p.replicas - self.p.limits.max_unavailable;
+        let mut budget = (total_available - min_available).max(0);
+        let mut wrote = false;
+        for rs in &self.older {
+            let spec = rs.spec_replicas();
+            if spec == 0 {
+                continue;
+            }
+            let available = rs.available_replicas().clamp(0, spec);
+            let unavailable = spec - available;
+            let from_available = available.min(budget);
+            budget -= from_available;
+            let reduce = unavailable + from_available;
+            if reduce > 0 {
+                let rev = rs.revision().unwrap_or(0);
+                wrote |= self.scale(plan, events, rs, spec - reduce, rev);
+            }
+        }
+        wrote
+    }
+
+    /// A scale-down spends availability counted on other ReplicaSets. Those counts may come from
+    /// a cache that has not yet seen this controller's last write, so the plan first confirms
+    /// that every ReplicaSet it counted is still at the observed resourceVersion.
+    pub(super) fn confirm_counted_replica_sets(&self, plan: &mut Plan) {
+        let scales_down = plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from));
+        if !scales_down {
+            return;
+        }
+        let confirms: Vec<Action> = self
+            .all
+            .iter()
+            .filter(|rs| rs.available_replicas() > 0)
+            .map(|rs| Action::ConfirmReplicaSet {
+                name: rs.name().to_string(),
+                resource_version: rs.metadata.resource_version.clone(),
+            })
+            .collect();
+        plan.actions.splice(0..0, confirms);
+    }
+
+    /// Status counts. Canary: HPA replicas and selector cover every ReplicaSet; blue-green
+    /// (`active` given): those of the active ReplicaSet, which is what an HPA should scale.
+    pub(super) fn fill_counts(&self, status: &mut RolloutStatus, active: Option<&ReplicaSet>) {
+        let sum = |f: fn(&ReplicaSet) -> i32| self.all.iter().map(|rs| f(rs)).sum::<i32>();
+        let replicas = sum(ReplicaSetExt::status_replicas);
+        status.replicas = Some(replicas);
+        status.updated_replicas = Some(self.new_rs.map(|rs| rs.status_replicas()).unwrap_or(0));
+        status.ready_replicas = Some(sum(ReplicaSetExt::ready_replicas));
+        status.available_replicas = Some(sum(ReplicaSetExt::available_replicas));
+        match active {
+            None => {
+                status.hpa_replicas = Some(replicas);
+                status.selector = self.ro.spec.selector.as_ref().map(format_selector);
+            }
+            Some(rs) => {
+                status.hpa_replicas = Some(rs.status_replicas());
+                status.selector = rs.spec.as_ref().map(|spec| format_selector(&spec.selector));
+            }
+        }
+    }
+}
+
+/// The replica counts of a ReplicaSet, as the replica arithmetic takes them.
+pub(super) fn counts_of(rs: &ReplicaSet) -> RsCounts {
+    RsCounts::new(rs.spec_replicas(), rs.available_replicas())
+}

@@ -1,0 +1,90 @@
+//! The world of one reconcile: the Rollout, the prepared spec, the time, and its ReplicaSets
+//! sorted into their roles (new, stable, older), with what else was observed.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use sluice_api::analysis::AnalysisRun;
+use sluice_api::rollout::Rollout;
+
+use super::prepare::Prepared;
+use crate::observed::{AnalysisTemplates, Observed, ReplicaSetExt};
+use crate::replicaset;
+
+/// The ReplicaSets of one reconcile, sorted into their roles.
+pub(super) struct World<'a> {
+    pub(super) ro: &'a Rollout,
+    pub(super) p: &'a Prepared,
+    pub(super) now: Timestamp,
+    pub(super) new_rs: Option<&'a ReplicaSet>,
+    pub(super) stable_rs: Option<&'a ReplicaSet>,
+    /// Neither new nor stable, oldest revision first.
+    pub(super) older: Vec<&'a ReplicaSet>,
+    pub(super) all: Vec<&'a ReplicaSet>,
+    pub(super) pods: &'a [Pod],
+    pub(super) services: &'a [Service],
+    pub(super) analysis_runs: &'a [AnalysisRun],
+    pub(super) analysis_templates: &'a AnalysisTemplates,
+}
+
+impl<'a> World<'a> {
+    pub(super) fn new(observed: &'a Observed, p: &'a Prepared, now: Timestamp) -> Self {
+        let status = observed.rollout.status.as_ref();
+        let stable_hash = status.and_then(|s| s.stable_rs.as_deref());
+        let all: Vec<&ReplicaSet> = observed
+            .replica_sets
+            .iter()
+            .filter(|rs| !rs.is_being_deleted())
+            .collect();
+        let new_rs = all
+            .iter()
+            .copied()
+            .find(|rs| rs.pod_hash() == Some(p.pod_hash.as_str()));
+        let stable_rs =
+            stable_hash.and_then(|h| all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
+        let mut older: Vec<&ReplicaSet> = all
+            .iter()
+            .copied()
+            .filter(|rs| {
+                let h = rs.pod_hash();
+                h != Some(p.pod_hash.as_str()) && (stable_hash.is_none() || h != stable_hash)
+            })
+            .collect();
+        older.sort_by_key(|rs| (rs.revision().unwrap_or(0), rs.name().to_string()));
+        Self {
+            ro: &observed.rollout,
+            p,
+            now,
+            new_rs,
+            stable_rs,
+            older,
+            all,
+            pods: &observed.pods,
+            services: &observed.services,
+            analysis_runs: &observed.analysis_runs,
+            analysis_templates: &observed.analysis_templates,
+        }
+    }
+
+    /// Hash of the stable ReplicaSet, when there is one to keep new pods away from.
+    pub(super) fn stable_hash(&self) -> Option<&str> {
+        self.stable_rs.and_then(|rs| rs.pod_hash())
+    }
+
+    pub(super) fn rollout_name(&self) -> &str {
+        self.ro.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub(super) fn new_rs_name(&self) -> String {
+        replicaset::replica_set_name(self.rollout_name(), &self.p.pod_hash)
+    }
+
+    pub(super) fn max_revision(&self, excluding_new: bool) -> i64 {
+        self.all
+            .iter()
+            .filter(|rs| !(excluding_new && rs.pod_hash() == Some(self.p.pod_hash.as_str())))
+            .filter_map(|rs| rs.revision())
+            .max()
+            .unwrap_or(0)
+    }
+}
