@@ -36,6 +36,14 @@ control_plane_healthy() {
   [[ $(api_get /readyz) == ok ]]
 }
 
+# Whether a process this script started is still alive. Unlike live_pid, it does not look at
+# the command line, which may not show the binary yet between fork and exec on a busy machine.
+started_alive() {
+  local pid
+  pid=$(cat "$PIDS/$1.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 # Waits up to $2 seconds for the command "$3..." to succeed; fails naming $1 and the log of the
 # component $4 when it does not, or when that component exits.
 wait_until() {
@@ -43,7 +51,7 @@ wait_until() {
   shift 3
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
-    if ! live_pid "$component" >/dev/null; then
+    if ! started_alive "$component"; then
       tail -n 30 "$LOGS/$component.log" >&2 || true
       die "$component exited while waiting for $what; log: $LOGS/$component.log"
     fi
@@ -173,7 +181,7 @@ wait_for_kube_controller_manager() {
   for attempt in 1 2 3 4; do
     deadline=$((SECONDS + 60))
     until api_get /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1; do
-      if ! live_pid kube-controller-manager >/dev/null; then
+      if ! started_alive kube-controller-manager; then
         log "kube-controller-manager exited (attempt $attempt): $(grep -m1 -E '^F[0-9]{4}' \
           "$LOGS/kube-controller-manager.log" || tail -n 1 "$LOGS/kube-controller-manager.log")"
         cp "$LOGS/kube-controller-manager.log" "$LOGS/kube-controller-manager.attempt-$attempt.log"
@@ -185,7 +193,7 @@ wait_for_kube_controller_manager() {
       fi
       sleep 0.2
     done
-    live_pid kube-controller-manager >/dev/null && return 0
+    started_alive kube-controller-manager && return 0
     sleep $((attempt * 2))
     start_kube_controller_manager
   done
