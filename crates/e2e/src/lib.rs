@@ -69,9 +69,16 @@ pub fn start_controller(env: &TestEnv, ns: &TestNamespace) -> RunningController 
 
 /// Starts a Sluice controller for `namespace` with the given client.
 pub fn start_controller_with(client: Client, namespace: &str) -> RunningController {
+    start_controller_with_args(client, controller_args(namespace))
+}
+
+/// Starts a Sluice controller with the given client and flags (see [`controller_args`]).
+pub fn start_controller_with_args(
+    client: Client,
+    args: sluice_controller::Args,
+) -> RunningController {
     sluice_controller::install_crypto_provider();
     init_logging();
-    let args = controller_args(namespace);
     let task = tokio::spawn(async move {
         if let Err(e) = sluice_controller::loops::rollouts::run(client, &args).await {
             eprintln!("controller stopped with error: {e:#}");

@@ -229,6 +229,15 @@ pub fn rollout_analyses(rollout: &Rollout) -> Vec<&RolloutAnalysis> {
     analyses
 }
 
+/// Whether the Rollout names the template `key` directly (in background, step or blue-green
+/// analysis), so that a change to that template should wake the Rollout up.
+pub fn references_template(rollout: &Rollout, key: &TemplateKey) -> bool {
+    rollout_analyses(rollout)
+        .into_iter()
+        .flat_map(|a| a.templates.iter().flatten())
+        .any(|r| TemplateKey::of(r) == *key)
+}
+
 /// The templates a template nests.
 pub fn nested_template_refs(spec: &AnalysisTemplateSpec) -> Vec<TemplateKey> {
     spec.templates
@@ -236,4 +245,52 @@ pub fn nested_template_refs(spec: &AnalysisTemplateSpec) -> Vec<TemplateKey> {
         .flatten()
         .map(TemplateKey::of)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rollout(strategy: serde_json::Value) -> Rollout {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Rollout",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"strategy": strategy}
+        }))
+        .unwrap()
+    }
+
+    fn key(cluster_scope: bool, name: &str) -> TemplateKey {
+        TemplateKey {
+            cluster_scope,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn finds_templates_named_anywhere_in_the_strategy() {
+        let canary = rollout(serde_json::json!({"canary": {
+            "analysis": {"templates": [{"templateName": "background"}]},
+            "steps": [{"setWeight": 10}, {"analysis": {"templates": [
+                {"templateName": "step", "clusterScope": true}
+            ]}}]
+        }}));
+        assert!(references_template(&canary, &key(false, "background")));
+        assert!(references_template(&canary, &key(true, "step")));
+        assert!(!references_template(&canary, &key(false, "step")));
+        assert!(!references_template(&canary, &key(false, "other")));
+
+        let blue_green = rollout(serde_json::json!({"blueGreen": {
+            "activeService": "active",
+            "prePromotionAnalysis": {"templates": [{"templateName": "pre"}]},
+            "postPromotionAnalysis": {"templates": [{"templateName": "post"}]}
+        }}));
+        assert!(references_template(&blue_green, &key(false, "pre")));
+        assert!(references_template(&blue_green, &key(false, "post")));
+        assert!(!references_template(
+            &rollout(serde_json::json!({})),
+            &key(false, "pre")
+        ));
+    }
 }

@@ -82,8 +82,14 @@ pub fn reconcile(observed: &Observed) -> Plan {
     plan
 }
 
+/// How soon a Rollout with an invalid spec is looked at again, as Argo re-queues them: what
+/// made it invalid may be another object (a template, a Service) that appears later. Template
+/// changes also wake the Rollouts that name them at once (the controller watches templates).
+pub const INVALID_SPEC_RECHECK: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// A spec this version cannot act on: `InvalidSpec` says why.
 fn set_invalid_spec(plan: &mut Plan, message: String, now: Timestamp) {
+    crate::plan::set_requeue(&mut plan.requeue_after, INVALID_SPEC_RECHECK);
     let mut conds = plan.status.conditions.take().unwrap_or_default();
     c::set(
         &mut conds,

@@ -1,9 +1,11 @@
 //! The controller's loops: Rollouts (`rollouts`, with `observe` gathering a Rollout's world
 //! and `apply` executing the engine's plan, run by `driver` for the controller and the
-//! simulator alike) and AnalysisRuns (`analysis_runs`).
+//! simulator alike, and `events` publishing what a plan says happened) and AnalysisRuns
+//! (`analysis_runs`).
 
 pub mod analysis_runs;
 pub mod apply;
 pub mod driver;
+pub mod events;
 pub mod observe;
 pub mod rollouts;

@@ -2,20 +2,21 @@
 //! (observe its world, let the engine decide, apply the plan), and events. Conflicts are
 //! expected under concurrency and lead to a quick, quiet retry with fresh state.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
-use sluice_api::analysis::AnalysisRun;
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH};
+use sluice_engine::observed::{TemplateKey, references_template};
 use sluice_engine::{EventType, Plan};
 use tracing::{debug, info, warn};
 
@@ -23,12 +24,16 @@ use crate::args::Args;
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::apply::apply_plan;
 use crate::loops::driver;
+use crate::loops::events::EventPublisher;
 use crate::runtime::Hooks;
 
 pub struct Context {
     writer: KubeCluster,
     replica_sets: Store<ReplicaSet>,
-    recorder: Recorder,
+    events: EventPublisher,
+    rollouts: Store<Rollout>,
+    /// Rollouts already announced with `RolloutAddedToInformer` by this process, by uid.
+    announced: Mutex<HashSet<String>>,
     resync: Duration,
     hooks: Hooks,
 }
@@ -62,6 +67,18 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
 /// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
 /// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`.
 pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
+    let (templates, cluster_templates): (
+        Api<AnalysisTemplate>,
+        Option<Api<ClusterAnalysisTemplate>>,
+    ) = if args.namespaced {
+        let ns = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        (Api::namespaced(client.clone(), &ns), None)
+    } else {
+        (Api::all(client.clone()), Some(Api::all(client.clone())))
+    };
     let (rollouts, replica_sets, runs): (Api<Rollout>, Api<ReplicaSet>, Api<AnalysisRun>) =
         if args.namespaced {
             let ns = args
@@ -93,33 +110,54 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .reflect(rs_writer)
     .touched_objects();
 
+    // The Rollout cache is made here, not by the Controller, so that template changes can be
+    // mapped to the Rollouts that name them.
+    let (ro_reader, ro_writer) = reflector::store();
+    let ro_stream = watcher(
+        rollouts,
+        watcher::Config::default().labels(&instance_selector(&args.instance_id)),
+    )
+    .default_backoff()
+    .reflect(ro_writer)
+    .touched_objects();
+
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone()),
         replica_sets: rs_reader,
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "rollouts-controller".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
+        events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
+        rollouts: ro_reader.clone(),
+        announced: Mutex::new(HashSet::new()),
         resync: args.resync(),
         hooks: hooks.clone(),
     });
 
-    let controller = Controller::new(
-        rollouts,
-        watcher::Config::default().labels(&instance_selector(&args.instance_id)),
-    )
-    .owns_stream(rs_stream)
-    // A run's verdict moves its Rollout on: only runs a Rollout made (they carry rollout-type).
-    .owns(
-        runs,
-        watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
-    )
-    .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
-    // A new leader reconciles everything: as a follower it decided nothing.
-    .reconcile_all_on(hooks.gate.acquisitions());
+    let controller = Controller::for_stream(ro_stream, ro_reader.clone())
+        .owns_stream(rs_stream)
+        // A template that appears or changes re-evaluates the Rollouts that name it at once (a
+        // Rollout waiting for a missing template is InvalidSpec until then).
+        .watches(
+            templates,
+            watcher::Config::default(),
+            referencing_rollouts::<AnalysisTemplate>(ro_reader.clone(), false),
+        )
+        // A run's verdict moves its Rollout on: only runs a Rollout made (they carry rollout-type).
+        .owns(
+            runs,
+            watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
+        )
+        .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
+        // A new leader reconciles everything: as a follower it decided nothing.
+        .reconcile_all_on(hooks.gate.acquisitions());
+    // Argo starts no ClusterAnalysisTemplate informer in namespaced mode (nor may a namespaced
+    // install list them).
+    let controller = match cluster_templates {
+        Some(cluster_templates) => controller.watches(
+            cluster_templates,
+            watcher::Config::default(),
+            referencing_rollouts::<ClusterAnalysisTemplate>(ro_reader, true),
+        ),
+        None => controller,
+    };
     let controller = hooks.with_shutdown(controller);
     hooks.watch_caches(controller.store(), ctx.replica_sets.clone());
 
@@ -134,6 +172,31 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         .await;
     info!("controller stopped");
     Ok(())
+}
+
+/// Maps a template to the Rollouts that name it: in its namespace for an AnalysisTemplate,
+/// in every namespace for a ClusterAnalysisTemplate.
+fn referencing_rollouts<T>(
+    rollouts: Store<Rollout>,
+    cluster_scope: bool,
+) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+where
+    T: Resource,
+{
+    move |template: T| {
+        let key = TemplateKey {
+            cluster_scope,
+            name: template.name_any(),
+        };
+        let namespace = template.namespace();
+        rollouts
+            .state()
+            .iter()
+            .filter(|ro| cluster_scope || ro.namespace() == namespace)
+            .filter(|ro| references_template(ro, &key))
+            .map(|ro| ObjectRef::from_obj(ro.as_ref()))
+            .collect()
+    }
 }
 
 fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
@@ -172,6 +235,7 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     if !crate::runtime::store_ready(&ctx.replica_sets).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    announce(&ctx, &ro).await;
     let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro);
     let pinned = ctx.writer.for_term(term);
     let rollout: &Rollout = &ro;
@@ -190,17 +254,11 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
                     EventType::Warning => "Warning",
                 };
                 ctx.hooks.count_event(&ro, type_name, ev.reason);
-                let event = KubeEvent {
-                    type_: match ev.type_ {
-                        EventType::Normal => KubeEventType::Normal,
-                        EventType::Warning => KubeEventType::Warning,
-                    },
-                    reason: ev.reason.into(),
-                    note: Some(ev.message.clone()),
-                    action: ev.reason.into(),
-                    secondary: None,
-                };
-                if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+                if let Err(e) = ctx
+                    .events
+                    .publish(&reference, ev.type_, ev.reason, &ev.message)
+                    .await
+                {
                     debug!(error = %e, "could not publish event");
                 }
             }
@@ -215,6 +273,56 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         },
     }
 }
+
+/// Argo announces every Rollout its informer adds (at creation, and for every Rollout when a
+/// controller starts leading) with `RolloutAddedToInformer`; so does the first reconcile of a
+/// Rollout in this process.
+async fn announce(ctx: &Context, ro: &Rollout) {
+    let Some(uid) = ro.metadata.uid.clone() else {
+        return;
+    };
+    if ctx
+        .announced
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&uid)
+    {
+        return;
+    }
+    let message = format!(
+        "Rollout resource added to informer: {}/{}",
+        ro.namespace().unwrap_or_default(),
+        ro.name_any()
+    );
+    let published = ctx
+        .events
+        .publish(
+            &ro.object_ref(&()),
+            EventType::Normal,
+            ADDED_TO_INFORMER,
+            &message,
+        )
+        .await;
+    if let Err(e) = published {
+        debug!(error = %e, "could not publish event");
+        return;
+    }
+    ctx.hooks.count_event(ro, "Normal", ADDED_TO_INFORMER);
+    let mut announced = ctx.announced.lock().unwrap_or_else(|p| p.into_inner());
+    announced.insert(uid);
+    // Forget deleted Rollouts now and then, so the set stays the size of the cache.
+    let live = ctx.rollouts.state();
+    if announced.len() > 2 * live.len() + 64 {
+        let uids: HashSet<&str> = live
+            .iter()
+            .filter_map(|r| r.metadata.uid.as_deref())
+            .collect();
+        announced.retain(|u| uids.contains(u.as_str()));
+    }
+}
+
+/// The reason of the event announcing a Rollout the controller has started to follow.
+pub const ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
 
 fn error_policy(ro: Arc<Rollout>, err: &ReconcileError, _ctx: Arc<Context>) -> Action {
     warn!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), error = %err, "reconcile failed, retrying");

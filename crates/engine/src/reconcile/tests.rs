@@ -670,6 +670,8 @@ fn invalid_spec_is_degraded_with_no_writes() {
     let mut w = World::new(ro);
     let plan = w.reconcile();
     assert!(plan.actions.is_empty());
+    // Looked at again soon, as Argo does: what made it invalid may appear later.
+    assert_eq!(plan.requeue_after, Some(super::INVALID_SPEC_RECHECK));
     assert_eq!(w.phase(), RolloutPhase::Degraded);
     assert!(
         w.status()
@@ -1059,6 +1061,8 @@ fn blue_green_missing_active_service_is_invalid_spec() {
     let mut w = World::new(bg_rollout(2, json!({"activeService": "nope"})));
     let plan = w.reconcile();
     assert!(plan.actions.is_empty());
+    // Looked at again soon, as Argo does: what made it invalid may appear later.
+    assert_eq!(plan.requeue_after, Some(super::INVALID_SPEC_RECHECK));
     assert_eq!(w.phase(), RolloutPhase::Degraded);
     assert!(
         w.status()

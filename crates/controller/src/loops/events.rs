@@ -1,0 +1,143 @@
+//! Publishing Kubernetes events about Rollouts (`events.k8s.io/v1`, which `kubectl describe`
+//! and `kubectl get events` show).
+//!
+//! Repeats of the *same* event (same object, type, reason and message) within a few minutes
+//! become one event with a growing series count, as client-go's recorder does for Argo. Events
+//! that differ only in their message stay separate: "Rollout step 1/3 completed" and "Rollout
+//! step 2/3 completed" are two events. kube's own `Recorder` keys its series on the reason
+//! alone, so a later message would be folded into the first one and never shown, which
+//! notifications and `kubectl describe` readers depend on.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use sluice_engine::EventType;
+
+/// The controller name events are reported by, as Argo reports them.
+pub const REPORTING_CONTROLLER: &str = "rollouts-controller";
+/// How long a published event may still grow a series.
+const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
+
+/// What makes two events the same event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    uid: String,
+    type_: &'static str,
+    reason: String,
+    message: String,
+}
+
+/// Publishes events, folding repeats into series.
+pub struct EventPublisher {
+    client: Client,
+    instance: String,
+    published: Mutex<HashMap<Key, K8sEvent>>,
+}
+
+impl EventPublisher {
+    /// `instance` names this replica (the pod name in a cluster).
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        Self {
+            client,
+            instance: instance.unwrap_or_else(|| REPORTING_CONTROLLER.to_owned()),
+            published: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Publishes one event about `regarding`.
+    pub async fn publish(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let now = Timestamp::now();
+        let type_ = match type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let key = Key {
+            uid: regarding.uid.clone().unwrap_or_default(),
+            type_,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        };
+        let repeat = {
+            let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            published.retain(|_, e| last_seen(e).is_some_and(|t| t + SERIES_WINDOW > now));
+            published.get(&key).cloned()
+        };
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let event = match repeat {
+            Some(mut event) => {
+                let count = event.series.as_ref().map_or(2, |s| s.count + 1);
+                event.series = Some(EventSeries {
+                    count,
+                    last_observed_time: MicroTime(now),
+                });
+                let name = event.metadata.name.clone().unwrap_or_default();
+                let patch = serde_json::json!({"series": event.series});
+                events
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                event
+            }
+            None => {
+                let event = self.new_event(regarding, type_, reason, message, now);
+                events.create(&PostParams::default(), &event).await?
+            }
+        };
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, event);
+        Ok(())
+    }
+
+    fn new_event(
+        &self,
+        regarding: &ObjectReference,
+        type_: &str,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> K8sEvent {
+        let object = regarding.name.as_deref().unwrap_or(REPORTING_CONTROLLER);
+        K8sEvent {
+            metadata: ObjectMeta {
+                // Unique per event, as client-go names them: object name and a time suffix.
+                name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+                namespace: regarding.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            action: Some(reason.to_owned()),
+            reason: Some(reason.to_owned()),
+            note: Some(message.to_owned()),
+            type_: Some(type_.to_owned()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_instance: Some(self.instance.clone()),
+            ..K8sEvent::default()
+        }
+    }
+}
+
+fn last_seen(event: &K8sEvent) -> Option<Timestamp> {
+    event
+        .series
+        .as_ref()
+        .map(|s| s.last_observed_time.0)
+        .or_else(|| event.event_time.as_ref().map(|t| t.0))
+}
