@@ -67,9 +67,17 @@ BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
 
 log "step 4/5: installing the CRDs and waiting until they are served"
 kc apply --server-side --force-conflicts -k manifests/crds >/dev/null
-kc wait --for condition=Established --timeout 60s \
-  crd/rollouts.argoproj.io crd/analysisruns.argoproj.io crd/analysistemplates.argoproj.io \
-  crd/clusteranalysistemplates.argoproj.io crd/experiments.argoproj.io >/dev/null
+# Polled rather than `kubectl wait`, which fails at once on a CRD whose status has no
+# conditions yet (the moment after it is created).
+for crd in rollouts analysisruns analysistemplates clusteranalysistemplates experiments; do
+  for ((i = 0; ; i++)); do
+    established=$(kc get "crd/$crd.argoproj.io" \
+      -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)
+    [[ $established == True ]] && break
+    ((i < 300)) || die "the CRD $crd.argoproj.io was not Established within 60 s"
+    sleep 0.2
+  done
+done
 kc create namespace "$NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
 
 mkdir -p .dev/logs

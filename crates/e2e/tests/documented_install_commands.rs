@@ -5,7 +5,11 @@
 
 use std::process::Command;
 
-use sluice_e2e::harness::{TestEnv, TestNamespace};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::wait::{Condition, conditions::is_crd_established};
+use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for_object};
 
 /// Runs `kubectl ARGS` from the repository root with the admin kubeconfig; panics with its
 /// output unless it exits 0.
@@ -43,21 +47,21 @@ async fn documented_install_commands_succeed_as_written() {
     // README: installing the CRDs.
     documented("README.md", "kubectl apply --server-side -k manifests/crds");
     kubectl(&env, &["apply", "--server-side", "-k", "manifests/crds"]);
-    kubectl(
-        &env,
-        &[
-            "wait",
-            "--for",
-            "condition=Established",
-            "--timeout",
-            "60s",
-            "crd/rollouts.argoproj.io",
-            "crd/analysisruns.argoproj.io",
-            "crd/analysistemplates.argoproj.io",
-            "crd/clusteranalysistemplates.argoproj.io",
-            "crd/experiments.argoproj.io",
-        ],
-    );
+    // Established before use (polled: `kubectl wait` fails on a CRD with no conditions yet).
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(env.client());
+    for name in [
+        "rollouts.argoproj.io",
+        "analysisruns.argoproj.io",
+        "analysistemplates.argoproj.io",
+        "clusteranalysistemplates.argoproj.io",
+        "experiments.argoproj.io",
+    ] {
+        wait_for_object(&crds, name, Duration::from_secs(60), "Established", |crd| {
+            is_crd_established().matches_object(Some(crd))
+        })
+        .await
+        .unwrap();
+    }
 
     // manifests/install/README.md: the whole install, server-side and (migration) client-side.
     // Its namespace is made for real so that the namespaced objects can be dry-run into it.
