@@ -35,6 +35,7 @@ mod world;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutConditionType as Cond, RolloutStatus};
 use sluice_api::time::whole_seconds;
 
@@ -136,7 +137,9 @@ impl World<'_> {
 
         // The first revision of a Rollout, or one whose stable ReplicaSet is gone, has nothing
         // to roll from: it becomes stable at once and skips the steps.
+        let mut initial_deploy = false;
         if self.stable_rs.is_none() && self.older.iter().all(|rs| rs.spec_replicas() == 0) {
+            initial_deploy = old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str());
             status.stable_rs = Some(self.p.pod_hash.clone());
             self.stable_rs = self.new_rs;
         }
@@ -145,7 +148,23 @@ impl World<'_> {
             status.current_step_index = Some(steps_len);
         }
         let revision = self.revision(plan);
-        if self.annotate_rollout_revision(revision, plan) && template_changed && !new_is_stable {
+        // As Argo announces an update: its Completed condition turning False (absent on a
+        // first deploy), then the revision.
+        let was_not_completed = c::find(
+            old.conditions.as_deref().unwrap_or_default(),
+            Cond::Completed,
+        )
+        .is_some_and(|cond| cond.status == Some(ConditionStatus::False));
+        if template_changed && !was_not_completed {
+            events.push(Event::normal(
+                "RolloutNotCompleted",
+                format!(
+                    "Rollout not completed, started update to revision {revision} ({})",
+                    self.p.pod_hash
+                ),
+            ));
+        }
+        if self.annotate_rollout_revision(revision, plan) && template_changed {
             events.push(Event::normal(
                 "RolloutUpdated",
                 format!("Rollout updated to revision {revision}"),
@@ -185,6 +204,15 @@ impl World<'_> {
                 (outcome, self.blue_green_completed(status))
             }
         };
+        if initial_deploy {
+            events.push(Event::normal(
+                "RolloutCompleted",
+                format!(
+                    "Rollout completed update to revision {revision} ({}): Initial deploy",
+                    self.p.pod_hash
+                ),
+            ));
+        }
         if analysis.accepted_now && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
             // The promote that accepted an Inconclusive verdict has been acted on.
             status.controller_pause = None;

@@ -19,7 +19,7 @@ use crate::replicaset;
 
 impl World<'_> {
     /// Plans the creation of the new ReplicaSet ([`Self::new_replica_set`]) at `replicas`,
-    /// with the event saying so.
+    /// with Argo's events saying so (created, then scaled up).
     pub(super) fn create_new_replica_set(
         &self,
         plan: &mut Plan,
@@ -30,6 +30,13 @@ impl World<'_> {
         new_is_stable: bool,
     ) {
         let rs = self.new_replica_set(revision, replicas, anti_affinity, new_is_stable);
+        events.push(Event::normal(
+            "NewReplicaSetCreated",
+            format!(
+                "Created ReplicaSet {} (revision {revision})",
+                self.new_rs_name()
+            ),
+        ));
         events.push(Event::normal(
             "ScalingReplicaSet",
             format!(

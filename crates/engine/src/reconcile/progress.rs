@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
 use super::World;
@@ -168,6 +169,13 @@ impl World<'_> {
                 false,
             );
         } else if c::find(&conds, Cond::Paused).is_some() {
+            // A pause lifted by a promote, a resume or the end of a timed step; an abort lifts
+            // it too, but says so itself.
+            let was_paused = c::find(&conds, Cond::Paused)
+                .is_some_and(|p| p.status == Some(ConditionStatus::True));
+            if was_paused && !progress.aborted {
+                events.push(Event::normal("RolloutResumed", "Rollout is resumed"));
+            }
             c::set(
                 &mut conds,
                 Cond::Paused,

@@ -296,6 +296,20 @@ impl World {
         panic!("did not settle: {:#?}", self.ro.status);
     }
 
+    /// [`Self::settle`], returning the reasons of every event on the way, in order.
+    fn settle_events(&mut self) -> Vec<&'static str> {
+        let mut reasons = Vec::new();
+        for _ in 0..50 {
+            let before = (self.ro.clone(), self.rss.clone(), self.pods.clone());
+            let plan = self.reconcile();
+            reasons.extend(plan.events.iter().map(|e| e.reason));
+            if before.0 == self.ro && before.1 == self.rss && before.2 == self.pods {
+                return reasons;
+            }
+        }
+        panic!("did not settle: {:#?}", self.ro.status);
+    }
+
     fn advance(&mut self, secs: i64) {
         self.now += SignedDuration::from_secs(secs);
     }
@@ -1597,4 +1611,58 @@ fn finished_runs_are_kept_to_the_history_limits() {
         ],
         "newest two successful and newest unsuccessful"
     );
+}
+
+#[test]
+fn a_first_deploy_and_an_update_announce_themselves_as_argo_does() {
+    let mut w = World::new(rollout(
+        1,
+        json!([{"setWeight": 50}, {"pause": {"duration": 3}}]),
+    ));
+    assert_eq!(
+        w.settle_events(),
+        [
+            "RolloutNotCompleted",
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+        ]
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+
+    w.set_image("app:v2");
+    assert_eq!(
+        w.settle_events(),
+        [
+            "RolloutNotCompleted",
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "ScalingReplicaSet",
+            "RolloutStepCompleted",
+            "RolloutPaused",
+        ]
+    );
+    // The timed pause ends: the step completes and the Rollout is resumed, then completes.
+    w.advance(4);
+    let reasons = w.settle_events();
+    assert_eq!(
+        reasons[..2],
+        ["RolloutStepCompleted", "RolloutResumed"],
+        "{reasons:?}"
+    );
+    assert_eq!(reasons.last(), Some(&"RolloutCompleted"), "{reasons:?}");
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+#[test]
+fn an_update_superseded_mid_way_is_not_announced_as_not_completed_again() {
+    let mut w = healthy_world(2, json!([{"setWeight": 50}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    w.set_image("app:v3");
+    let reasons = w.settle_events();
+    assert!(!reasons.contains(&"RolloutNotCompleted"), "{reasons:?}");
+    assert!(reasons.contains(&"RolloutUpdated"), "{reasons:?}");
 }
