@@ -12,7 +12,7 @@ use sluice_api::rollout::{Rollout, RolloutPhase};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::labels::{EPHEMERAL_METADATA, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+use crate::labels::{EPHEMERAL_METADATA, MANAGED_BY, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Plan};
 use crate::reconcile;
@@ -179,7 +179,12 @@ impl World {
                     apply_annotations(rs, annotations);
                 }
                 Action::DeleteReplicaSet { name, .. } => self.rss.retain(|r| r.name() != name),
-                Action::SwitchService { name, pod_hash, .. } => {
+                Action::SwitchService {
+                    name,
+                    pod_hash,
+                    rollout,
+                    ..
+                } => {
                     let svc = self
                         .services
                         .iter_mut()
@@ -190,6 +195,23 @@ impl World {
                         .selector
                         .get_or_insert_with(BTreeMap::new)
                         .insert(POD_TEMPLATE_HASH.to_string(), pod_hash.clone());
+                    svc.metadata
+                        .annotations
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(MANAGED_BY.to_string(), rollout.clone());
+                }
+                Action::ReleaseService { name, .. } => {
+                    let svc = self
+                        .services
+                        .iter_mut()
+                        .find(|s| s.metadata.name.as_ref() == Some(name))
+                        .unwrap();
+                    if let Some(sel) = svc.spec.as_mut().and_then(|s| s.selector.as_mut()) {
+                        sel.remove(POD_TEMPLATE_HASH);
+                    }
+                    if let Some(a) = svc.metadata.annotations.as_mut() {
+                        a.remove(MANAGED_BY);
+                    }
                 }
                 Action::EvictPod { name, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_ref() != Some(name));
@@ -1378,6 +1400,7 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
 }
 
 mod metadata;
+mod services;
 
 /// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or
 /// `postPromotionAnalysis`) runs the "health" template.
