@@ -151,6 +151,12 @@ impl World<'_> {
             ));
         }
 
+        // A full promotion overrides an abort, as in Argo: `promote --full` on an aborted
+        // update takes it straight to the new pods.
+        if status.promote_full == Some(true) && status.abort == Some(true) && !new_is_stable {
+            status.abort = None;
+            status.aborted_at = None;
+        }
         // Analysis verdicts come first: a Failed run aborts, an Inconclusive one pauses.
         let mut analysis = AnalysisState::default();
         let verdicts = if status.abort == Some(true) || new_is_stable {

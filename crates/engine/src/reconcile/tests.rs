@@ -550,6 +550,29 @@ fn abort_returns_to_stable_and_retry_resumes() {
 }
 
 #[test]
+fn promote_full_on_an_aborted_canary_clears_the_abort_and_promotes() {
+    let mut w = healthy_world(4, json!([{"setWeight": 50}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.settle();
+    w.ro.status.as_mut().unwrap().abort = Some(true);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+
+    w.ro.status.as_mut().unwrap().promote_full = Some(true);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.status().abort, None);
+    assert_eq!(w.status().aborted_at, None);
+    assert_eq!(w.status().promote_full, None);
+    assert_eq!(w.status().current_step_index, Some(2));
+    assert_eq!(w.status().stable_rs, w.status().current_pod_hash);
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 4)]
+    );
+}
+
+#[test]
 fn promote_full_skips_remaining_steps() {
     let mut w = healthy_world(
         4,
