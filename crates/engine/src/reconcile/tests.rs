@@ -709,6 +709,92 @@ fn bad_revision_times_out_and_aborts_then_good_then_bad_again() {
 }
 
 #[test]
+fn progress_deadline_abort_turned_on_after_the_deadline_passed_aborts() {
+    let mut ro = rollout(3, json!([{"setWeight": 34}, {"pause": {}}]));
+    ro.spec.progress_deadline_seconds = Some(30);
+    let mut w = World::new(ro);
+    w.settle();
+    w.bad_images = vec!["app:bad".into()];
+    w.set_image("app:bad");
+    w.settle();
+    w.advance(31);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(
+        w.status().abort,
+        None,
+        "no abort without progressDeadlineAbort"
+    );
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("ProgressDeadlineExceeded: ReplicaSet \"demo-")
+    );
+
+    w.ro.spec.progress_deadline_abort = Some(true);
+    w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+    let plan = w.reconcile();
+    assert_eq!(w.status().abort, Some(true));
+    assert!(w.status().aborted_at.is_some());
+    let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, vec!["RolloutAborted"]);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    let bad: i32 = w
+        .rss
+        .iter()
+        .filter(|r| World::image_of(r) == "app:bad")
+        .map(|r| r.spec_replicas())
+        .sum();
+    assert_eq!(bad, 0, "scaled down after the abort");
+    let progressing = w
+        .status()
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+        .unwrap();
+    assert_eq!(progressing.reason.as_deref(), Some("RolloutAborted"));
+    assert!(
+        progressing
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("Rollout aborted update to revision 2: ReplicaSet ")
+    );
+}
+
+#[test]
+fn lowering_replicas_mid_update_with_a_crashing_canary_keeps_surge_and_availability() {
+    for (from, to, weight) in [
+        (10, 4, 50),
+        (10, 2, 50),
+        (5, 1, 20),
+        (8, 3, 75),
+        (10, 5, 90),
+    ] {
+        let mut w = healthy_world(from, json!([{"setWeight": weight}, {"pause": {}}]));
+        w.bad_images = vec!["app:bad".into()];
+        w.set_image("app:bad");
+        w.settle();
+        w.ro.spec.replicas = Some(to);
+        w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+        w.settle();
+        let limits = crate::replicas::resolve_surge_limits(None, None, to).unwrap();
+        let total: i32 = w.rss.iter().map(|r| r.spec_replicas()).sum();
+        let available: i32 = w.rss.iter().map(|r| r.available_replicas()).sum();
+        let case = format!("{from}->{to} at {weight}%: {:?}", w.replicas_by_image());
+        assert!(total <= to + limits.max_surge, "over maxSurge: {case}");
+        assert!(
+            available >= to - limits.max_unavailable,
+            "under minimum availability: {case}"
+        );
+    }
+}
+
+#[test]
 fn invalid_spec_is_degraded_with_no_writes() {
     let mut ro = rollout(3, json!([{"setWeight": 120}]));
     ro.spec.selector = None;
