@@ -126,6 +126,12 @@ pub trait ClusterAccess: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<Service>, WriteError>> + Send;
 
+    /// Lists the Services of a namespace (those a Rollout names or manages are kept).
+    fn list_services(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Service>, WriteError>> + Send;
+
     /// Merge-patches a Service (its selector and managed-by annotation).
     fn patch_service(
         &self,
@@ -378,6 +384,11 @@ impl ClusterAccess for KubeCluster {
         name: &str,
     ) -> Result<Option<Service>, WriteError> {
         Ok(self.api::<Service>(namespace).get_opt(name).await?)
+    }
+
+    async fn list_services(&self, namespace: &str) -> Result<Vec<Service>, WriteError> {
+        let lp = ListParams::default();
+        Ok(self.api::<Service>(namespace).list(&lp).await?.items)
     }
 
     async fn patch_service(

@@ -10,7 +10,7 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::common::AnalysisTemplateRef;
 use sluice_api::rollout::{Rollout, RolloutAnalysis};
 
-use crate::labels::{POD_TEMPLATE_HASH, REVISION};
+use crate::labels::{MANAGED_BY, POD_TEMPLATE_HASH, REVISION};
 
 /// One Rollout and the objects it owns, as seen at `now`.
 #[derive(Debug, Clone)]
@@ -21,8 +21,9 @@ pub struct Observed {
     /// Pods of the Rollout. Only needed (and only gathered) while a restart is pending or
     /// some pods are to get a new role's ephemeral metadata; see [`Observed::needs_pods`].
     pub pods: Vec<Pod>,
-    /// The Services a blue-green Rollout names (active, preview), as found; absent ones are
-    /// simply missing from the list.
+    /// The Services the Rollout names (blue-green active and preview, canary and stable), as
+    /// found (absent ones are simply missing from the list), and those of its namespace that
+    /// carry its managed-by annotation.
     pub services: Vec<Service>,
     /// AnalysisRuns controlled by this Rollout. Gathered only for a Rollout that has analysis
     /// (see [`Observed::analysis_template_refs`]); read fresh, so a decision never rests on a
@@ -65,22 +66,39 @@ impl std::fmt::Display for TemplateKey {
 pub type AnalysisTemplates = BTreeMap<TemplateKey, AnalysisTemplateSpec>;
 
 impl Observed {
-    /// Names of the Services the Rollout routes traffic through, to be fetched before deciding.
+    /// Names of the Services the Rollout routes traffic through: blue-green's active and
+    /// preview Services, a canary's canary and stable Services.
     pub fn service_names(rollout: &Rollout) -> Vec<String> {
-        let Some(bg) = rollout
-            .spec
-            .strategy
-            .as_ref()
-            .and_then(|s| s.blue_green.as_ref())
-        else {
+        let Some(strategy) = rollout.spec.strategy.as_ref() else {
             return Vec::new();
         };
-        [&bg.active_service, &bg.preview_service]
-            .into_iter()
-            .flatten()
-            .filter(|n| !n.is_empty())
-            .cloned()
-            .collect()
+        let bg = strategy.blue_green.as_ref();
+        let canary = strategy.canary.as_ref();
+        [
+            bg.and_then(|b| b.active_service.as_ref()),
+            bg.and_then(|b| b.preview_service.as_ref()),
+            canary.and_then(|c| c.canary_service.as_ref()),
+            canary.and_then(|c| c.stable_service.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .collect()
+    }
+
+    /// Whether a Service of the Rollout's namespace belongs in [`Observed::services`]: the
+    /// Rollout names it, or it carries the Rollout's managed-by annotation (a Service the
+    /// Rollout may have to give back).
+    pub fn wants_service(rollout: &Rollout, service: &Service) -> bool {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        let managed_by = service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MANAGED_BY));
+        managed_by.is_some() && managed_by == rollout.metadata.name.as_ref()
+            || Self::service_names(rollout).iter().any(|n| n == name)
     }
 
     /// The templates the Rollout's analyses reference directly (steps, background, blue-green

@@ -47,6 +47,13 @@ pub enum Action {
         pod_hash: String,
         rollout: String,
     },
+    /// Give back a Service the Rollout no longer names: remove its `rollouts-pod-template-hash`
+    /// selector and the managed-by annotation, so that it selects every pod of the app again
+    /// instead of the pods of one ReplicaSet (or, once that is gone, none).
+    ReleaseService {
+        name: String,
+        resource_version: Option<String>,
+    },
     /// Evict a pod (restart): the Eviction API, so PodDisruptionBudgets apply.
     EvictPod { name: String, uid: Option<String> },
     /// Give a ReplicaSet's pod template the ephemeral metadata of its current role: set or

@@ -11,6 +11,8 @@
 //! - `pause`: pause conditions by reason;
 //! - `progress`: the conditions (Available, Progressing and its deadline, Paused, Completed,
 //!   Healthy);
+//! - `services`: a canary's canary and stable Services, and Services the Rollout no longer
+//!   names;
 //! - `metadata`: ephemeral pod metadata of new ReplicaSets and of those whose role changed.
 //!
 //! Order of decisions: validate; identify the new, stable and older ReplicaSets; carry the
@@ -29,6 +31,7 @@ mod progress;
 mod restart;
 mod scale_down_delay;
 mod scaling;
+mod services;
 #[cfg(test)]
 mod tests;
 mod world;
@@ -125,7 +128,9 @@ struct Outcome {
 impl World<'_> {
     fn run(&mut self, plan: &mut Plan) -> Result<(), String> {
         let services = self.blue_green_services()?;
+        let canary_services = self.canary_services()?;
         self.check_analysis_templates()?;
+        self.release_unnamed_services(plan);
         let old = plan.status.clone();
         let mut status_value = std::mem::take(&mut plan.status);
         let status = &mut status_value;
@@ -171,6 +176,12 @@ impl World<'_> {
             ));
         }
 
+        // A full promotion overrides an abort, as in Argo: `promote --full` on an aborted
+        // update takes it straight to the new pods.
+        if status.promote_full == Some(true) && status.abort == Some(true) && !new_is_stable {
+            status.abort = None;
+            status.aborted_at = None;
+        }
         // Analysis verdicts come first: a Failed run aborts, an Inconclusive one pauses.
         let mut analysis = AnalysisState::default();
         let verdicts = if status.abort == Some(true) || new_is_stable {
@@ -195,6 +206,7 @@ impl World<'_> {
         };
         let (outcome, completed) = match &self.p.strategy {
             Strategy::Canary(_) => {
+                self.route_canary_services(&canary_services, aborted, plan, &mut events);
                 let outcome = self.canary(status, plan, &mut events, &update, &mut analysis);
                 (outcome, self.canary_completed(status))
             }

@@ -291,9 +291,11 @@ struct Side {
     desired: i32,
 }
 
-/// Scales `shrinking` down towards its desired count within `budget`, then trims `other` if the
-/// pair would exceed the surge limit, removing only pods whose loss keeps availability at or
-/// above `min_available` (unavailable pods go first). Returns `(shrinking, other)`.
+/// Scales `shrinking` down towards its desired count within `budget`, then brings the pair
+/// within the surge limit: `other` gives up the excess first, but keeps back the available pods
+/// that `min_available` needs; whatever excess remains comes off `shrinking` (whose
+/// availability the budget did not count on). The pair never stays above `max_total`, also
+/// after `spec.replicas` was lowered in the middle of an update. Returns `(shrinking, other)`.
 fn scale_down_then_fit(
     shrinking: Side,
     other: Side,
@@ -305,16 +307,17 @@ fn scale_down_then_fit(
     if shrinking.rs.spec > shrinking.desired {
         a = (shrinking.rs.spec - budget).max(shrinking.desired);
     }
-    let mut b = other.target;
-    let over = (a + b - max_total).max(0);
-    if over > 0 {
-        let b_available = other.rs.available.min(b);
-        let a_available = shrinking.rs.available.min(a);
-        let spare_unavailable = b - b_available;
-        let spare_available = (a_available + b_available - min_available).max(0);
-        b -= over.min(spare_unavailable + spare_available);
-    }
-    (a, b)
+    let over = (a + other.target - max_total).max(0);
+    let mut b = other.target - over;
+    let available = shrinking.rs.available.min(a) + other.rs.available.min(b);
+    // The available pods of `other` that trimming it took away, as far as availability needs
+    // them back.
+    let lost = (other.rs.available - b).max(0);
+    let needed = (min_available - available).max(0);
+    b += lost.min(needed);
+    let still_over = (a + b - max_total).max(0);
+    a -= still_over;
+    (a.max(0), b.max(0))
 }
 
 /// Inputs of the traffic-routed canary calculation.

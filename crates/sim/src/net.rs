@@ -28,6 +28,7 @@ pub enum Request {
     PatchPod { name: String, patch: Value },
     ListPods { selector: String },
     GetService { name: String },
+    ListServices,
     PatchService { name: String, patch: Value },
     PatchRollout { name: String, patch: Value },
     PatchRolloutStatus { name: String, patch: Value },
@@ -45,6 +46,7 @@ impl Request {
             self,
             Request::ListPods { .. }
                 | Request::GetService { .. }
+                | Request::ListServices
                 | Request::ListAnalysisRuns
                 | Request::GetAnalysisTemplate { .. }
         )
@@ -76,6 +78,7 @@ impl Request {
             }
             Request::ListPods { .. }
             | Request::GetService { .. }
+            | Request::ListServices
             | Request::ListAnalysisRuns
             | Request::GetAnalysisTemplate { .. } => None,
         }
@@ -95,6 +98,7 @@ impl Request {
             Request::PatchPod { name, patch } => format!("patch pod/{name} {patch}"),
             Request::ListPods { selector } => format!("list pods {selector}"),
             Request::GetService { name } => format!("get service/{name}"),
+            Request::ListServices => "list services".into(),
             Request::PatchService { name, patch } => format!("patch service/{name} {patch}"),
             Request::PatchRollout { name, patch } => format!("patch rollout/{name} {patch}"),
             Request::PatchRolloutStatus { name, .. } => format!("patch rollout/{name}/status"),
@@ -118,6 +122,7 @@ pub enum Reply {
     ResourceVersion(Option<String>),
     Pods(Vec<Pod>),
     Service(Option<Box<Service>>),
+    Services(Vec<Service>),
     AnalysisRuns(Vec<AnalysisRun>),
     Template(Option<Box<AnalysisTemplateSpec>>),
 }
@@ -269,6 +274,13 @@ impl ClusterAccess for SimWriter {
     async fn get_service(&self, _ns: &str, name: &str) -> Result<Option<Service>, WriteError> {
         match self.call(Request::GetService { name: name.into() }).await? {
             Reply::Service(s) => Ok(s.map(|s| *s)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn list_services(&self, _ns: &str) -> Result<Vec<Service>, WriteError> {
+        match self.call(Request::ListServices).await? {
+            Reply::Services(s) => Ok(s),
             other => Err(unexpected(other)),
         }
     }
@@ -451,6 +463,12 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             api.get(Kind::Service, &name)
                 .and_then(|v| serde_json::from_value(v.clone()).ok())
                 .map(Box::new),
+        )),
+        Request::ListServices => Ok(Reply::Services(
+            api.list(Kind::Service)
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect(),
         )),
         Request::PatchService { name, patch } => api
             .patch(Kind::Service, &name, &patch, Endpoint::Main)

@@ -89,6 +89,10 @@ impl ClusterAccess for FaultyWriter {
         self.inner.get_service(ns, name).await
     }
 
+    async fn list_services(&self, ns: &str) -> Result<Vec<Service>, WriteError> {
+        self.inner.list_services(ns).await
+    }
+
     async fn patch_service(&self, ns: &str, name: &str, patch: &Value) -> Result<(), WriteError> {
         self.inner.patch_service(ns, name, patch).await
     }

@@ -80,6 +80,16 @@ pub async fn apply_plan<W: ClusterAccess>(
                 patch["spec"] = json!({ "selector": { POD_TEMPLATE_HASH: pod_hash } });
                 writer.patch_service(ns, svc, &patch).await?;
             }
+            Action::ReleaseService {
+                name: svc,
+                resource_version,
+            } => {
+                let mut annotations = BTreeMap::new();
+                annotations.insert(MANAGED_BY.to_string(), None);
+                let mut patch = annotations_patch(resource_version.as_deref(), &annotations);
+                patch["spec"] = json!({ "selector": { POD_TEMPLATE_HASH: null } });
+                writer.patch_service(ns, svc, &patch).await?;
+            }
             Action::EvictPod { name: pod, uid } => {
                 writer.evict_pod(ns, pod, uid.as_deref()).await?;
             }

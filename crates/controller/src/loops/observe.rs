@@ -12,7 +12,7 @@ use crate::cluster::{ClusterAccess, WriteError};
 
 /// Builds the engine's input from cached ReplicaSets plus what is read on demand: pods only
 /// while a restart is pending or pods are to get a new role's ephemeral metadata, and the
-/// Services a blue-green Rollout names.
+/// Services the Rollout names or carries the managed-by annotation of.
 pub async fn observe<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
@@ -31,12 +31,13 @@ pub async fn observe<W: ClusterAccess>(
     } else {
         Vec::new()
     };
-    let mut services = Vec::new();
-    for name in Observed::service_names(rollout) {
-        if let Some(svc) = writer.get_service(&ns, &name).await? {
-            services.push(svc);
-        }
-    }
+    // One list finds both the Services the Rollout names and those it has to give back.
+    let services = writer
+        .list_services(&ns)
+        .await?
+        .into_iter()
+        .filter(|svc| Observed::wants_service(rollout, svc))
+        .collect();
     let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
     Ok(Observed {
         rollout: rollout.clone(),

@@ -237,6 +237,14 @@ impl World<'_> {
         let Some(cond) = c::find(conds, Cond::Progressing).cloned() else {
             return;
         };
+        // Already timed out: `progressDeadlineAbort` is evaluated on every reconcile, so turning
+        // it on after the deadline passed aborts the update too.
+        if cond.reason.as_deref() == Some(c::PROGRESS_DEADLINE_EXCEEDED) {
+            if self.ro.spec.progress_deadline_abort == Some(true) {
+                self.abort_on_deadline(status, conds, events, requeue, revision);
+            }
+            return;
+        }
         let is_true = cond.status.as_ref().is_some_and(|s| s.as_str() == TRUE);
         if !is_true || cond.reason.as_deref() == Some(c::NEW_RS_AVAILABLE) {
             return;
@@ -269,27 +277,40 @@ impl World<'_> {
             format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
         ));
         if self.ro.spec.progress_deadline_abort == Some(true) {
-            status.abort = Some(true);
-            status.aborted_at = Some(Time(self.now));
-            status.pause_conditions = None;
-            status.controller_pause = None;
-            events.push(Event::warning(
-                "RolloutAborted",
-                format!("Rollout aborted update to revision {revision}"),
-            ));
-            c::set(
-                conds,
-                Cond::Progressing,
-                FALSE,
-                c::ROLLOUT_ABORTED,
-                format!(
-                    "Rollout aborted update to revision {revision}: ReplicaSet \"{rs_name}\" has timed out progressing."
-                ),
-                self.now,
-                false,
-            );
-            // Scale back on the next pass.
-            set_requeue(requeue, Duration::from_secs(1));
+            self.abort_on_deadline(status, conds, events, requeue, revision);
         }
+    }
+
+    /// `progressDeadlineAbort`: the timed-out update is aborted; the ReplicaSets go back on
+    /// the next pass.
+    fn abort_on_deadline(
+        &self,
+        status: &mut RolloutStatus,
+        conds: &mut Vec<RolloutCondition>,
+        events: &mut Vec<Event>,
+        requeue: &mut Option<Duration>,
+        revision: i64,
+    ) {
+        let rs_name = self.new_rs_name();
+        status.abort = Some(true);
+        status.aborted_at = Some(Time(self.now));
+        status.pause_conditions = None;
+        status.controller_pause = None;
+        events.push(Event::warning(
+            "RolloutAborted",
+            format!("Rollout aborted update to revision {revision}"),
+        ));
+        c::set(
+            conds,
+            Cond::Progressing,
+            FALSE,
+            c::ROLLOUT_ABORTED,
+            format!(
+                "Rollout aborted update to revision {revision}: ReplicaSet \"{rs_name}\" has timed out progressing."
+            ),
+            self.now,
+            false,
+        );
+        set_requeue(requeue, Duration::from_secs(1));
     }
 }

@@ -12,7 +12,7 @@ use sluice_api::rollout::{Rollout, RolloutPhase};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::labels::{EPHEMERAL_METADATA, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
+use crate::labels::{EPHEMERAL_METADATA, MANAGED_BY, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Plan};
 use crate::reconcile;
@@ -179,7 +179,12 @@ impl World {
                     apply_annotations(rs, annotations);
                 }
                 Action::DeleteReplicaSet { name, .. } => self.rss.retain(|r| r.name() != name),
-                Action::SwitchService { name, pod_hash, .. } => {
+                Action::SwitchService {
+                    name,
+                    pod_hash,
+                    rollout,
+                    ..
+                } => {
                     let svc = self
                         .services
                         .iter_mut()
@@ -190,6 +195,23 @@ impl World {
                         .selector
                         .get_or_insert_with(BTreeMap::new)
                         .insert(POD_TEMPLATE_HASH.to_string(), pod_hash.clone());
+                    svc.metadata
+                        .annotations
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(MANAGED_BY.to_string(), rollout.clone());
+                }
+                Action::ReleaseService { name, .. } => {
+                    let svc = self
+                        .services
+                        .iter_mut()
+                        .find(|s| s.metadata.name.as_ref() == Some(name))
+                        .unwrap();
+                    if let Some(sel) = svc.spec.as_mut().and_then(|s| s.selector.as_mut()) {
+                        sel.remove(POD_TEMPLATE_HASH);
+                    }
+                    if let Some(a) = svc.metadata.annotations.as_mut() {
+                        a.remove(MANAGED_BY);
+                    }
                 }
                 Action::EvictPod { name, .. } => {
                     self.pods.retain(|p| p.metadata.name.as_ref() != Some(name));
@@ -542,6 +564,29 @@ fn abort_returns_to_stable_and_retry_resumes() {
 }
 
 #[test]
+fn promote_full_on_an_aborted_canary_clears_the_abort_and_promotes() {
+    let mut w = healthy_world(4, json!([{"setWeight": 50}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.settle();
+    w.ro.status.as_mut().unwrap().abort = Some(true);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+
+    w.ro.status.as_mut().unwrap().promote_full = Some(true);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.status().abort, None);
+    assert_eq!(w.status().aborted_at, None);
+    assert_eq!(w.status().promote_full, None);
+    assert_eq!(w.status().current_step_index, Some(2));
+    assert_eq!(w.status().stable_rs, w.status().current_pod_hash);
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 4)]
+    );
+}
+
+#[test]
 fn promote_full_skips_remaining_steps() {
     let mut w = healthy_world(
         4,
@@ -675,6 +720,92 @@ fn bad_revision_times_out_and_aborts_then_good_then_bad_again() {
             .iter()
             .all(|r| r.annotation(SCALE_DOWN_DEADLINE).is_none())
     );
+}
+
+#[test]
+fn progress_deadline_abort_turned_on_after_the_deadline_passed_aborts() {
+    let mut ro = rollout(3, json!([{"setWeight": 34}, {"pause": {}}]));
+    ro.spec.progress_deadline_seconds = Some(30);
+    let mut w = World::new(ro);
+    w.settle();
+    w.bad_images = vec!["app:bad".into()];
+    w.set_image("app:bad");
+    w.settle();
+    w.advance(31);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(
+        w.status().abort,
+        None,
+        "no abort without progressDeadlineAbort"
+    );
+    assert!(
+        w.status()
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("ProgressDeadlineExceeded: ReplicaSet \"demo-")
+    );
+
+    w.ro.spec.progress_deadline_abort = Some(true);
+    w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+    let plan = w.reconcile();
+    assert_eq!(w.status().abort, Some(true));
+    assert!(w.status().aborted_at.is_some());
+    let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, vec!["RolloutAborted"]);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    let bad: i32 = w
+        .rss
+        .iter()
+        .filter(|r| World::image_of(r) == "app:bad")
+        .map(|r| r.spec_replicas())
+        .sum();
+    assert_eq!(bad, 0, "scaled down after the abort");
+    let progressing = w
+        .status()
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+        .unwrap();
+    assert_eq!(progressing.reason.as_deref(), Some("RolloutAborted"));
+    assert!(
+        progressing
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("Rollout aborted update to revision 2: ReplicaSet ")
+    );
+}
+
+#[test]
+fn lowering_replicas_mid_update_with_a_crashing_canary_keeps_surge_and_availability() {
+    for (from, to, weight) in [
+        (10, 4, 50),
+        (10, 2, 50),
+        (5, 1, 20),
+        (8, 3, 75),
+        (10, 5, 90),
+    ] {
+        let mut w = healthy_world(from, json!([{"setWeight": weight}, {"pause": {}}]));
+        w.bad_images = vec!["app:bad".into()];
+        w.set_image("app:bad");
+        w.settle();
+        w.ro.spec.replicas = Some(to);
+        w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+        w.settle();
+        let limits = crate::replicas::resolve_surge_limits(None, None, to).unwrap();
+        let total: i32 = w.rss.iter().map(|r| r.spec_replicas()).sum();
+        let available: i32 = w.rss.iter().map(|r| r.available_replicas()).sum();
+        let case = format!("{from}->{to} at {weight}%: {:?}", w.replicas_by_image());
+        assert!(total <= to + limits.max_surge, "over maxSurge: {case}");
+        assert!(
+            available >= to - limits.max_unavailable,
+            "under minimum availability: {case}"
+        );
+    }
 }
 
 #[test]
@@ -1396,6 +1527,7 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
 }
 
 mod metadata;
+mod services;
 
 /// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or
 /// `postPromotionAnalysis`) runs the "health" template.
