@@ -56,7 +56,6 @@ fn run_until(
     let mut next = ctrl.trigger("r", now_ms).or(Some(now_ms));
     while let Some(due) = next.filter(|d| *d <= until_ms) {
         now_ms = due;
-        next = None;
         if !ctrl.start(api, "r", now_ms, at(now_ms), script) {
             break;
         }

@@ -117,11 +117,14 @@ fn readings(verdict: AnalysisPhase, rng: &mut Rng) -> Vec<Reading> {
 /// an interval apart, the errors past the limit each after the engine's error retry, then the
 /// pass that ends the run; every pass a status write (up to 200 ms each way) and a rounding of
 /// the measurement time down to the second.
-fn verdict_within_the_pause() -> u64 {
+const fn verdict_within_the_pause() -> u64 {
     let retry_ms = sluice_engine::analysis::ERROR_RETRY_INTERVAL.as_millis() as u64;
     let passes = GOOD_READINGS + ERROR_LIMIT + 2;
     NOTICE_MS.1 + GOOD_READINGS * INTERVAL_S * 1_000 + ERROR_LIMIT * retry_ms + passes * 1_400
 }
+
+// Tuning the readings or the template must keep every verdict inside the pause.
+const _: () = assert!(verdict_within_the_pause() < PAUSE_MS);
 
 /// A canary with a timed pause and background analysis from the first step on: the pause
 /// right after the first weight, or after three weights.
