@@ -1,45 +1,74 @@
-//! The AnalysisRun controller as the simulation runs it: a scripted verdict source, the way the
-//! ReplicaSet controller and kubelet stand in for the cluster. It measures nothing. A run it
-//! sees for the first time becomes Running; after a seed-chosen measuring time it takes the
-//! verdict the scenario scripts. A run asked to terminate (`spec.terminate`) ends at once,
-//! Successful with "Run Terminated", as Argo's controller ends a run in which no metric had
-//! failed yet. A finished run is never touched again. AnalysisRun has no status subresource,
-//! so status is written through the main endpoint, as the real controller does.
+//! The AnalysisRun controller as the simulation runs it: the real driver
+//! (`sluice_controller::loops::analysis_run_driver`: `next_tasks` → measure → `assess` → the
+//! status written with the resourceVersion it was decided on → deletion after `ttlStrategy`)
+//! with a scripted measurer standing in for the metric providers, the way the ReplicaSet
+//! controller and kubelet stand in for the cluster.
+//!
+//! The measurer reads the scenario's [`MeasureScript`]: the value a provider reports for each
+//! measurement of a metric, in order, judged with the metric's own `successCondition` and
+//! `failureCondition` (so an Inconclusive verdict comes from a value that meets neither), or a
+//! provider error. Verdicts, limits, messages and termination are the engine's.
+//!
+//! Its writes travel as requests with the network's latency, so a run changed meanwhile (a
+//! Rollout terminating it, a promote annotating it) refuses a stale status write with a 409,
+//! as the API server does. It runs one reconcile per run at a time; a change noticed during
+//! one runs it again afterwards, as kube's controller runtime does. It does not crash or take
+//! part in leader election: it stands apart from the Rollout controller replicas.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
+use sluice_analysis::{evaluate_metric, json_to_value};
+use sluice_api::analysis::{AnalysisRun, Measurement};
 use sluice_api::common::AnalysisPhase;
 use sluice_api::time::whole_seconds;
+use sluice_controller::cluster::WriteError;
+use sluice_controller::loops::analysis_run_driver::{
+    self, MeasurementResult, Measurer, RunReconciled,
+};
+use sluice_controller::loops::driver::Requeue;
+use sluice_engine::analysis::{MetricTask, TaskKind, in_flight_measurement};
 
-use crate::api_model::{ApiServer, Endpoint, Kind, WatchEvent, name_of, rv_of};
-use crate::rng::Rng;
+use crate::api_model::{ApiServer, Kind, WatchEvent};
+use crate::net::{Gate, Request, Response, SimWriter};
+
+/// What a provider reports for one measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// The query's result (e.g. `[0.97]`), judged with the metric's conditions.
+    Value(Value),
+    /// The provider could not measure: an Error measurement with this message.
+    Error(String),
+}
 
 /// What the scenario scripts for every run.
 #[derive(Debug, Clone)]
-pub struct AnalysisScript {
-    /// The phase every run ends in, unless it is terminated first.
-    pub verdict: AnalysisPhase,
+pub struct MeasureScript {
     /// How long the controller takes to notice a change to a run.
     pub notice_ms: (u64, u64),
-    /// How long a run measures before its verdict.
-    pub measure_ms: (u64, u64),
+    /// The readings of each metric, one per measurement in order; the last one repeats.
+    pub readings: Vec<Reading>,
 }
 
-impl Default for AnalysisScript {
+impl Default for MeasureScript {
     fn default() -> Self {
         Self {
-            verdict: AnalysisPhase::Successful,
             notice_ms: (5, 1_000),
-            measure_ms: (1_000, 20_000),
+            readings: vec![Reading::Value(json!([0.99]))],
         }
     }
 }
 
-/// A verdict to deliver later: to this very run (by uid), not to a namesake created since.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Due {
-    pub uid: String,
-    pub at_ms: u64,
+impl MeasureScript {
+    /// The reading of the measurement after `taken` finished ones.
+    pub fn reading(&self, taken: usize) -> Option<&Reading> {
+        self.readings.get(taken).or(self.readings.last())
+    }
 }
 
 pub fn phase_of(run: &Value) -> Option<AnalysisPhase> {
@@ -52,177 +81,255 @@ pub fn is_finished(run: &Value) -> bool {
     phase_of(run).is_some_and(|p| p.is_completed())
 }
 
-fn uid_of(run: &Value) -> &str {
-    run.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn terminating(run: &Value) -> bool {
-    run.pointer("/spec/terminate") == Some(&Value::Bool(true))
-}
-
-fn time(now: Timestamp) -> String {
-    whole_seconds(now).to_string()
-}
-
-/// Which run a committed change makes the controller look at: any that is not finished.
+/// Which run a committed change makes the controller look at: every run it sees change, as
+/// the real controller watches them all (a finished one may still be due for deletion).
 pub fn interested_in(kind: Kind, event: &WatchEvent) -> Option<String> {
     match (kind, event) {
-        (Kind::AnalysisRun, WatchEvent::Applied(run)) if !is_finished(run) => {
-            Some(name_of(run).to_string())
+        (Kind::AnalysisRun, WatchEvent::Applied(run)) => {
+            Some(crate::api_model::name_of(run).to_string())
         }
         _ => None,
     }
 }
 
-/// Writes `status` fields of a run, conditional on the version just read.
-fn write_status(api: &mut ApiServer, run: &Value, status: Value) {
-    let patch = json!({
-        "metadata": {"resourceVersion": rv_of(run)},
-        "status": status,
-    });
-    // The read and the write happen in one step, so the precondition always holds.
-    let _ = api.patch(Kind::AnalysisRun, name_of(run), &patch, Endpoint::Main);
+/// The providers' stand-in: measures from the script at the reconcile's time.
+#[derive(Debug, Clone)]
+pub struct ScriptedMeasurer {
+    pub script: MeasureScript,
+    pub now: Timestamp,
 }
 
-/// One pass over `name`: start it, or end it if it is asked to terminate. Returns when its
-/// verdict is due, for a run that just started.
-pub fn sync(
-    api: &mut ApiServer,
-    name: &str,
-    now_ms: u64,
-    now: Timestamp,
-    script: &AnalysisScript,
-    rng: &mut Rng,
-) -> Option<Due> {
-    let run = api.get(Kind::AnalysisRun, name)?.clone();
-    if is_finished(&run) {
-        return None;
+impl ScriptedMeasurer {
+    /// How many measurements of `metric` have finished, errors included: which reading is next.
+    fn taken(run: &AnalysisRun, metric: &str) -> usize {
+        let Some(result) = run.status.as_ref().and_then(|s| s.metric_result(metric)) else {
+            return 0;
+        };
+        let n = result.count.unwrap_or(0) + result.error.unwrap_or(0);
+        usize::try_from(n).unwrap_or(0)
     }
-    if terminating(&run) {
-        write_status(
-            api,
-            &run,
-            json!({"phase": "Successful", "message": "Run Terminated", "completedAt": time(now)}),
-        );
-        return None;
+
+    fn measurement(&self, phase: AnalysisPhase) -> Measurement {
+        // Stored with second precision, as the API server keeps metav1.Time.
+        let now = Time(whole_seconds(self.now));
+        Measurement {
+            phase: Some(phase),
+            started_at: Some(now.clone()),
+            finished_at: Some(now),
+            ..Default::default()
+        }
     }
-    match phase_of(&run) {
-        None | Some(AnalysisPhase::Pending) => {
-            write_status(
-                api,
-                &run,
-                json!({"phase": "Running", "startedAt": time(now)}),
-            );
-            Some(Due {
-                uid: uid_of(&run).to_string(),
-                at_ms: now_ms + rng.range(script.measure_ms),
+
+    fn start(&self, run: &AnalysisRun, metric: &str) -> Measurement {
+        let spec = run
+            .spec
+            .metrics
+            .iter()
+            .flatten()
+            .find(|m| m.name.as_deref() == Some(metric));
+        let (Some(spec), Some(reading)) = (spec, self.script.reading(Self::taken(run, metric)))
+        else {
+            let mut m = self.measurement(AnalysisPhase::Error);
+            m.message = Some(format!("metric {metric:?} has nothing to measure"));
+            return m;
+        };
+        match reading {
+            Reading::Value(value) => {
+                // As a provider judges its result: the conditions decide, a bad one is an Error.
+                let (phase, message) = match evaluate_metric(spec, &json_to_value(value)) {
+                    Ok(phase) => (phase, None),
+                    Err(e) => (AnalysisPhase::Error, Some(e.0)),
+                };
+                let mut m = self.measurement(phase);
+                m.value = Some(value.to_string());
+                m.message = message;
+                m
+            }
+            Reading::Error(message) => {
+                let mut m = self.measurement(AnalysisPhase::Error);
+                m.message = Some(message.clone());
+                m
+            }
+        }
+    }
+}
+
+impl Measurer for ScriptedMeasurer {
+    async fn measure(&self, run: &AnalysisRun, tasks: Vec<MetricTask>) -> Vec<MeasurementResult> {
+        tasks
+            .into_iter()
+            .map(|task| {
+                let m = match task.kind {
+                    TaskKind::Start => self.start(run, &task.metric),
+                    // Scripted measurements finish at once, as synchronous providers' do; one
+                    // left in flight is handed back unchanged, as those providers do.
+                    TaskKind::Resume | TaskKind::Terminate => {
+                        in_flight_measurement(run, &task.metric).unwrap_or_else(|| {
+                            let mut m = self.measurement(AnalysisPhase::Error);
+                            m.message =
+                                Some(format!("metric {:?} has no measurement", task.metric));
+                            m
+                        })
+                    }
+                };
+                (task.metric, task.kind, m)
             })
-        }
-        _ => None,
+            .collect()
+    }
+
+    async fn collect_garbage(&self, _run: &AnalysisRun, _metric: &str, _kept: usize) {
+        // Scripted measurements leave nothing behind.
     }
 }
 
-/// The measuring time of a run is over: it takes the scripted verdict, unless it finished or
-/// was asked to terminate meanwhile (then [`sync`] ends it). Returns whether it did.
-pub fn conclude(
-    api: &mut ApiServer,
-    name: &str,
-    uid: &str,
-    now: Timestamp,
-    script: &AnalysisScript,
-) -> bool {
-    let Some(run) = api.get(Kind::AnalysisRun, name).cloned() else {
-        return false;
-    };
-    if uid_of(&run) != uid || is_finished(&run) || terminating(&run) {
-        return false;
+type RunFuture = Pin<Box<dyn Future<Output = Result<RunReconciled, WriteError>> + Send>>;
+
+struct InFlight {
+    writer: SimWriter,
+    /// The run as the reconcile observed it.
+    observed: AnalysisRun,
+    future: RunFuture,
+}
+
+/// What polling a run's reconcile came to.
+pub enum Polled {
+    /// Nothing in flight for the run, or it waits for a reply.
+    Waiting,
+    /// It sends this request.
+    Send(Request),
+    /// It finished; the run is due again at `next_ms`, if ever.
+    Done {
+        /// The phase and message the run moved to, when its phase changed.
+        phase_change: Option<(String, String)>,
+        error: Option<WriteError>,
+        next_ms: Option<u64>,
+    },
+}
+
+/// The controller's work queue and the reconciles in flight.
+#[derive(Default)]
+pub struct RunController {
+    /// Runs waiting to be reconciled, with the time they are due.
+    queue: BTreeMap<String, u64>,
+    /// Triggered while being reconciled: run again when done.
+    dirty: BTreeSet<String>,
+    inflight: BTreeMap<String, InFlight>,
+    /// Always open: this controller stands apart from leader election.
+    gate: Gate,
+}
+
+impl RunController {
+    pub fn new() -> Self {
+        let c = Self::default();
+        c.gate.set(Some(0));
+        c
     }
-    let metric = run
-        .pointer("/spec/metrics/0/name")
-        .and_then(Value::as_str)
-        .unwrap_or("metric");
-    let verdict = script.verdict.as_str();
-    let why = match script.verdict {
-        AnalysisPhase::Failed => Some("failed (1) > failureLimit (0)"),
-        AnalysisPhase::Inconclusive => Some("inconclusive (1) > inconclusiveLimit (0)"),
-        AnalysisPhase::Error => Some("consecutiveErrors (5) > consecutiveErrorLimit (4)"),
-        _ => None,
-    };
-    let mut status = json!({"phase": verdict, "completedAt": time(now)});
-    if let Some(why) = why {
-        status["message"] = json!(format!(
-            "Metric \"{metric}\" assessed {verdict} due to {why}"
-        ));
+
+    /// Queues `name` for `at_ms`. Returns when to wake the controller for it, if that is sooner
+    /// than it was already due.
+    pub fn trigger(&mut self, name: &str, at_ms: u64) -> Option<u64> {
+        if self.inflight.contains_key(name) {
+            self.dirty.insert(name.to_string());
+            return None;
+        }
+        match self.queue.get(name) {
+            Some(due) if *due <= at_ms => None,
+            _ => {
+                self.queue.insert(name.to_string(), at_ms);
+                Some(at_ms)
+            }
+        }
     }
-    write_status(api, &run, status);
-    true
+
+    /// Starts the reconcile of `name` if it is due at `now_ms` (a wake-up for an earlier
+    /// schedule that has moved finds nothing due). The run is observed as the API server has
+    /// it now. Returns whether a reconcile started.
+    pub fn start(
+        &mut self,
+        api: &ApiServer,
+        name: &str,
+        now_ms: u64,
+        now: Timestamp,
+        script: &MeasureScript,
+    ) -> bool {
+        if self.inflight.contains_key(name) || self.queue.get(name).is_none_or(|d| *d > now_ms) {
+            return false;
+        }
+        self.queue.remove(name);
+        let Some(observed) = api
+            .get(Kind::AnalysisRun, name)
+            .and_then(|v| serde_json::from_value::<AnalysisRun>(v.clone()).ok())
+        else {
+            return false;
+        };
+        let writer = SimWriter::new(self.gate.clone(), Some(0));
+        let measurer = ScriptedMeasurer {
+            script: script.clone(),
+            now,
+        };
+        let (w, run) = (writer.clone(), observed.clone());
+        let future: RunFuture =
+            Box::pin(async move { analysis_run_driver::reconcile(&w, &measurer, &run, now).await });
+        self.inflight.insert(
+            name.to_string(),
+            InFlight {
+                writer,
+                observed,
+                future,
+            },
+        );
+        true
+    }
+
+    /// Hands the reply to the reconcile of `name`.
+    pub fn deliver(&mut self, name: &str, response: Response) {
+        if let Some(f) = self.inflight.get(name) {
+            f.writer.deliver(response);
+        }
+    }
+
+    /// Runs the reconcile of `name` until it sends a request or finishes; a finished one is
+    /// queued again as the driver's requeue policy says (or at once if triggered meanwhile).
+    pub fn poll(&mut self, name: &str, now_ms: u64) -> Polled {
+        let Some(inflight) = self.inflight.get_mut(name) else {
+            return Polled::Waiting;
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        let Poll::Ready(result) = inflight.future.as_mut().poll(&mut cx) else {
+            return match inflight.writer.take_request() {
+                Some(request) => Polled::Send(request),
+                None => Polled::Waiting,
+            };
+        };
+        let Some(done) = self.inflight.remove(name) else {
+            return Polled::Waiting;
+        };
+        let requeue = analysis_run_driver::requeue(&result);
+        let next_ms = if self.dirty.remove(name) {
+            self.trigger(name, now_ms)
+        } else {
+            match requeue {
+                Requeue::After(after) => {
+                    self.trigger(name, now_ms + u64::try_from(after.as_millis()).unwrap_or(0))
+                }
+                Requeue::AwaitChange => None,
+            }
+        };
+        let (phase_change, error) = match result {
+            Ok(r) => (
+                r.phase_change(&done.observed)
+                    .map(|(p, m)| (p.to_string(), m.to_string())),
+                None,
+            ),
+            Err(e) => (None, Some(e)),
+        };
+        Polled::Done {
+            phase_change,
+            error,
+            next_ms,
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn now() -> Timestamp {
-        Timestamp::from_second(1_800_000_000).unwrap()
-    }
-
-    fn run(api: &mut ApiServer) {
-        let r = json!({"metadata": {"name": "r"}, "spec": {"metrics": [{"name": "m"}]}});
-        api.create(Kind::AnalysisRun, r, now()).unwrap();
-    }
-
-    fn phase(api: &ApiServer) -> Option<AnalysisPhase> {
-        phase_of(api.get(Kind::AnalysisRun, "r").unwrap())
-    }
-
-    #[test]
-    fn a_run_measures_then_takes_the_scripted_verdict() {
-        let mut api = ApiServer::new();
-        run(&mut api);
-        let script = AnalysisScript {
-            verdict: AnalysisPhase::Inconclusive,
-            ..AnalysisScript::default()
-        };
-        let due = sync(&mut api, "r", 0, now(), &script, &mut Rng::new(1)).unwrap();
-        assert_eq!(phase(&api), Some(AnalysisPhase::Running));
-        assert!(!conclude(&mut api, "r", "other-uid", now(), &script));
-        assert_eq!(phase(&api), Some(AnalysisPhase::Running));
-        assert!(conclude(&mut api, "r", &due.uid, now(), &script));
-        assert_eq!(phase(&api), Some(AnalysisPhase::Inconclusive));
-        // Finished runs stay as they are, even when asked to terminate.
-        api.patch(
-            Kind::AnalysisRun,
-            "r",
-            &json!({"spec": {"terminate": true}}),
-            Endpoint::Main,
-        )
-        .unwrap();
-        assert!(sync(&mut api, "r", 0, now(), &script, &mut Rng::new(1)).is_none());
-        assert_eq!(phase(&api), Some(AnalysisPhase::Inconclusive));
-    }
-
-    #[test]
-    fn a_terminated_run_ends_successful_before_its_verdict() {
-        let mut api = ApiServer::new();
-        run(&mut api);
-        let script = AnalysisScript {
-            verdict: AnalysisPhase::Failed,
-            ..AnalysisScript::default()
-        };
-        let due = sync(&mut api, "r", 0, now(), &script, &mut Rng::new(1)).unwrap();
-        api.patch(
-            Kind::AnalysisRun,
-            "r",
-            &json!({"spec": {"terminate": true}}),
-            Endpoint::Main,
-        )
-        .unwrap();
-        assert!(sync(&mut api, "r", 0, now(), &script, &mut Rng::new(1)).is_none());
-        assert!(!conclude(&mut api, "r", &due.uid, now(), &script));
-        let r = api.get(Kind::AnalysisRun, "r").unwrap();
-        assert_eq!(phase_of(r), Some(AnalysisPhase::Successful));
-        assert_eq!(r.pointer("/status/message"), Some(&json!("Run Terminated")));
-    }
-}
+mod tests;

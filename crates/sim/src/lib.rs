@@ -2,8 +2,8 @@
 //! real write path (`sluice_controller::loops::apply::apply_plan` through `ClusterAccess`) run
 //! against an in-memory API server, with watches that lag, reorder, break and repeat, a
 //! ReplicaSet controller and kubelet, crashing and partitioned controller replicas with
-//! leases, and an AnalysisRun controller that hands out scripted verdicts, all scheduled from
-//! one seed. Invariants are checked at every step and at the end.
+//! leases, and the real AnalysisRun driver measuring with scripted provider readings, all
+//! scheduled from one seed. Invariants are checked at every step and at the end.
 
 pub mod analysis_runs;
 pub mod api_model;

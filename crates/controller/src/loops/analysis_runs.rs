@@ -1,9 +1,8 @@
-//! The AnalysisRun controller: for each run, the engine says which measurements are due
-//! ([`next_tasks`]); the providers take them; the engine judges the results ([`assess`]); the
-//! status is written with the resourceVersion it was decided on. Finished runs are deleted
-//! once their `ttlStrategy` says so. What a run keeps and what goes (the measurement a task
-//! continues, the measurements kept, the run's deletion) is the engine's decision; this loop
-//! carries it out.
+//! The AnalysisRun controller: watches runs and has the shared [`analysis_run_driver`] reconcile
+//! each one (due measurements, judged status written with its resourceVersion, deletion after
+//! `ttlStrategy`), with the metric providers as its measurer. What a run keeps and what goes
+//! is the engine's decision; the driver carries it out, this loop supplies the providers,
+//! the leadership term and the clock.
 //!
 //! Secret argument values are read at measuring time and never leave this module unredacted:
 //! the providers redact measurements, and errors are redacted before they are logged.
@@ -17,24 +16,18 @@ use jiff::Timestamp;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
 use sluice_analysis::secrets::KubeSecrets;
 use sluice_analysis::{Providers, ResolvedArgs, RunContext, resolve_args, resolve_metric};
 use sluice_api::analysis::{AnalysisRun, Measurement, Metric};
 use sluice_api::common::AnalysisPhase;
-use sluice_engine::analysis::{
-    Disposal, MetricTask, TaskKind, assess, in_flight_measurement, measurements_kept, next_tasks,
-};
+use sluice_engine::analysis::{MetricTask, TaskKind, in_flight_measurement};
 use tracing::{debug, info, warn};
 
 use crate::args::Args;
-use crate::cluster::{ClusterAccess, KubeCluster, WriteError};
-use crate::loops::apply::merge_diff;
+use crate::cluster::{KubeCluster, WriteError};
+use crate::loops::analysis_run_driver::{self, MeasurementResult, Measurer};
 use crate::loops::rollouts::instance_selector;
 use crate::runtime::Hooks;
-
-/// Longest time between two looks at a running run, whatever it waits for.
-const MAX_REQUEUE: Duration = Duration::from_secs(300);
 
 struct Context {
     writer: KubeCluster,
@@ -107,91 +100,45 @@ async fn observed_reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<
     result
 }
 
+/// One run through the shared [`analysis_run_driver`], measuring with the providers, pinned to
+/// the leadership term it was decided in.
 async fn reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, RunError> {
-    if run.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let Some(term) = ctx.hooks.gate.term() else {
         return Ok(Action::await_change());
     };
-    let ns = run.namespace().unwrap_or_default();
-    let name = run.name_any();
-    let now = Timestamp::now();
     let writer = ctx.writer.for_term(term);
-
-    let tasks = next_tasks(&run, now);
-    let started: Vec<String> = tasks
-        .iter()
-        .filter(|t| t.kind == TaskKind::Start)
-        .map(|t| t.metric.clone())
-        .collect();
-    let results = if tasks.is_empty() {
-        Vec::new()
-    } else {
-        measure(&ctx, &run, tasks).await
-    };
-    let assessment = assess(&run, results, now);
-
-    let old = serde_json::to_value(run.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
-    let new = serde_json::to_value(&assessment.status).unwrap_or(Value::Null);
-    if let Some(diff) = merge_diff(&old, &new) {
-        let patch = json!({
-            "metadata": { "resourceVersion": run.metadata.resource_version },
-            "status": diff,
-        });
-        // AnalysisRun has no status subresource (as in Argo's CRD): status is written through
-        // the object itself, guarded by the resourceVersion.
-        let written = match writer.may_write() {
-            Ok(()) => writer.patch_analysis_run(&ns, &name, &patch).await,
-            Err(e) => Err(e),
-        };
-        if let Some(action) = settle_write(written)? {
-            return Ok(action);
+    let measurer = ProviderMeasurer { ctx: &ctx };
+    let result = analysis_run_driver::reconcile(&writer, &measurer, &run, Timestamp::now()).await;
+    let name = run.name_any();
+    let ns = run.namespace().unwrap_or_default();
+    if let Ok(done) = &result {
+        if let Some((phase, message)) = done.phase_change(&run) {
+            info!(analysisrun = %name, namespace = %ns, phase, message, "analysis run phase changed");
         }
-        let phase_changed =
-            run.status.as_ref().and_then(|s| s.phase.as_ref()) != assessment.status.phase.as_ref();
-        if phase_changed && let Some(phase) = &assessment.status.phase {
-            info!(analysisrun = %name, namespace = %ns, phase = phase.as_str(), message = assessment.status.message.as_deref().unwrap_or_default(), "analysis run phase changed");
+        if done.deleted {
+            info!(analysisrun = %name, namespace = %ns, "deleted after its ttlStrategy");
         }
     }
-
-    collect_garbage(&ctx, &run, &assessment.status, &started).await;
-
-    match assessment.disposal(now) {
-        Disposal::DeleteNow => {
-            let deleted = match writer.may_write() {
-                Ok(()) => {
-                    writer
-                        .delete_analysis_run(&ns, &name, run.metadata.uid.as_deref())
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            if let Some(action) = settle_write(deleted)? {
-                return Ok(action);
-            }
-            info!(analysisrun = %name, namespace = %ns, "deleted after its ttlStrategy");
-            Ok(Action::await_change())
-        }
-        Disposal::DeleteAfter(wait) => Ok(Action::requeue(
-            wait.clamp(Duration::from_secs(1), MAX_REQUEUE),
-        )),
-        Disposal::Keep => Ok(match assessment.requeue_after {
-            Some(d) => Action::requeue(d.clamp(Duration::from_millis(200), MAX_REQUEUE)),
-            None => Action::await_change(),
-        }),
+    let requeue = analysis_run_driver::requeue(&result);
+    match result {
+        // A stale view or a lost leadership is expected: the requeue policy covers it.
+        Err(e) if e.expected_outcome().is_none() => Err(e.into()),
+        _ => Ok(requeue.into()),
     }
 }
 
-/// `None` when the write was made; otherwise what this reconcile does next (see
-/// [`WriteError::expected_outcome`]), or the error.
-fn settle_write(result: Result<(), WriteError>) -> Result<Option<Action>, RunError> {
-    match result {
-        Ok(()) => Ok(None),
-        Err(e) => match e.expected_outcome() {
-            Some(action) => Ok(Some(action)),
-            None => Err(e.into()),
-        },
+/// The metric providers, as the driver's [`Measurer`].
+struct ProviderMeasurer<'a> {
+    ctx: &'a Context,
+}
+
+impl Measurer for ProviderMeasurer<'_> {
+    async fn measure(&self, run: &AnalysisRun, tasks: Vec<MetricTask>) -> Vec<MeasurementResult> {
+        measure(self.ctx, run, tasks).await
+    }
+
+    async fn collect_garbage(&self, run: &AnalysisRun, metric: &str, kept: usize) {
+        collect_garbage(self.ctx, run, metric, kept).await;
     }
 }
 
@@ -201,7 +148,7 @@ async fn measure(
     ctx: &Context,
     run: &AnalysisRun,
     tasks: Vec<MetricTask>,
-) -> Vec<(String, TaskKind, Measurement)> {
+) -> Vec<MeasurementResult> {
     let ns = run.namespace().unwrap_or_default();
     let args = resolve_args(
         run.spec.args.as_deref().unwrap_or_default(),
@@ -270,31 +217,23 @@ fn error_measurement(message: String) -> Measurement {
     }
 }
 
-/// What old measurements of the metrics just measured left behind (Jobs) goes, keeping as many
-/// as the status keeps measurements.
-async fn collect_garbage(
-    ctx: &Context,
-    run: &AnalysisRun,
-    status: &sluice_api::analysis::AnalysisRunStatus,
-    started: &[String],
-) {
+/// What old measurements of `name` left behind (Jobs) goes, keeping as many as the status
+/// keeps measurements.
+async fn collect_garbage(ctx: &Context, run: &AnalysisRun, name: &str, kept: usize) {
+    let Some(metric) = run
+        .spec
+        .metrics
+        .iter()
+        .flatten()
+        .find(|m| m.name.as_deref() == Some(name))
+    else {
+        return;
+    };
+    if metric.provider.as_ref().is_none_or(|p| p.job.is_none()) {
+        return;
+    }
     let run_ctx = RunContext::for_run(run);
-    for name in started {
-        let Some(metric) = run
-            .spec
-            .metrics
-            .iter()
-            .flatten()
-            .find(|m| m.name.as_deref() == Some(name.as_str()))
-        else {
-            continue;
-        };
-        if metric.provider.as_ref().is_none_or(|p| p.job.is_none()) {
-            continue;
-        }
-        let kept = measurements_kept(status, name);
-        if let Err(e) = ctx.providers.garbage_collect(&run_ctx, metric, kept).await {
-            debug!(analysisrun = %run.name_any(), metric = %name, error = %e, "could not delete old measurement jobs");
-        }
+    if let Err(e) = ctx.providers.garbage_collect(&run_ctx, metric, kept).await {
+        debug!(analysisrun = %run.name_any(), metric = %name, error = %e, "could not delete old measurement jobs");
     }
 }

@@ -1,20 +1,27 @@
-//! Background analysis during a canary, with the verdict scripted. Argo's original, on an
-//! Inconclusive background run, kept creating new runs while the Rollout sat paused, and a
-//! timed pause step could still run out under it. Here an Inconclusive verdict must hold the
-//! update on that one run until a user promotes; a Failed or Error verdict must abort it
-//! back to the stable pods; a run whose revision is superseded or rolled back must be
-//! terminated.
+//! Background analysis during a canary, measured by the real AnalysisRun driver from scripted
+//! provider readings. Argo's original, on an Inconclusive background run, kept creating new
+//! runs while the Rollout sat paused, and a timed pause step could still run out under it.
+//! Here an Inconclusive verdict must hold the update on that one run until a user promotes; a
+//! Failed or Error verdict must abort it back to the stable pods; a run whose revision is
+//! superseded or rolled back must be terminated.
+//!
+//! Each verdict comes from what the metric reads, judged by the template's conditions and
+//! limits: good readings (`>= 0.95`) first, as many as the seed says, then a value that meets
+//! neither condition (Inconclusive), one that meets the failure condition (Failed), or
+//! provider errors past the consecutive error limit (Error).
 //!
 //! The verdict always lands before the timed pause step could end: a run is made once the
 //! canary ReplicaSet exists, before that step starts, and the AnalysisRun controller notices
-//! it and measures for less than the pause lasts. So the expected end state follows from the
-//! script alone, whatever step the update is at when the verdict lands.
+//! it and reaches the verdict in less than the pause lasts (at most [`GOOD_READINGS`] good
+//! measurements [`INTERVAL_S`] apart, then the verdict's: see [`verdict_within_the_pause`]).
+//! So the expected end state follows from the script alone, whatever step the update is at
+//! when the verdict lands.
 
 use serde_json::{Value, json};
 use sluice_api::common::AnalysisPhase;
 
 use super::{Op, Scenario, Setup, Wait, image, kubelet, rollout, step};
-use crate::analysis_runs::AnalysisScript;
+use crate::analysis_runs::{MeasureScript, Reading};
 use crate::api_model::Kind;
 use crate::faults::Faults;
 use crate::invariants::{Expect, INCONCLUSIVE_PAUSE};
@@ -45,23 +52,79 @@ pub fn scenarios() -> Vec<Scenario> {
 const TEMPLATE: &str = "success-rate";
 /// The timed pause step.
 const PAUSE_MS: u64 = 30_000;
+/// The metric's interval.
+const INTERVAL_S: u64 = 5;
+/// Errors in a row a run tolerates (the template's `consecutiveErrorLimit`).
+const ERROR_LIMIT: u64 = 1;
+/// Most good readings before the verdict's.
+const GOOD_READINGS: u64 = 2;
+/// How long the AnalysisRun controller may take to notice a change.
+const NOTICE_MS: (u64, u64) = (5, 1_000);
 
-fn template() -> Value {
+/// The success rate: good from 0.95, failed below 0.8, Inconclusive in between; one error
+/// is tolerated, a second in a row ends the run in Error. `count` ends a run that stays
+/// good; without one it measures until terminated.
+fn template(count: Option<u64>) -> Value {
+    let mut metric = json!({
+        "name": TEMPLATE,
+        "interval": format!("{INTERVAL_S}s"),
+        "successCondition": "result[0] >= 0.95",
+        "failureCondition": "result[0] < 0.8",
+        "consecutiveErrorLimit": ERROR_LIMIT,
+        "provider": {"prometheus": {
+            "address": "http://prometheus.monitoring:9090",
+            "query": "sum(rate(http_requests_total{code!~\"5..\"}[1m])) / sum(rate(http_requests_total[1m]))"
+        }}
+    });
+    if let Some(count) = count {
+        metric["count"] = json!(count);
+    }
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "AnalysisTemplate",
         "metadata": {"name": TEMPLATE, "namespace": "default"},
-        "spec": {"metrics": [{
-            "name": TEMPLATE,
-            "interval": "10s",
-            "successCondition": "result[0] >= 0.95",
-            "provider": {"prometheus": {
-                "address": "http://prometheus.monitoring:9090",
-                "query": "sum(rate(http_requests_total{code!~\"5..\"}[1m])) / sum(rate(http_requests_total[1m]))"
-            }}
-        }]}
+        "spec": {"metrics": [metric]}
     })
 }
+
+/// A reading of the success rate, in hundredths.
+fn rate(hundredths: u64) -> Reading {
+    Reading::Value(json!([hundredths as f64 / 100.0]))
+}
+
+/// Provider errors, as Prometheus unreachable gives them.
+fn unreachable() -> Reading {
+    Reading::Error(
+        "Post \"http://prometheus.monitoring:9090/api/v1/query\": dial tcp: lookup prometheus.monitoring: no such host".into(),
+    )
+}
+
+/// Good readings, as many as the seed says, then the ones that make `verdict`; the last
+/// reading repeats.
+fn readings(verdict: AnalysisPhase, rng: &mut Rng) -> Vec<Reading> {
+    let good = rng.range((0, GOOD_READINGS));
+    let mut readings: Vec<Reading> = (0..good).map(|_| rate(rng.range((95, 100)))).collect();
+    readings.push(match verdict {
+        AnalysisPhase::Inconclusive => rate(rng.range((80, 94))),
+        AnalysisPhase::Failed => rate(rng.range((0, 79))),
+        AnalysisPhase::Error => unreachable(),
+        _ => rate(rng.range((95, 100))),
+    });
+    readings
+}
+
+/// Worst case from a run's creation to its verdict, in ms: noticing it, the good measurements
+/// an interval apart, the errors past the limit each after the engine's error retry, then the
+/// pass that ends the run; every pass a status write (up to 200 ms each way) and a rounding of
+/// the measurement time down to the second.
+const fn verdict_within_the_pause() -> u64 {
+    let retry_ms = sluice_engine::analysis::ERROR_RETRY_INTERVAL.as_millis() as u64;
+    let passes = GOOD_READINGS + ERROR_LIMIT + 2;
+    NOTICE_MS.1 + GOOD_READINGS * INTERVAL_S * 1_000 + ERROR_LIMIT * retry_ms + passes * 1_400
+}
+
+// Tuning the readings or the template must keep every verdict inside the pause.
+const _: () = assert!(verdict_within_the_pause() < PAUSE_MS);
 
 /// A canary with a timed pause and background analysis from the first step on: the pause
 /// right after the first weight, or after three weights.
@@ -82,18 +145,14 @@ fn analysed_rollout(rng: &mut Rng) -> Value {
     ro
 }
 
-/// Noticing plus measuring stays below the pause (see the module comment).
-fn script(verdict: AnalysisPhase, rng: &mut Rng) -> AnalysisScript {
-    let notice_ms = (5, 1_000);
-    let longest = PAUSE_MS - notice_ms.1 - 4_000;
-    AnalysisScript {
-        verdict,
-        notice_ms,
-        measure_ms: (1_000, rng.range((5_000, longest))),
+fn script(verdict: AnalysisPhase, rng: &mut Rng) -> MeasureScript {
+    MeasureScript {
+        notice_ms: NOTICE_MS,
+        readings: readings(verdict, rng),
     }
 }
 
-fn setup(rng: &mut Rng, verdict: AnalysisPhase) -> (Value, usize, bool, Faults, AnalysisScript) {
+fn setup(rng: &mut Rng, verdict: AnalysisPhase) -> (Value, usize, bool, Faults, MeasureScript) {
     let ro = analysed_rollout(rng);
     let (controllers, leases) = if rng.chance(0.5) {
         (2, true)
@@ -109,7 +168,7 @@ fn inconclusive(_seed: u64, rng: &mut Rng) -> Setup {
     let (ro, controllers, leases, faults, analysis) = setup(rng, AnalysisPhase::Inconclusive);
     Setup {
         rollout: ro,
-        objects: vec![(Kind::AnalysisTemplate, template())],
+        objects: vec![(Kind::AnalysisTemplate, template(None))],
         controllers,
         leases,
         faults,
@@ -149,7 +208,7 @@ fn failed(_seed: u64, rng: &mut Rng) -> Setup {
     let (ro, controllers, leases, faults, analysis) = setup(rng, verdict);
     Setup {
         rollout: ro,
-        objects: vec![(Kind::AnalysisTemplate, template())],
+        objects: vec![(Kind::AnalysisTemplate, template(None))],
         controllers,
         leases,
         faults,
@@ -169,9 +228,10 @@ fn failed(_seed: u64, rng: &mut Rng) -> Setup {
 }
 
 fn superseded(_seed: u64, rng: &mut Rng) -> Setup {
-    let (ro, controllers, leases, faults, mut analysis) = setup(rng, AnalysisPhase::Successful);
-    // Often still measuring when the update is superseded, so that it must be terminated.
-    analysis.measure_ms = (1_000, rng.range((5_000, 120_000)));
+    let (ro, controllers, leases, faults, analysis) = setup(rng, AnalysisPhase::Successful);
+    // Often still measuring when the update is superseded, so that it must be terminated:
+    // measuring until terminated, or for up to two minutes.
+    let count = rng.chance(0.5).then(|| rng.range((2, 24)));
     let at_step = rng.range((0, 3)) as i32;
     let (tag, runs) = if rng.chance(0.3) {
         // Back to the stable template: nothing left to measure.
@@ -181,7 +241,7 @@ fn superseded(_seed: u64, rng: &mut Rng) -> Setup {
     };
     Setup {
         rollout: ro,
-        objects: vec![(Kind::AnalysisTemplate, template())],
+        objects: vec![(Kind::AnalysisTemplate, template(count))],
         controllers,
         leases,
         faults,
@@ -204,5 +264,50 @@ fn superseded(_seed: u64, rng: &mut Rng) -> Setup {
             stable_image: image(tag),
             analysis_runs: Some(runs),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_verdict_lands_before_the_timed_pause_could_end() {
+        assert!(
+            verdict_within_the_pause() < PAUSE_MS,
+            "{}",
+            verdict_within_the_pause()
+        );
+    }
+
+    #[test]
+    fn the_readings_make_the_verdict_after_good_ones() {
+        for seed in 0..32 {
+            let mut rng = Rng::new(seed);
+            for verdict in [
+                AnalysisPhase::Inconclusive,
+                AnalysisPhase::Failed,
+                AnalysisPhase::Error,
+            ] {
+                let r = readings(verdict.clone(), &mut rng);
+                assert!(r.len() as u64 <= GOOD_READINGS + 1);
+                let (last, good) = r.split_last().unwrap();
+                assert!(
+                    good.iter()
+                        .all(|g| matches!(g, Reading::Value(v) if v[0].as_f64().unwrap() >= 0.95))
+                );
+                let value = match last {
+                    Reading::Value(v) => v[0].as_f64(),
+                    Reading::Error(_) => None,
+                };
+                match verdict {
+                    AnalysisPhase::Inconclusive => {
+                        assert!(value.is_some_and(|v| (0.8..0.95).contains(&v)))
+                    }
+                    AnalysisPhase::Failed => assert!(value.is_some_and(|v| v < 0.8)),
+                    _ => assert_eq!(value, None),
+                }
+            }
+        }
     }
 }

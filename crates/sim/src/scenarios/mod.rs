@@ -8,7 +8,7 @@ mod known;
 
 use serde_json::{Value, json};
 
-use crate::analysis_runs::AnalysisScript;
+use crate::analysis_runs::MeasureScript;
 use crate::api_model::Kind;
 use crate::faults::Faults;
 use crate::invariants::Expect;
@@ -26,8 +26,8 @@ pub struct Setup {
     pub leases: bool,
     pub faults: Faults,
     pub kubelet: KubeletConfig,
-    /// The verdicts the AnalysisRun controller hands out.
-    pub analysis: AnalysisScript,
+    /// What the metric providers report to the AnalysisRun controller.
+    pub analysis: MeasureScript,
     pub script: Vec<Step>,
     pub expect: Expect,
 }

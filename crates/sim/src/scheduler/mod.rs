@@ -14,7 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
 use sluice_controller::cluster::WriteError;
 
-use crate::analysis_runs;
+use crate::analysis_runs::{Polled, RunController};
 use crate::api_model::{ApiServer, Endpoint, Kind, name_of};
 use crate::controller::{Addr, ApplyFn, Replica};
 use crate::invariants::Checker;
@@ -103,13 +103,18 @@ enum Ev {
     PodReady {
         pod: String,
     },
+    /// The AnalysisRun controller's wake-up for a run.
     SyncAnalysisRun {
         name: String,
     },
-    /// A run's measuring time is over.
-    AnalysisVerdict {
+    /// A request of the AnalysisRun controller's reconcile of `name` reaches the API server.
+    RunArrive {
         name: String,
-        uid: String,
+        request: Request,
+    },
+    RunReply {
+        name: String,
+        response: Response,
     },
     Script,
     Calm,
@@ -131,7 +136,7 @@ pub struct Sim {
     replicas: Vec<Replica>,
     lease_fail_until: Vec<u64>,
     rs_sync_pending: BTreeSet<String>,
-    run_sync_pending: BTreeSet<String>,
+    runs: RunController,
     script_pos: usize,
     script_armed: bool,
     wait_since: u64,
@@ -179,7 +184,7 @@ impl Sim {
             mono: MonoClock::new(),
             replicas,
             rs_sync_pending: BTreeSet::new(),
-            run_sync_pending: BTreeSet::new(),
+            runs: RunController::new(),
             script_pos: 0,
             script_armed: false,
             wait_since: 0,
@@ -390,27 +395,26 @@ impl Sim {
                 self.cluster.pod_ready(&mut self.api, &pod, now);
             }
             Ev::SyncAnalysisRun { name } => {
-                self.run_sync_pending.remove(&name);
                 let now = self.now();
-                let script = self.setup.analysis.clone();
-                if let Some(due) = analysis_runs::sync(
-                    &mut self.api,
-                    &name,
-                    self.now_ms,
-                    now,
-                    &script,
-                    &mut self.rng,
-                ) {
-                    self.at(due.at_ms, Ev::AnalysisVerdict { name, uid: due.uid });
+                if self
+                    .runs
+                    .start(&self.api, &name, self.now_ms, now, &self.setup.analysis)
+                {
+                    self.drive_run(&name);
                 }
             }
-            Ev::AnalysisVerdict { name, uid } => {
+            Ev::RunArrive { name, request } => {
                 let now = self.now();
-                let script = self.setup.analysis.clone();
-                if analysis_runs::conclude(&mut self.api, &name, &uid, now, &script) {
-                    let verdict = script.verdict.as_str();
-                    self.log(format!("analysis: run {name} is {verdict}"));
+                let response = serve(&mut self.api, request, now);
+                if let Err(e) = &response {
+                    self.log(format!("analysis: write of run {name} -> {e}"));
                 }
+                let latency = self.setup.faults.net_latency_ms;
+                self.after(latency, Ev::RunReply { name, response });
+            }
+            Ev::RunReply { name, response } => {
+                self.runs.deliver(&name, response);
+                self.drive_run(&name);
             }
             Ev::Script => self.fire_script(),
             Ev::Calm => {
@@ -573,6 +577,35 @@ impl Sim {
                 let to = self.replicas[i].addr();
                 if let Some(due) = self.replicas[i].next_due() {
                     self.at(due, Ev::Wake { to });
+                }
+            }
+        }
+    }
+
+    /// Polls the AnalysisRun controller's reconcile of `name`; sends its next request (with the
+    /// network's latency) or books its requeue.
+    fn drive_run(&mut self, name: &str) {
+        match self.runs.poll(name, self.now_ms) {
+            Polled::Waiting => {}
+            Polled::Send(request) => {
+                let latency = self.setup.faults.net_latency_ms;
+                let name = name.to_string();
+                self.after(latency, Ev::RunArrive { name, request });
+            }
+            Polled::Done {
+                phase_change,
+                error,
+                next_ms,
+            } => {
+                if let Some((phase, message)) = phase_change {
+                    self.log(format!("analysis: run {name} is {phase} {message}"));
+                }
+                if let Some(e) = error {
+                    self.log(format!("analysis: reconcile of run {name} failed: {e}"));
+                }
+                if let Some(at) = next_ms {
+                    let name = name.to_string();
+                    self.at(at, Ev::SyncAnalysisRun { name });
                 }
             }
         }

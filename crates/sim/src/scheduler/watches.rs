@@ -27,11 +27,11 @@ impl Sim {
                 let delay = self.setup.faults.rs_controller_delay_ms;
                 self.after(delay, Ev::SyncReplicaSet { name: rs });
             }
-            if let Some(run) = analysis_runs::interested_in(*kind, event)
-                && self.run_sync_pending.insert(run.clone())
-            {
-                let delay = self.setup.analysis.notice_ms;
-                self.after(delay, Ev::SyncAnalysisRun { name: run });
+            if let Some(run) = analysis_runs::interested_in(*kind, event) {
+                let at = self.now_ms + self.rng.range(self.setup.analysis.notice_ms);
+                if let Some(at) = self.runs.trigger(&run, at) {
+                    self.at(at, Ev::SyncAnalysisRun { name: run });
+                }
             }
             // Controllers watch Rollouts, ReplicaSets and the AnalysisRuns Rollouts made; pods
             // and Services are read on demand, the Lease by the elector.
