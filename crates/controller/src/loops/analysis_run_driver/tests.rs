@@ -59,6 +59,9 @@ impl ClusterAccess for Recorder {
     async fn get_service(&self, _: &str, _: &str) -> Result<Option<Service>, WriteError> {
         unused()
     }
+    async fn list_services(&self, _: &str) -> Result<Vec<Service>, WriteError> {
+        unused()
+    }
     async fn patch_service(&self, _: &str, _: &str, _: &Value) -> Result<(), WriteError> {
         unused()
     }
