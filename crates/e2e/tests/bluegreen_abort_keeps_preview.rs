@@ -43,15 +43,4 @@ async fn abort_leaves_the_preview_service_on_the_aborted_version() {
     // The aborted pods go after the delay; the preview still names their version.
     wait_replicas(&ns, "ab", &[("app:v1", 2)], TIMEOUT).await;
     assert_eq!(service_hash(&ns, "ab-preview").await, Some(v2.clone()));
-    let events = rollout_events(&ns, "ab").await;
-    let aborted = events
-        .iter()
-        .position(|e| e.starts_with("RolloutAborted"))
-        .unwrap_or_else(|| panic!("{events:#?}"));
-    assert!(
-        !events[aborted..]
-            .iter()
-            .any(|e| e.starts_with("SwitchService")),
-        "no Service switched after the abort: {events:#?}"
-    );
 }

@@ -83,8 +83,7 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
     wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
     assert!(deadline_of(&ns, &format!("fr-{v1}")).await.is_some());
 
-    // Back to v1: switched at once.
-    let before = rollout_events(&ns, "fr").await.len();
+    // Back to v1: switched without a promote (a BlueGreenPause would hold it until one).
     set_image(&api, "fr", "app:v1").await;
     wait_for("the active Service back on v1", TIMEOUT, || async {
         match service_hash(&ns, "fr-active").await {
@@ -107,18 +106,6 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         pre_promotion_runs(&ns).await.len(),
         1,
         "no new pre-promotion analysis"
-    );
-    let events = rollout_events(&ns, "fr").await;
-    let rollback: Vec<&String> = events[before..].iter().collect();
-    assert!(
-        rollback.contains(&&format!(
-            "SwitchService: Switched selector for service 'fr-active' from '{v2}' to '{v1}'"
-        )),
-        "{rollback:#?}"
-    );
-    assert!(
-        !rollback.iter().any(|e| e.starts_with("RolloutPaused")),
-        "never paused: {rollback:#?}"
     );
     // v1 stays; v2 now waits out its own delay, pods up.
     assert_eq!(deadline_of(&ns, &format!("fr-{v1}")).await, None);

@@ -56,7 +56,11 @@ fn promoted_v2_with_v1_in_its_delay() -> World {
     w.settle_bg();
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
-    assert!(w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE).is_some());
+    assert!(
+        w.rs_with_image("app:v1")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
     assert_eq!(
         w.replicas_by_image(),
         vec![("app:v1".into(), 3), ("app:v2".into(), 3)]
@@ -95,8 +99,15 @@ fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analys
         "no new pre-promotion run"
     );
     // v1 is no longer going away; v2 now waits out the delay in its turn.
-    assert_eq!(w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE), None);
-    assert!(w.rs_with_image("app:v2").annotation(SCALE_DOWN_DEADLINE).is_some());
+    assert_eq!(
+        w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE),
+        None
+    );
+    assert!(
+        w.rs_with_image("app:v2")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
     w.advance(30);
     w.settle_bg();
     assert_eq!(
@@ -132,7 +143,9 @@ fn fast_rollback_survives_a_lost_switch() {
     w.ro = ro_before;
     w.services = services_before;
     assert!(
-        w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE).is_some(),
+        w.rs_with_image("app:v1")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some(),
         "the deadline that licenses the fast track stays until the switch"
     );
     let events = w.settle_bg_events();
@@ -163,7 +176,11 @@ fn retry_of_an_aborted_update_is_not_fast_tracked_and_abort_keeps_the_preview() 
         Some("app:v2"),
         "the aborted version stays reachable behind the preview"
     );
-    assert!(w.rs_with_image("app:v2").annotation(SCALE_DOWN_DEADLINE).is_some());
+    assert!(
+        w.rs_with_image("app:v2")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
 
     w.advance(5);
     w.ro.status.as_mut().unwrap().abort = Some(false);
@@ -171,7 +188,10 @@ fn retry_of_an_aborted_update_is_not_fast_tracked_and_abort_keeps_the_preview() 
     assert_eq!(w.phase(), RolloutPhase::Paused, "{:#?}", w.status());
     assert_eq!(w.pause_reasons(), vec!["BlueGreenPause".to_string()]);
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
-    assert_eq!(w.rs_with_image("app:v2").annotation(SCALE_DOWN_DEADLINE), None);
+    assert_eq!(
+        w.rs_with_image("app:v2").annotation(SCALE_DOWN_DEADLINE),
+        None
+    );
 }
 
 #[test]
