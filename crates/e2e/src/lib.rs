@@ -299,3 +299,79 @@ pub fn canary_rollout(
     })
     .to_string()
 }
+
+/// The pod-template hash a Service selects.
+pub async fn service_hash(ns: &TestNamespace, service: &str) -> Option<String> {
+    let api: Api<k8s_openapi::api::core::v1::Service> = ns.api();
+    api.get(service)
+        .await
+        .ok()?
+        .spec?
+        .selector?
+        .get(sluice_engine::labels::POD_TEMPLATE_HASH)
+        .cloned()
+}
+
+/// A blue-green Rollout `name` (pods labelled `app: name`) with its Services: `{name}-active`
+/// and `{name}-preview`, named in `strategy` as `activeService` / `previewService`.
+pub async fn apply_blue_green(
+    ns: &TestNamespace,
+    name: &str,
+    replicas: i32,
+    image: &str,
+    strategy: Value,
+) {
+    for svc in [format!("{name}-active"), format!("{name}-preview")] {
+        ns.apply_yaml(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc},
+                    "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}})
+            .to_string(),
+        )
+        .await
+        .expect("service");
+    }
+    let mut manifest: Value =
+        serde_json::from_str(&canary_rollout(name, replicas, image, json!([]), json!({})))
+            .expect("manifest");
+    let mut bg = json!({
+        "activeService": format!("{name}-active"),
+        "previewService": format!("{name}-preview"),
+    });
+    if let (Some(bg), Some(extra)) = (bg.as_object_mut(), strategy.as_object()) {
+        for (k, v) in extra {
+            bg.insert(k.clone(), v.clone());
+        }
+    }
+    manifest["spec"]["strategy"] = json!({ "blueGreen": bg });
+    ns.apply_yaml(&manifest.to_string()).await.expect("rollout");
+}
+
+/// The events recorded for a Rollout, oldest first, as `Reason: message`.
+pub async fn rollout_events(ns: &TestNamespace, rollout: &str) -> Vec<String> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: Api<Event> = ns.api();
+    let mut events: Vec<Event> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(rollout))
+        .collect();
+    events.sort_by_key(|e| {
+        (
+            e.event_time.as_ref().map(|t| t.0),
+            e.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        )
+    });
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.as_deref().unwrap_or_default(),
+                e.note.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
+}

@@ -17,6 +17,7 @@ use sluice_api::rollout::{
 use super::analysis::{AnalysisState, Role, Verdict};
 use super::pause::{has_pause, remove_pause};
 use super::prepare::Strategy;
+use super::scale_down_delay::within_scale_down_delay;
 use super::world::World;
 use super::{Outcome, Update};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
@@ -46,6 +47,10 @@ struct Facts<'b> {
     is_active: bool,
     /// The preview is checked (promoted by a user or promote-full): scale to full size.
     checkpoint: bool,
+    /// Back to a ReplicaSet whose pods are still up within its scale-down delay: a fast
+    /// rollback, switched to as soon as it is fully available (no pause, no pre-promotion
+    /// analysis), as Argo does.
+    fast_tracked: bool,
     preview_count: i32,
     /// The size the new ReplicaSet is to have now.
     new_target: i32,
@@ -119,7 +124,14 @@ impl World<'_> {
         let preview_count = bg.preview_replica_count.map_or(r, |n| n.clamp(0, r));
         let hash = self.p.pod_hash.clone();
         let is_active = active_hash.as_deref() == Some(hash.as_str());
-        let new_target = if u.new_is_stable || is_active || checkpoint {
+        let fast_tracked = !u.aborted
+            && !u.new_is_stable
+            && !is_active
+            && !self.retrying_aborted_update(&hash)
+            && self
+                .new_rs
+                .is_some_and(|rs| within_scale_down_delay(rs, self.now));
+        let new_target = if u.new_is_stable || is_active || checkpoint || fast_tracked {
             r
         } else {
             preview_count
@@ -132,12 +144,13 @@ impl World<'_> {
             active_hash,
             is_active,
             checkpoint,
+            fast_tracked,
             preview_count,
             new_target,
         };
 
         let mut scaled = self.size_new_and_active(&f, plan, events, u);
-        self.route_preview(&f, &mut bgs, plan, events, u);
+        self.route_preview(&f, &mut bgs, plan, events);
         let promoted = self.promote(&f, status, &mut bgs, plan, events, u, analysis);
         scaled |= self.scale_down_previous(&f, status, &bgs, plan, events);
         self.clean_up_history(plan);
@@ -153,7 +166,7 @@ impl World<'_> {
         let active_rs = active_now
             .as_deref()
             .and_then(|h| self.all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
-        self.fill_counts(status, active_rs.or(self.new_rs));
+        self.fill_counts(status, active_rs);
         Outcome {
             scaled,
             advanced: promoted,
@@ -170,6 +183,17 @@ impl World<'_> {
         status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
             && active == Some(self.p.pod_hash.as_str())
             && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas
+    }
+
+    /// Whether this reconcile is a retry of the aborted update to `hash` (the abort recorded,
+    /// then cleared by the user). Its pods may still be up within abortScaleDownDelaySeconds;
+    /// unlike a rollback they were never verified, so the retry is not fast-tracked (Argo
+    /// would switch to them without pause or analysis).
+    fn retrying_aborted_update(&self, hash: &str) -> bool {
+        self.ro
+            .status
+            .as_ref()
+            .is_some_and(|s| s.aborted_at.is_some() && s.current_pod_hash.as_deref() == Some(hash))
     }
 
     /// Sizes the new ReplicaSet (preview size, or full once promoted or checked), and keeps
@@ -208,8 +232,10 @@ impl World<'_> {
             }
             Some(rs) => {
                 let mut extra = BTreeMap::new();
-                if rs.annotation(SCALE_DOWN_DEADLINE).is_some() {
-                    // Needed again (a retry or a rollback to it): no longer going away.
+                // Needed again (a retry or a rollback to it): no longer going away. A fast
+                // rollback keeps its deadline until the switch, which the deadline licenses (a
+                // conflict between the two writes must not turn it into a paused update).
+                if rs.annotation(SCALE_DOWN_DEADLINE).is_some() && !f.fast_tracked {
                     extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
                 }
                 let rev = rs.revision().unwrap_or(u.revision);
@@ -235,19 +261,19 @@ impl World<'_> {
         scaled
     }
 
-    /// Preview Service: the new pods, or back to the active ones after an abort.
+    /// Preview Service: the new pods, even after an abort (as in Argo, the failed version stays
+    /// reachable there for debugging); the active ones while there is no new ReplicaSet.
     fn route_preview(
         &self,
         f: &Facts<'_>,
         bgs: &mut BlueGreenStatus,
         plan: &mut Plan,
         events: &mut Vec<Event>,
-        u: &Update,
     ) {
         let Some(preview) = &f.services.preview else {
             return;
         };
-        let want = if u.aborted || self.new_rs.is_none() {
+        let want = if self.new_rs.is_none() {
             f.active_hash.clone()
         } else {
             Some(f.hash.clone())
@@ -282,10 +308,7 @@ impl World<'_> {
     ) -> bool {
         let hash = &f.hash;
         let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
-        let mut switch = self.switch_due(f, status, bgs, plan, events, u);
-        if !u.new_is_stable {
-            switch &= pre_passed;
-        }
+        let switch = self.switch_due(f, status, bgs, plan, events, u, pre_passed);
         let post_passed = self.post_promotion_passed(f, status, plan, events, u, analysis);
         let mut promoted = false;
         // Aborted after the switch (post-promotion analysis failed): traffic back to stable.
@@ -350,6 +373,9 @@ impl World<'_> {
         let Some(pre) = &f.bg.pre_promotion_analysis else {
             return true;
         };
+        if f.fast_tracked {
+            return true;
+        }
         let verdict = &u.verdicts.pre_promotion;
         if *verdict == Verdict::Missing
             && !f.is_active
@@ -363,9 +389,12 @@ impl World<'_> {
         verdict.passed()
     }
 
-    /// Whether the active Service is to be switched to the new pods now (before the
-    /// pre-promotion gate): at once for a stable template, or once the preview is up and
-    /// auto-promotion (or a user) allows it; pauses where a user must promote.
+    /// Whether the active Service is to be switched to the new pods now: at once for a stable
+    /// template or a fast rollback, otherwise once the preview is up, pre-promotion analysis
+    /// has passed and the pause (a user's promote, or `autoPromotionSeconds`) is over. With a
+    /// `previewReplicaCount`, the analysis and the pause happen at that size, and their end
+    /// (the checkpoint) scales the preview up; the switch follows once it is fully available.
+    #[allow(clippy::too_many_arguments)]
     fn switch_due(
         &self,
         f: &Facts<'_>,
@@ -374,33 +403,45 @@ impl World<'_> {
         plan: &mut Plan,
         events: &mut Vec<Event>,
         u: &Update,
+        pre_passed: bool,
     ) -> bool {
         let r = self.p.replicas;
         if f.is_active || u.aborted || u.manually_paused || self.new_rs.is_none() {
             return false;
         }
-        if u.new_is_stable {
-            // First deploy, or back to the stable template: nothing to verify.
+        if u.new_is_stable || f.fast_tracked {
+            // First deploy, back to the stable template, or a fast rollback: nothing to verify.
             return self.saturated(r);
         }
         if !f.checkpoint && f.preview_count < r {
-            if self.saturated(f.preview_count) {
-                if f.bg.auto_promotion_enabled == Some(false) {
-                    self.add_blue_green_pause(status, events);
-                } else {
-                    bgs.scale_up_preview_check_point = Some(true);
-                }
+            if self.saturated(f.preview_count)
+                && pre_passed
+                && self.pause_over(f, status, plan, events)
+            {
+                bgs.scale_up_preview_check_point = Some(true);
+                remove_pause(status, &PauseReason::BlueGreenPause);
+                status.controller_pause = None;
             }
             return false;
         }
-        if !self.saturated(r) {
+        if !self.saturated(r) || !pre_passed {
             return false;
         }
-        let auto = f.bg.auto_promotion_enabled != Some(false);
+        f.checkpoint || self.pause_over(f, status, plan, events)
+    }
+
+    /// The BlueGreenPause, entered once the preview is up and analysed: held until a user
+    /// promotes (autoPromotionEnabled false) or for `autoPromotionSeconds`; none otherwise.
+    /// Returns whether it is over.
+    fn pause_over(
+        &self,
+        f: &Facts<'_>,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+    ) -> bool {
         let delay = f.bg.auto_promotion_seconds.unwrap_or(0);
-        if f.checkpoint {
-            true
-        } else if !auto {
+        if f.bg.auto_promotion_enabled == Some(false) {
             self.add_blue_green_pause(status, events);
             false
         } else if delay > 0 {

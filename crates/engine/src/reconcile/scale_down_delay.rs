@@ -18,6 +18,14 @@ pub fn parse_deadline(value: &str) -> Option<Timestamp> {
     value.parse::<Timestamp>().ok()
 }
 
+/// Whether `rs` is waiting out a scale-down delay: its deadline is readable and still ahead,
+/// so its pods are up. A rollback to such a ReplicaSet is fast-tracked.
+pub(super) fn within_scale_down_delay(rs: &ReplicaSet, now: Timestamp) -> bool {
+    rs.annotation(SCALE_DOWN_DEADLINE)
+        .and_then(parse_deadline)
+        .is_some_and(|deadline| deadline > now)
+}
+
 /// What to do with a ReplicaSet that is to be scaled down after a delay.
 #[derive(Debug, PartialEq, Eq)]
 enum Delayed {
@@ -120,6 +128,27 @@ mod tests {
                 delayed_scale_down(&rs_with(Some(stale)), now, 30),
                 Delayed::ScaleDownNow,
                 "{stale:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_readable_future_deadline_is_a_pending_delay() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert!(within_scale_down_delay(
+            &rs_with(Some("2026-01-01T00:00:01Z")),
+            now
+        ));
+        for not_pending in [
+            None,
+            Some("2026-01-01T00:00:00Z"),
+            Some("2025-12-31T23:59:59Z"),
+            Some(""),
+            Some("garbage"),
+        ] {
+            assert!(
+                !within_scale_down_delay(&rs_with(not_pending), now),
+                "{not_pending:?}"
             );
         }
     }

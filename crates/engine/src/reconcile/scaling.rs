@@ -120,8 +120,10 @@ impl World<'_> {
         plan.actions.splice(0..0, confirms);
     }
 
-    /// Status counts. Canary: HPA replicas and selector cover every ReplicaSet; blue-green
-    /// (`active` given): those of the active ReplicaSet, which is what an HPA should scale.
+    /// Status counts. Canary: ready, available and HPA replicas and the selector cover every
+    /// ReplicaSet; blue-green (`active` given): ready, available and HPA replicas and the
+    /// selector are the active ReplicaSet's (the pods that serve, and what an HPA should
+    /// scale), as in Argo; the preview's pods never count as available capacity.
     pub(super) fn fill_counts(&self, status: &mut RolloutStatus, active: Option<&ReplicaSet>) {
         let sum = |f: fn(&ReplicaSet) -> i32| self.all.iter().map(|rs| f(rs)).sum::<i32>();
         let replicas = sum(ReplicaSetExt::status_replicas);
@@ -135,6 +137,8 @@ impl World<'_> {
                 status.selector = self.ro.spec.selector.as_ref().map(format_selector);
             }
             Some(rs) => {
+                status.ready_replicas = Some(rs.ready_replicas());
+                status.available_replicas = Some(rs.available_replicas());
                 status.hpa_replicas = Some(rs.status_replicas());
                 status.selector = rs.spec.as_ref().map(|spec| format_selector(&spec.selector));
             }

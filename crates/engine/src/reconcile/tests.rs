@@ -1178,8 +1178,8 @@ fn blue_green_second_bad_revision_is_aborted_too() {
             assert_eq!(w.status().abort, Some(true));
             assert_eq!(
                 w.image_behind("preview").as_deref(),
-                Some(stable),
-                "preview back"
+                Some(image),
+                "the aborted version stays behind the preview"
             );
         }
         assert_eq!(w.image_behind("active").as_deref(), Some(stable), "{image}");
@@ -1526,6 +1526,7 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
     assert!(w.runs.is_empty());
 }
 
+mod bluegreen;
 mod metadata;
 mod services;
 
@@ -1585,7 +1586,7 @@ fn blue_green_failed_pre_promotion_analysis_aborts_without_switching() {
     w.settle_bg();
     assert_eq!(w.phase(), RolloutPhase::Degraded);
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
-    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
 }
 
 #[test]

@@ -1,0 +1,114 @@
+//! Blue-green fast rollback, as in Argo: going back to a ReplicaSet whose pods are still up
+//! within its scale-down delay switches the active Service to it at once, with no
+//! BlueGreenPause and no new pre-promotion analysis, even where the update to it needed both.
+
+use kube::api::ListParams;
+use serde_json::json;
+use sluice_api::analysis::AnalysisRun;
+use sluice_api::common::AnalysisPhase;
+use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::*;
+use sluice_engine::ReplicaSetExt;
+use sluice_engine::labels::SCALE_DOWN_DEADLINE;
+use sluice_testenv::harness::{TestNamespace, wait_for};
+use sluice_testenv::http_stub::HttpStub;
+
+async fn pre_promotion_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
+    ns.api::<AnalysisRun>()
+        .list(&ListParams::default().labels("rollout-type=PrePromotion"))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn deadline_of(ns: &TestNamespace, name: &str) -> Option<String> {
+    let rss: kube::Api<k8s_openapi::api::apps::v1::ReplicaSet> = ns.api();
+    let rs = rss.get(name).await.unwrap();
+    rs.annotation(SCALE_DOWN_DEADLINE).map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
+    let (_env, ns, _controller) = setup("bg-fast-rollback").await;
+    let api = rollouts(&ns);
+    let pre = HttpStub::start().await.unwrap();
+    pre.respond_json(200, &json!({"status": "ok"}));
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisTemplate",
+            "metadata": {"name": "pre-check"},
+            "spec": {"metrics": [{
+                "name": "web", "interval": "1s", "count": 1,
+                "successCondition": "result.status == 'ok'",
+                "provider": {"web": {"url": pre.url("/")}}
+            }]}
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    apply_blue_green(
+        &ns,
+        "fr",
+        2,
+        "app:v1",
+        json!({
+            "autoPromotionEnabled": false,
+            "scaleDownDelaySeconds": 600,
+            "prePromotionAnalysis": {"templates": [{"templateName": "pre-check"}]}
+        }),
+    )
+    .await;
+    let ro = wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    let v1 = ro.status.unwrap().current_pod_hash.unwrap();
+
+    // The update to v2: analysed, then paused until promoted.
+    set_image(&api, "fr", "app:v2").await;
+    let ro = wait_phase(&api, "fr", RolloutPhase::Paused, TIMEOUT).await;
+    let status = ro.status.unwrap();
+    assert_eq!(status.message.as_deref(), Some("BlueGreenPause"));
+    let v2 = status.current_pod_hash.unwrap();
+    let runs = pre_promotion_runs(&ns).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].status.as_ref().and_then(|s| s.phase.clone()),
+        Some(AnalysisPhase::Successful),
+        "the pause comes after the analysis"
+    );
+    promote(&api, "fr").await;
+    wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    assert_eq!(service_hash(&ns, "fr-active").await, Some(v2.clone()));
+    // v1 waits out its scale-down delay with its pods up.
+    wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
+    assert!(deadline_of(&ns, &format!("fr-{v1}")).await.is_some());
+
+    // Back to v1: switched without a promote (a BlueGreenPause would hold it until one).
+    set_image(&api, "fr", "app:v1").await;
+    wait_for("the active Service back on v1", TIMEOUT, || async {
+        match service_hash(&ns, "fr-active").await {
+            Some(h) if h == v1 => Ok(()),
+            other => anyhow::bail!("{other:?}"),
+        }
+    })
+    .await
+    .unwrap();
+    let ro = wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    let status = ro.status.unwrap();
+    assert_eq!(status.current_pod_hash.as_deref(), Some(v1.as_str()));
+    assert_eq!(status.stable_rs.as_deref(), Some(v1.as_str()));
+    assert_eq!(status.pause_conditions, None);
+    assert_eq!(
+        service_hash(&ns, "fr-preview").await.as_deref(),
+        Some(v1.as_str())
+    );
+    assert_eq!(
+        pre_promotion_runs(&ns).await.len(),
+        1,
+        "no new pre-promotion analysis"
+    );
+    // v1 stays; v2 now waits out its own delay, pods up.
+    assert_eq!(deadline_of(&ns, &format!("fr-{v1}")).await, None);
+    assert!(deadline_of(&ns, &format!("fr-{v2}")).await.is_some());
+    wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
+}

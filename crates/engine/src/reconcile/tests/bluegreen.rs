@@ -1,0 +1,337 @@
+//! Blue-green decisions Argo makes beyond the plain update: the fast rollback to a ReplicaSet
+//! within its scale-down delay, previewReplicaCount with auto-promotion, the status counts of
+//! the active ReplicaSet, and the preview Service after an abort.
+
+use super::*;
+
+impl World {
+    /// Like `settle_bg`, and returns the events of every reconcile as `reason: message`.
+    fn settle_bg_events(&mut self) -> Vec<String> {
+        let mut events = Vec::new();
+        for _ in 0..50 {
+            let before = (self.ro.clone(), self.rss.clone(), self.services.clone());
+            let plan = self.reconcile();
+            self.assert_active_fully_available();
+            events.extend(
+                plan.events
+                    .iter()
+                    .map(|e| format!("{}: {}", e.reason, e.message)),
+            );
+            if before.0 == self.ro && before.1 == self.rss && before.2 == self.services {
+                return events;
+            }
+        }
+        panic!("did not settle: {:#?}", self.ro.status);
+    }
+
+    fn rs_with_image(&self, image: &str) -> &ReplicaSet {
+        self.rss
+            .iter()
+            .find(|r| World::image_of(r) == image)
+            .unwrap_or_else(|| panic!("no ReplicaSet for {image}"))
+    }
+
+    fn hash_of(&self, image: &str) -> String {
+        self.rs_with_image(image).pod_hash().unwrap().to_string()
+    }
+}
+
+/// A Healthy v1 whose update to v2 needs a pre-promotion analysis and a manual promote,
+/// promoted: v2 is active and stable, v1 waits out its 30 s scale-down delay at full size.
+fn promoted_v2_with_v1_in_its_delay() -> World {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview",
+               "autoPromotionEnabled": false, "scaleDownDelaySeconds": 30,
+               "prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    ));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
+    assert_eq!(w.pause_reasons(), vec!["BlueGreenPause".to_string()]);
+    w.promote();
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert!(
+        w.rs_with_image("app:v1")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 3)]
+    );
+    w
+}
+
+#[test]
+fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
+    let mut w = promoted_v2_with_v1_in_its_delay();
+    let (v1, v2) = (w.hash_of("app:v1"), w.hash_of("app:v2"));
+    w.advance(10);
+    w.set_image("app:v1");
+    // The first reconcile of the rollback already switches: the pods are up.
+    let plan = w.reconcile();
+    assert!(
+        plan.events.iter().any(|e| e.reason == "SwitchService"
+            && e.message
+                == format!("Switched selector for service 'active' from '{v2}' to '{v1}'")),
+        "{:#?}",
+        plan.events
+    );
+    let events = w.settle_bg_events();
+    assert!(
+        !events.iter().any(|e| e.starts_with("RolloutPaused")),
+        "{events:#?}"
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert!(w.pause_reasons().is_empty());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v1"));
+    assert_eq!(w.status().stable_rs.as_deref(), Some(v1.as_str()));
+    assert_eq!(
+        w.runs_of("PrePromotion").len(),
+        1,
+        "no new pre-promotion run"
+    );
+    // v1 is no longer going away; v2 now waits out the delay in its turn.
+    assert_eq!(
+        w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE),
+        None
+    );
+    assert!(
+        w.rs_with_image("app:v2")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
+    w.advance(30);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 0)]
+    );
+}
+
+#[test]
+fn rollback_after_the_scale_down_delay_is_an_ordinary_update() {
+    let mut w = promoted_v2_with_v1_in_its_delay();
+    w.advance(30);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
+    );
+    w.set_image("app:v1");
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.runs_of("PrePromotion").len(), 2, "analysed again");
+}
+
+#[test]
+fn fast_rollback_survives_a_lost_switch() {
+    let mut w = promoted_v2_with_v1_in_its_delay();
+    w.advance(10);
+    w.set_image("app:v1");
+    // Only the ReplicaSet writes of the first plan land (the switch got a conflict).
+    let ro_before = w.ro.clone();
+    let services_before = w.services.clone();
+    w.reconcile();
+    w.ro = ro_before;
+    w.services = services_before;
+    assert!(
+        w.rs_with_image("app:v1")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some(),
+        "the deadline that licenses the fast track stays until the switch"
+    );
+    let events = w.settle_bg_events();
+    assert!(
+        !events.iter().any(|e| e.starts_with("RolloutPaused")),
+        "{events:#?}"
+    );
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+}
+
+#[test]
+fn retry_of_an_aborted_update_is_not_fast_tracked_and_abort_keeps_the_preview() {
+    let mut w = World::bg(bg_rollout(
+        2,
+        json!({"activeService": "active", "previewService": "preview",
+               "autoPromotionEnabled": false, "abortScaleDownDelaySeconds": 30}),
+    ));
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(w.pause_reasons(), vec!["BlueGreenPause".to_string()]);
+    w.ro.status.as_mut().unwrap().abort = Some(true);
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(
+        w.image_behind("preview").as_deref(),
+        Some("app:v2"),
+        "the aborted version stays reachable behind the preview"
+    );
+    assert!(
+        w.rs_with_image("app:v2")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
+
+    w.advance(5);
+    w.ro.status.as_mut().unwrap().abort = Some(false);
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Paused, "{:#?}", w.status());
+    assert_eq!(w.pause_reasons(), vec!["BlueGreenPause".to_string()]);
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    assert_eq!(
+        w.rs_with_image("app:v2").annotation(SCALE_DOWN_DEADLINE),
+        None
+    );
+}
+
+#[test]
+fn preview_replica_count_with_auto_promotion_seconds_analyses_and_pauses_at_preview_size() {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview",
+               "previewReplicaCount": 1, "autoPromotionSeconds": 20,
+               "prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    ));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 1)]
+    );
+    assert_eq!(
+        w.runs_of("PrePromotion").len(),
+        1,
+        "analysed at preview size"
+    );
+    assert!(w.pause_reasons().is_empty(), "no pause before the analysis");
+    assert_eq!(
+        w.status()
+            .blue_green
+            .as_ref()
+            .unwrap()
+            .scale_up_preview_check_point,
+        None
+    );
+
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    let events = w.settle_bg_events();
+    assert_eq!(
+        events,
+        vec!["RolloutPaused: Rollout is paused (BlueGreenPause)"]
+    );
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(w.status().message.as_deref(), Some("BlueGreenPause"));
+    w.advance(19);
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 1)]
+    );
+
+    w.advance(1);
+    let events = w.settle_bg_events();
+    let v2 = w.rs_with_image("app:v2").name().to_string();
+    let up = format!("ScalingReplicaSet: Scaled up ReplicaSet {v2} (revision 2) from 1 to 3");
+    let up_at = events.iter().position(|e| *e == up);
+    let switch_at = events
+        .iter()
+        .position(|e| e.starts_with("SwitchService: Switched selector for service 'active'"));
+    assert!(
+        up_at.is_some() && switch_at.is_some() && up_at < switch_at,
+        "{events:#?}"
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert!(w.pause_reasons().is_empty());
+    assert_eq!(w.status().controller_pause, None);
+    assert_eq!(w.runs_of("PrePromotion").len(), 1);
+}
+
+#[test]
+fn preview_replica_count_with_auto_promotion_waits_for_pre_promotion_analysis() {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview",
+               "previewReplicaCount": 1,
+               "prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    ));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.advance(600);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 1)],
+        "held at preview size while the analysis runs"
+    );
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    let events = w.settle_bg_events();
+    assert!(
+        !events.iter().any(|e| e.starts_with("RolloutPaused")),
+        "{events:#?}"
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+}
+
+#[test]
+fn blue_green_counts_are_the_active_replica_sets() {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview",
+               "autoPromotionEnabled": false}),
+    ));
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    let v1 = w.hash_of("app:v1");
+    let s = w.status();
+    assert_eq!(
+        (
+            s.replicas,
+            s.updated_replicas,
+            s.ready_replicas,
+            s.available_replicas,
+            s.hpa_replicas
+        ),
+        (Some(6), Some(3), Some(3), Some(3), Some(3)),
+        "{s:#?}"
+    );
+    assert!(s.selector.as_deref().unwrap().contains(&v1), "{s:#?}");
+
+    // Once switched, the new ReplicaSet's counts and selector.
+    w.promote();
+    w.settle_bg();
+    let v2 = w.hash_of("app:v2");
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    let s = w.status();
+    assert_eq!(s.available_replicas, Some(3), "{s:#?}");
+    assert!(s.selector.as_deref().unwrap().contains(&v2), "{s:#?}");
+
+    // A preview that never becomes available does not change what the active pods serve.
+    w.bad_images = vec!["app:v3".into()];
+    w.set_image("app:v3");
+    w.settle_bg();
+    let s = w.status();
+    assert_eq!(
+        (s.ready_replicas, s.available_replicas, s.hpa_replicas),
+        (Some(3), Some(3), Some(3)),
+        "{s:#?}"
+    );
+    assert!(s.selector.as_deref().unwrap().contains(&v2), "{s:#?}");
+}
