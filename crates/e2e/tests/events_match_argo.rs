@@ -16,7 +16,7 @@ use sluice_e2e::*;
 /// The Rollout's events, oldest first, as (reason, message). A repeat of an identical event is
 /// recorded as a series on the first one, as client-go does (Argo's suite watches events and
 /// sees the series update as a second occurrence): it is listed again at its last time.
-async fn rollout_events(ns: &TestNamespace, name: &str) -> Vec<(String, String)> {
+async fn event_occurrences(ns: &TestNamespace, name: &str) -> Vec<(String, String)> {
     let events: Api<Event> = ns.api();
     let list: Vec<Event> = events
         .list(&ListParams::default())
@@ -93,7 +93,7 @@ async fn abort_retry_promote_emits_argos_events_in_order() {
         "RolloutCompleted",
     ];
     let events = wait_for("the completion event", Duration::from_secs(30), || async {
-        let events = rollout_events(&ns, "web").await;
+        let events = event_occurrences(&ns, "web").await;
         let completed = events
             .iter()
             .filter(|(reason, _)| reason == "RolloutCompleted")
