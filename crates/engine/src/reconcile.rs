@@ -151,7 +151,7 @@ impl World<'_> {
         let verdicts = if status.abort == Some(true) || new_is_stable {
             Verdicts::default()
         } else {
-            self.read_verdicts(revision, status, plan, &mut events, &mut analysis)
+            self.read_verdicts(revision, status, &mut events, &mut analysis)
         };
         let aborted = self.settle_abort(status, new_is_stable);
         let manually_paused = self.ro.spec.paused == Some(true);
@@ -179,10 +179,11 @@ impl World<'_> {
                 (outcome, self.blue_green_completed(status))
             }
         };
-        if analysis.accepted_now && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
-            // The promote that accepted an Inconclusive verdict has been acted on.
+        if analysis.resumed && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
+            // The resume has been acted on (a new run measures): the controller's pause ends.
             status.controller_pause = None;
         }
+        analysis.record_started(status);
         self.settle_analysis_runs(plan, &analysis);
         let progressed = outcome.scaled
             || outcome.advanced
