@@ -51,6 +51,7 @@ use world::World;
 pub fn reconcile(observed: &Observed) -> Plan {
     let now = whole_seconds(observed.now);
     let ro = &observed.rollout;
+    let name = ro.metadata.name.as_deref().unwrap_or_default();
     let old_status = ro.status.clone().unwrap_or_default();
     let mut plan = Plan {
         status: old_status.clone(),
@@ -66,10 +67,10 @@ pub fn reconcile(observed: &Observed) -> Plan {
             plan.status.conditions = Some(conds);
             let mut world = World::new(observed, &prepared, now);
             if let Err(message) = world.run(&mut plan) {
-                set_invalid_spec(&mut plan, message, now);
+                set_invalid_spec(&mut plan, name, message, now);
             }
         }
-        Err(message) => set_invalid_spec(&mut plan, message, now),
+        Err(message) => set_invalid_spec(&mut plan, name, message, now),
     }
 
     let (phase, message) = phase::calculate(ro, &plan.status);
@@ -82,15 +83,16 @@ pub fn reconcile(observed: &Observed) -> Plan {
     plan
 }
 
-/// A spec this version cannot act on: `InvalidSpec` says why.
-fn set_invalid_spec(plan: &mut Plan, message: String, now: Timestamp) {
+/// A spec this version cannot act on: `InvalidSpec` says why, in Argo's form
+/// `The Rollout "NAME" is invalid: <field error>`.
+fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp) {
     let mut conds = plan.status.conditions.take().unwrap_or_default();
     c::set(
         &mut conds,
         Cond::InvalidSpec,
         TRUE,
         c::INVALID_SPEC,
-        message,
+        format!("The Rollout \"{name}\" is invalid: {message}"),
         now,
         false,
     );

@@ -1446,6 +1446,7 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
 }
 
 mod analysis_retry;
+mod invalid_spec;
 mod metadata;
 
 /// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or
