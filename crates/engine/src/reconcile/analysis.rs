@@ -96,6 +96,8 @@ pub(super) struct AnalysisState {
     pub(super) resumed: bool,
     /// Runs created in this reconcile, by role.
     started: Vec<(Role, String)>,
+    /// Runs of an aborted attempt to mark at a retry, with their resourceVersions.
+    superseded: Vec<(String, Option<String>)>,
 }
 
 impl AnalysisState {
@@ -170,43 +172,74 @@ fn record_slot(status: &mut RolloutStatus, role: Role) -> &mut Option<RolloutAna
     }
 }
 
-/// Whether this reconcile follows a retry: the abort was lifted while `abortedAt` still
-/// records it. The runs of the aborted attempt are done with; the retried update measures
-/// afresh, as Argo does.
-pub(super) fn retried(status: &RolloutStatus) -> bool {
-    status.abort != Some(true) && status.aborted_at.is_some()
+/// Annotation on the AnalysisRuns of an aborted attempt, set when the update is retried: they
+/// are history, never the current run of the retried update (which measures afresh, as Argo
+/// does). Its value is the time of the retry.
+pub const SUPERSEDED_BY_RETRY: &str = "rollouts.sluice.dev/superseded-by-retry";
+
+/// When the update was aborted, if this reconcile follows a retry: the abort was lifted while
+/// `abortedAt` still records it. Runs created by then belong to the aborted attempt.
+pub(super) fn retried_after(status: &RolloutStatus) -> Option<jiff::Timestamp> {
+    if status.abort == Some(true) {
+        return None;
+    }
+    status.aborted_at.as_ref().map(|t| t.0)
+}
+
+fn created(run: &AnalysisRun) -> Option<jiff::Timestamp> {
+    run.metadata.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// A run of an aborted attempt: marked so at a retry, or created before the abort being
+/// retried now.
+fn superseded(run: &AnalysisRun, retried_after: Option<jiff::Timestamp>) -> bool {
+    annotation(run, SUPERSEDED_BY_RETRY).is_some()
+        || retried_after.is_some_and(|at| created(run).is_none_or(|c| c <= at))
 }
 
 impl<'a> World<'a> {
     /// The run playing `role` for the current pod template and revision, if there is one: the
-    /// run the status records for the role, or else one still measuring that the status has
-    /// not recorded yet (its creation's status write was lost). A finished run the status does
-    /// not record (one of an earlier attempt, before a retry or before the steps reached this
-    /// analysis again) is history, never the current run. After a retry the record is history
-    /// too.
+    /// newest of the run the status records for the role and the runs not asked to terminate
+    /// (one whose record was lost, or one created by a reconcile that saw the Rollout newer
+    /// than this one did). Runs of an aborted attempt are never current after a retry.
     pub(super) fn analysis_run(
         &self,
         role: Role,
         revision: i64,
         recorded: Option<&str>,
-        retried: bool,
+        retried_after: Option<jiff::Timestamp>,
     ) -> Option<&'a AnalysisRun> {
-        let candidates = self.role_runs(role, revision);
-        if !retried
-            && let Some(name) = recorded
-            && let Some(run) = candidates.iter().find(|r| run_name(r) == name)
-        {
-            return Some(run);
-        }
-        candidates
+        self.role_runs(role, revision)
             .into_iter()
-            .filter(|r| !is_finished(r) && r.spec.terminate != Some(true))
-            .max_by_key(|r| {
-                (
-                    r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                    run_name(r).to_string(),
-                )
-            })
+            .filter(|r| !superseded(r, retried_after))
+            .filter(|r| Some(run_name(r)) == recorded || r.spec.terminate != Some(true))
+            .max_by_key(|r| (created(r), run_name(r).to_string()))
+    }
+
+    /// At a retry, marks the runs of the aborted attempt (see [`SUPERSEDED_BY_RETRY`]).
+    pub(super) fn supersede_aborted_runs(
+        &self,
+        revision: i64,
+        status: &RolloutStatus,
+        state: &mut AnalysisState,
+    ) {
+        let Some(at) = retried_after(status) else {
+            return;
+        };
+        let revision = revision.to_string();
+        for run in self.analysis_runs.iter() {
+            let ours = label(run, POD_TEMPLATE_HASH) == Some(self.p.pod_hash.as_str())
+                && annotation(run, REVISION) == Some(revision.as_str());
+            if ours
+                && annotation(run, SUPERSEDED_BY_RETRY).is_none()
+                && created(run).is_none_or(|c| c <= at)
+            {
+                state.superseded.push((
+                    run_name(run).to_string(),
+                    run.metadata.resource_version.clone(),
+                ));
+            }
+        }
     }
 
     /// The runs made for `role` for the current pod template and revision.
@@ -241,7 +274,7 @@ impl<'a> World<'a> {
     ) -> Verdict {
         let previous = record_slot(status, role).clone();
         let recorded = previous.as_ref().and_then(|p| p.name.as_deref());
-        let Some(run) = self.analysis_run(role, revision, recorded, retried(status)) else {
+        let Some(run) = self.analysis_run(role, revision, recorded, retried_after(status)) else {
             *record_slot(status, role) = None;
             return Verdict::Missing;
         };
@@ -399,6 +432,15 @@ impl<'a> World<'a> {
     /// Terminates the runs of this Rollout that nothing waits on any more, and deletes
     /// finished ones beyond the history limits.
     pub(super) fn settle_analysis_runs(&self, plan: &mut Plan, state: &AnalysisState) {
+        for (name, resource_version) in &state.superseded {
+            let annotations =
+                [(SUPERSEDED_BY_RETRY.to_string(), Some(self.now.to_string()))].into();
+            plan.actions.push(Action::AnnotateAnalysisRun {
+                name: name.clone(),
+                resource_version: resource_version.clone(),
+                annotations,
+            });
+        }
         for run in self.analysis_runs.iter() {
             let name = run_name(run);
             let terminating = run.spec.terminate == Some(true);
@@ -481,6 +523,7 @@ impl World<'_> {
         events: &mut Vec<Event>,
         state: &mut AnalysisState,
     ) -> Verdicts {
+        self.supersede_aborted_runs(revision, status, state);
         let mut v = Verdicts::default();
         match &self.p.strategy {
             Strategy::Canary(canary) => {

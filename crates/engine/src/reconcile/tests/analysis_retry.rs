@@ -90,6 +90,14 @@ fn a_failed_step_analysis_aborts_with_argos_message_and_a_retry_measures_again()
         "a new run for the retried step"
     );
     assert_eq!(phase_of(&w, &first), Some(AnalysisPhase::Failed));
+    assert!(
+        w.runs[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(super::super::analysis::SUPERSEDED_BY_RETRY)),
+        "the aborted attempt's run is marked as history"
+    );
     assert_eq!(
         w.status()
             .canary
