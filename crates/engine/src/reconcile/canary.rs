@@ -171,9 +171,11 @@ impl World<'_> {
             && status.promote_full != Some(true)
             && let Some(step) = steps::current_step(self.p.canary(), step_index)
             && let Some(CanaryStepAction::Pause(pause)) = step.action()
-            && pause.duration.is_some()
-            && has_pause(status, &PauseReason::CanaryPauseStep)
-            && self.pause_step(status, events, &mut plan.requeue_after, pause)
+            // No pause-step condition while the controller's pause is up reads as a resumed
+            // pause step, in Argo as here; a timed one runs out by the clock.
+            && (!has_pause(status, &PauseReason::CanaryPauseStep)
+                || (pause.duration.is_some()
+                    && self.pause_step(status, events, &mut plan.requeue_after, pause)))
         {
             remove_pause(status, &PauseReason::CanaryPauseStep);
             status.current_step_index = Some(step_index + 1);
