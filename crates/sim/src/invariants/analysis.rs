@@ -341,14 +341,19 @@ fn held_update(identity: &str, before: &Value, after: &Value, now: Timestamp) ->
             .and_then(|s| s.get("pause"))
     };
     if inconclusive && same_update && to > from {
+        // A pause step the Rollout shows no pause-step condition for is taken as resumed
+        // (Argo's rule: the controller's pause is up without one).
         let timed_out = to == from + 1
-            && pause_at(from)
-                .and_then(|p| serde_json::from_value::<RolloutPause>(p.clone()).ok())
-                .and_then(|p| p.duration()?.ok())
-                .zip(pause_started(before))
-                .is_some_and(|(duration, started)| {
-                    SignedDuration::try_from(duration).is_ok_and(|d| started + d <= now)
-                });
+            && pause_at(from).is_some()
+            && match pause_started(before) {
+                None => true,
+                Some(started) => pause_at(from)
+                    .and_then(|p| serde_json::from_value::<RolloutPause>(p.clone()).ok())
+                    .and_then(|p| p.duration()?.ok())
+                    .is_some_and(|duration| {
+                        SignedDuration::try_from(duration).is_ok_and(|d| started + d <= now)
+                    }),
+            };
         if !timed_out {
             let passed_pause = (from..to).any(|i| pause_at(i).is_some());
             let invariant = if passed_pause {
