@@ -280,18 +280,17 @@ impl AnalysisChecks {
         if let Some(run) = current
             && !skipped
             && holds_the_update(run)
+            && !has_pause(after, INCONCLUSIVE_PAUSE)
         {
-            if !has_pause(after, INCONCLUSIVE_PAUSE) {
-                found.push((
-                    INCONCLUSIVE_PAUSES,
-                    format!(
-                        "{identity} saw analysisrun/{} Inconclusive and wrote rollout/{name} without a {INCONCLUSIVE_PAUSE} pause (phase {}, step {})",
-                        name_of(run),
-                        status_str(after, "phase").unwrap_or("-"),
-                        step_index(after),
-                    ),
-                ));
-            }
+            found.push((
+                INCONCLUSIVE_PAUSES,
+                format!(
+                    "{identity} saw analysisrun/{} Inconclusive and wrote rollout/{name} without a {INCONCLUSIVE_PAUSE} pause (phase {}, step {})",
+                    name_of(run),
+                    status_str(after, "phase").unwrap_or("-"),
+                    step_index(after),
+                ),
+            ));
         }
         found
     }
