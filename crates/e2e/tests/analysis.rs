@@ -74,7 +74,7 @@ fn pause_reasons(ro: &sluice_api::Rollout) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inconclusive_background_analysis_pauses_through_a_timed_pause_until_promoted() {
+async fn inconclusive_background_analysis_holds_through_a_timed_pause_until_resumed() {
     let (_env, ns, _controller) = setup("inconclusive").await;
     let api = rollouts(&ns);
     let metric = HttpStub::start().await.unwrap();
@@ -87,7 +87,8 @@ async fn inconclusive_background_analysis_pauses_through_a_timed_pause_until_pro
     ns.apply_yaml(&rollout_with(
         "inc",
         json!([{"setWeight": 50}, {"pause": {"duration": format!("{pause_secs}s")}}]),
-        json!({"analysis": {"templates": [{"templateName": "health"}], "startingStep": 0}}),
+        // From the timed pause on: the verdict lands while the pause step runs.
+        json!({"analysis": {"templates": [{"templateName": "health"}], "startingStep": 1}}),
     ))
     .await
     .unwrap();
@@ -121,13 +122,29 @@ async fn inconclusive_background_analysis_pauses_through_a_timed_pause_until_pro
     );
     let run_name = runs_of(&ns, "Background").await[0].metadata.name.clone();
 
-    // Well past the pause duration: still paused, on the step it was, with the same one run.
-    let watch_until = Instant::now() + Duration::from_secs(pause_secs * 2 + 5);
+    // The timed step runs out, as in Argo: the Inconclusive pause alone holds the update and
+    // is the phase message; the pods stay as they are and the run is not re-created.
+    let ro = wait_for("the timed pause step to run out", TIMEOUT, || async {
+        let ro = api.get("inc").await?;
+        let s = ro.status.clone().unwrap_or_default();
+        anyhow::ensure!(s.current_step_index == Some(2), "{s:?}");
+        Ok(ro)
+    })
+    .await
+    .unwrap();
+    let s = ro.status.clone().unwrap();
+    assert_eq!(
+        pause_reasons(&ro),
+        vec!["InconclusiveAnalysisRun".to_string()]
+    );
+    assert_eq!(s.phase, Some(RolloutPhase::Paused));
+    assert_eq!(s.message.as_deref(), Some("InconclusiveAnalysisRun"));
+    let watch_until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < watch_until {
         let ro = api.get("inc").await.unwrap();
         let s = ro.status.as_ref().unwrap();
         assert_eq!(s.phase, Some(RolloutPhase::Paused), "{s:?}");
-        assert!(pause_reasons(&ro).contains(&"InconclusiveAnalysisRun".to_string()));
+        assert_ne!(s.stable_rs, s.current_pod_hash, "not completed");
         let runs = runs_of(&ns, "Background").await;
         assert_eq!(runs.len(), 1, "exactly one background run");
         assert_eq!(runs[0].metadata.name, run_name, "never re-created");
@@ -137,16 +154,26 @@ async fn inconclusive_background_analysis_pauses_through_a_timed_pause_until_pro
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    wait_replicas(&ns, "inc", &[("app:v1", 1), ("app:v2", 1)], TIMEOUT).await;
 
+    // The metric recovers. A resume (Argo CD's Resume: the pause conditions cleared)
+    // measures again with a new run; the steps are done, so the update completes.
+    metric.respond_json(200, &json!({"status": "ok"}));
     promote(&api, "inc").await;
     let ro = wait_phase(&api, "inc", RolloutPhase::Healthy, TIMEOUT).await;
     let status = ro.status.unwrap();
     assert_eq!(status.stable_rs, status.current_pod_hash);
-    let runs = runs_of(&ns, "Background").await;
+    let mut names: Vec<String> = runs_of(&ns, "Background")
+        .await
+        .iter()
+        .filter_map(|r| r.metadata.name.clone())
+        .collect();
+    names.sort();
+    let first = run_name.unwrap();
     assert_eq!(
-        runs.len(),
-        1,
-        "the promote accepted the verdict; no second run"
+        names,
+        vec![first.clone(), format!("{first}.1")],
+        "measured again"
     );
     wait_replicas(&ns, "inc", &[("app:v1", 0), ("app:v2", 2)], TIMEOUT).await;
 }

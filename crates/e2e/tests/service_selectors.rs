@@ -175,7 +175,7 @@ async fn a_missing_canary_service_is_invalid_spec_with_argos_message() {
     assert_eq!(
         ro.status.unwrap().message.as_deref(),
         Some(
-            "InvalidSpec: spec.strategy.canary.canaryService: Invalid value: \"nope\": services \"nope\" not found"
+            "InvalidSpec: The Rollout \"ms\" is invalid: spec.strategy.canary.canaryService: Invalid value: \"nope\": services \"nope\" not found"
         )
     );
     assert!(replicas_by_image(&ns, "ms").await.is_empty());

@@ -55,6 +55,7 @@ use world::World;
 pub fn reconcile(observed: &Observed) -> Plan {
     let now = whole_seconds(observed.now);
     let ro = &observed.rollout;
+    let name = ro.metadata.name.as_deref().unwrap_or_default();
     let old_status = ro.status.clone().unwrap_or_default();
     let mut plan = Plan {
         status: old_status.clone(),
@@ -70,10 +71,10 @@ pub fn reconcile(observed: &Observed) -> Plan {
             plan.status.conditions = Some(conds);
             let mut world = World::new(observed, &prepared, now);
             if let Err(message) = world.run(&mut plan) {
-                set_invalid_spec(&mut plan, message, now);
+                set_invalid_spec(&mut plan, name, message, now);
             }
         }
-        Err(message) => set_invalid_spec(&mut plan, message, now),
+        Err(message) => set_invalid_spec(&mut plan, name, message, now),
     }
 
     let (phase, message) = phase::calculate(ro, &plan.status);
@@ -91,8 +92,9 @@ pub fn reconcile(observed: &Observed) -> Plan {
 /// changes also wake the Rollouts that name them at once (the controller watches templates).
 pub const INVALID_SPEC_RECHECK: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// A spec this version cannot act on: `InvalidSpec` says why.
-fn set_invalid_spec(plan: &mut Plan, message: String, now: Timestamp) {
+/// A spec this version cannot act on: `InvalidSpec` says why, in Argo's form
+/// `The Rollout "NAME" is invalid: <field error>`.
+fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp) {
     crate::plan::set_requeue(&mut plan.requeue_after, INVALID_SPEC_RECHECK);
     let mut conds = plan.status.conditions.take().unwrap_or_default();
     c::set(
@@ -100,7 +102,7 @@ fn set_invalid_spec(plan: &mut Plan, message: String, now: Timestamp) {
         Cond::InvalidSpec,
         TRUE,
         c::INVALID_SPEC,
-        message,
+        format!("The Rollout \"{name}\" is invalid: {message}"),
         now,
         false,
     );
@@ -187,7 +189,7 @@ impl World<'_> {
         let verdicts = if status.abort == Some(true) || new_is_stable {
             Verdicts::default()
         } else {
-            self.read_verdicts(revision, status, plan, &mut events, &mut analysis)
+            self.read_verdicts(revision, status, &mut events, &mut analysis)
         };
         let aborted = self.settle_abort(status, new_is_stable);
         let manually_paused = self.ro.spec.paused == Some(true);
@@ -225,10 +227,11 @@ impl World<'_> {
                 ),
             ));
         }
-        if analysis.accepted_now && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
-            // The promote that accepted an Inconclusive verdict has been acted on.
+        if analysis.resumed && status.pause_conditions.as_ref().is_none_or(Vec::is_empty) {
+            // The resume has been acted on (a new run measures): the controller's pause ends.
             status.controller_pause = None;
         }
+        analysis.record_started(status);
         self.settle_analysis_runs(plan, &analysis);
         let progressed = outcome.scaled
             || outcome.advanced

@@ -16,9 +16,9 @@ use crate::kubelet::{image_of_template, is_available, min_ready_seconds, owner_n
 use crate::lease::LeaseView;
 
 pub use analysis::{
-    INCONCLUSIVE_PAUSE, INCONCLUSIVE_PAUSES, INCONCLUSIVE_PROMOTED_AT,
-    NOT_RECREATED_WHILE_INCONCLUSIVE, ONE_LIVE_RUN, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED,
-    RUNS_AT_END, RunKey, UPDATE_HELD, background_runs,
+    INCONCLUSIVE_PAUSE, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE, ONE_LIVE_RUN,
+    PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED, RUNS_AT_END, RunKey,
+    UPDATE_HELD, background_runs,
 };
 
 pub const ANNOTATION_NEVER_EMPTY: &str = "annotation-never-empty";
@@ -222,7 +222,9 @@ impl Checker {
         before: &Value,
         after: &Value,
     ) {
-        let found = self.analysis.on_status_write(api, identity, before, after);
+        let found = self
+            .analysis
+            .on_status_write(api, at_ms, identity, before, after);
         self.fail_all(at_ms, found);
     }
 

@@ -13,7 +13,8 @@ use sluice_engine::Plan;
 use sluice_engine::observed::TemplateKey;
 use sluice_sim::controller::BoxFuture;
 use sluice_sim::invariants::{
-    ANNOTATION_NEVER_EMPTY, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE, PAUSE_STEP_HELD,
+    ANNOTATION_NEVER_EMPTY, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE,
+    PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD,
 };
 use sluice_sim::net::SimWriter;
 use sluice_sim::{ApplyFn, Outcome, run, scenarios};
@@ -240,8 +241,8 @@ fn promote_instead_of_pausing(
     Box::pin(async move { apply_plan(&w, &ro, &plan).await })
 }
 
-/// The Inconclusive background run disappears once a reconcile records it, so the controller,
-/// finding no run, measures the same revision again.
+/// Argo before #3873: while the update sits paused on an Inconclusive background run, the
+/// controller measures again with a new run, though nobody resumed.
 fn measure_again(w: SimWriter, ro: Rollout, plan: Plan) -> BoxFuture<Result<Applied, WriteError>> {
     Box::pin(async move {
         let inconclusive = plan
@@ -251,14 +252,48 @@ fn measure_again(w: SimWriter, ro: Rollout, plan: Plan) -> BoxFuture<Result<Appl
             .and_then(|c| c.current_background_analysis_run_status.as_ref())
             .filter(|r| r.status == Some(AnalysisPhase::Inconclusive))
             .and_then(|r| r.name.clone());
-        if let Some(name) = inconclusive {
-            w.delete_analysis_run("default", &name, None).await?;
+        if let Some(name) = inconclusive
+            && has_pause(&plan, &PauseReason::InconclusiveAnalysisRun)
+        {
+            let runs = w.list_analysis_runs("default").await?;
+            if let Some(run) = runs
+                .iter()
+                .find(|r| r.metadata.name.as_ref() == Some(&name))
+            {
+                let mut again: AnalysisRun = run.clone();
+                again.metadata.name = Some(format!("{name}.9"));
+                again.metadata.uid = None;
+                again.metadata.resource_version = None;
+                again.metadata.creation_timestamp = None;
+                again.status = None;
+                // Once is enough; a second attempt finds the name taken.
+                let _ = w.create_analysis_run("default", &again).await;
+            }
         }
         apply_plan(&w, &ro, &plan).await
     })
 }
 
-/// A timed pause step that runs out while the update is paused on an Inconclusive run.
+/// The controller lifts the Inconclusive pause by itself, as if a user had resumed.
+fn resume_by_itself(
+    w: SimWriter,
+    ro: Rollout,
+    mut plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    let was_paused = ro.status.as_ref().is_some_and(|s| {
+        s.pause_conditions
+            .iter()
+            .flatten()
+            .any(|c| c.reason == Some(PauseReason::InconclusiveAnalysisRun))
+    });
+    if was_paused {
+        drop_pause(&mut plan, &PauseReason::InconclusiveAnalysisRun);
+    }
+    Box::pin(async move { apply_plan(&w, &ro, &plan).await })
+}
+
+/// A timed pause step that runs out before its time while the update is paused on an
+/// Inconclusive run.
 fn expire_pause_step(
     w: SimWriter,
     ro: Rollout,
@@ -292,7 +327,16 @@ fn inconclusive_run_measured_again_is_caught() {
 }
 
 #[test]
-fn pause_step_running_out_under_inconclusive_is_caught() {
+fn inconclusive_pause_lifted_by_the_controller_is_caught() {
+    seeds_to_catch(
+        "inconclusive-background-analysis",
+        resume_by_itself,
+        PAUSE_LIFTED_BY_USERS_ONLY,
+    );
+}
+
+#[test]
+fn pause_step_running_out_early_under_inconclusive_is_caught() {
     seeds_to_catch(
         "inconclusive-background-analysis",
         expire_pause_step,

@@ -17,15 +17,23 @@ pub(super) fn check_spec(spec: &RolloutSpec, problems: &mut Problems) {
     match &spec.strategy {
         Some(s) => match (&s.canary, &s.blue_green) {
             (Some(_), Some(_)) => problems.add(
-                "spec.strategy",
-                "only one of canary and blueGreen may be set, both are",
+                "spec.strategy.strategy",
+                "Invalid value: \"blueGreen: true canary: true\": Multiple Strategies can not be listed",
             ),
             (Some(c), None) => canary::check(c, problems),
             (None, Some(bg)) => blue_green::check(bg, spec, problems),
-            (None, None) => problems.add("spec.strategy", "one of canary or blueGreen must be set"),
+            (None, None) => missing_strategy(problems),
         },
-        None => problems.add("spec.strategy", "one of canary or blueGreen must be set"),
+        None => missing_strategy(problems),
     }
+}
+
+/// Argo's wording (a Kubernetes field error) for a Rollout with no strategy.
+fn missing_strategy(problems: &mut Problems) {
+    problems.add(
+        "spec.strategy.strategy",
+        "Required value: Rollout has missing field '.spec.strategy.canary or .spec.strategy.blueGreen'",
+    );
 }
 
 fn check_counts(spec: &RolloutSpec, problems: &mut Problems) {

@@ -14,19 +14,23 @@ fn valid_bases_have_no_problems() {
     assert_problems(blue_green_problems(json!({})), &[]);
 }
 
+const MISSING_STRATEGY: &str = "spec.strategy.strategy: Required value: Rollout has missing field '.spec.strategy.canary or .spec.strategy.blueGreen'";
+
 #[test]
 fn strategy_must_be_exactly_one() {
     assert_problems(
         spec_problems(json!({"strategy": null})),
-        &["spec.strategy: one of canary or blueGreen must be set"],
+        &[MISSING_STRATEGY],
     );
     assert_problems(
         spec_problems(json!({"strategy": {"canary": null}})),
-        &["spec.strategy: one of canary or blueGreen must be set"],
+        &[MISSING_STRATEGY],
     );
     assert_problems(
         spec_problems(json!({"strategy": {"blueGreen": {"activeService": "a"}}})),
-        &["spec.strategy: only one of canary and blueGreen may be set, both are"],
+        &[
+            "spec.strategy.strategy: Invalid value: \"blueGreen: true canary: true\": Multiple Strategies can not be listed",
+        ],
     );
 }
 

@@ -2,14 +2,15 @@
 //! their verdicts do to the update.
 //!
 //! - Failed or Error aborts the update.
-//! - Inconclusive pauses it (`InconclusiveAnalysisRun`) and keeps that very run: no new run is
-//!   created and nothing moves on, not even a timed pause step, until a user promotes or
-//!   aborts. A promote accepts the Inconclusive verdict; the acceptance is recorded on the run
-//!   itself ([`INCONCLUSIVE_PROMOTED_AT`]), so it survives restarts and never causes a second run.
+//! - Inconclusive pauses it (`InconclusiveAnalysisRun`) on that run: no new run is created and
+//!   the update is held (a timed pause step may still run out) until a user resumes or aborts.
+//!   A resume measures again with a new run, as Argo does; a retry after an abort too.
+//! - The current run of a role is the one the status records; a finished run it does not
+//!   record belongs to an earlier attempt.
 //! - Runs that are no longer needed are terminated; finished ones beyond the history limits
 //!   are deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::analysis::AnalysisRun;
@@ -27,10 +28,6 @@ use crate::labels::{POD_TEMPLATE_HASH, REVISION};
 use crate::observed::{AnalysisTemplates, TemplateKey, rollout_analyses};
 use crate::plan::{Action, Event, Plan};
 use crate::steps;
-
-/// Annotation on an AnalysisRun whose Inconclusive verdict a user accepted by promoting the
-/// Rollout; its value is the time of the promotion.
-pub const INCONCLUSIVE_PROMOTED_AT: &str = "rollouts.sluice.dev/inconclusive-promoted-at";
 
 /// Default number of finished successful and unsuccessful runs kept per Rollout.
 const DEFAULT_RUN_HISTORY_LIMIT: usize = 5;
@@ -74,8 +71,6 @@ pub(super) enum Verdict {
     Pending,
     /// Successful.
     Passed,
-    /// Inconclusive, and a user promoted past it.
-    Accepted,
     /// Inconclusive: the update is paused on it.
     Inconclusive,
     /// Failed or Error: the update is aborted.
@@ -85,7 +80,7 @@ pub(super) enum Verdict {
 impl Verdict {
     /// Whether the update may go past this analysis.
     pub(super) fn passed(&self) -> bool {
-        matches!(self, Verdict::Passed | Verdict::Accepted)
+        matches!(self, Verdict::Passed)
     }
 }
 
@@ -96,8 +91,27 @@ pub(super) struct AnalysisState {
     needed: BTreeSet<String>,
     /// Why the update was aborted by an analysis, for the Progressing condition.
     pub(super) abort_message: Option<String>,
-    /// A user promoted past an Inconclusive verdict in this reconcile.
-    pub(super) accepted_now: bool,
+    /// A user resumed an update paused on an Inconclusive run in this reconcile: the
+    /// analysis measures again.
+    pub(super) resumed: bool,
+    /// Runs created in this reconcile, by role.
+    started: Vec<(Role, String)>,
+    /// Runs of an aborted attempt to mark at a retry, with their resourceVersions.
+    superseded: Vec<(String, Option<String>)>,
+}
+
+impl AnalysisState {
+    /// Records the runs created in this reconcile in the status at once, so that the next
+    /// reconcile knows them as the current runs of their roles.
+    pub(super) fn record_started(&self, status: &mut RolloutStatus) {
+        for (role, name) in &self.started {
+            *record_slot(status, *role) = Some(RolloutAnalysisRunStatus {
+                name: Some(name.clone()),
+                status: Some(AnalysisPhase::Pending),
+                message: None,
+            });
+        }
+    }
 }
 
 fn phase(run: &AnalysisRun) -> Option<&AnalysisPhase> {
@@ -158,9 +172,78 @@ fn record_slot(status: &mut RolloutStatus, role: Role) -> &mut Option<RolloutAna
     }
 }
 
+/// Annotation on the AnalysisRuns of an aborted attempt, set when the update is retried: they
+/// are history, never the current run of the retried update (which measures afresh, as Argo
+/// does). Its value is the time of the retry.
+pub const SUPERSEDED_BY_RETRY: &str = "rollouts.sluice.dev/superseded-by-retry";
+
+/// When the update was aborted, if this reconcile follows a retry: the abort was lifted while
+/// `abortedAt` still records it. Runs created by then belong to the aborted attempt.
+pub(super) fn retried_after(status: &RolloutStatus) -> Option<jiff::Timestamp> {
+    if status.abort == Some(true) {
+        return None;
+    }
+    status.aborted_at.as_ref().map(|t| t.0)
+}
+
+fn created(run: &AnalysisRun) -> Option<jiff::Timestamp> {
+    run.metadata.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// A run of an aborted attempt: marked so at a retry, or created before the abort being
+/// retried now.
+fn superseded(run: &AnalysisRun, retried_after: Option<jiff::Timestamp>) -> bool {
+    annotation(run, SUPERSEDED_BY_RETRY).is_some()
+        || retried_after.is_some_and(|at| created(run).is_none_or(|c| c <= at))
+}
+
 impl<'a> World<'a> {
-    /// The run playing `role` for the current pod template and revision, if there is one.
-    pub(super) fn analysis_run(&self, role: Role, revision: i64) -> Option<&'a AnalysisRun> {
+    /// The run playing `role` for the current pod template and revision, if there is one: the
+    /// newest of the run the status records for the role and the runs not asked to terminate
+    /// (one whose record was lost, or one created by a reconcile that saw the Rollout newer
+    /// than this one did). Runs of an aborted attempt are never current after a retry.
+    pub(super) fn analysis_run(
+        &self,
+        role: Role,
+        revision: i64,
+        recorded: Option<&str>,
+        retried_after: Option<jiff::Timestamp>,
+    ) -> Option<&'a AnalysisRun> {
+        self.role_runs(role, revision)
+            .into_iter()
+            .filter(|r| !superseded(r, retried_after))
+            .filter(|r| Some(run_name(r)) == recorded || r.spec.terminate != Some(true))
+            .max_by_key(|r| (created(r), run_name(r).to_string()))
+    }
+
+    /// At a retry, marks the runs of the aborted attempt (see [`SUPERSEDED_BY_RETRY`]).
+    pub(super) fn supersede_aborted_runs(
+        &self,
+        revision: i64,
+        status: &RolloutStatus,
+        state: &mut AnalysisState,
+    ) {
+        let Some(at) = retried_after(status) else {
+            return;
+        };
+        let revision = revision.to_string();
+        for run in self.analysis_runs.iter() {
+            let ours = label(run, POD_TEMPLATE_HASH) == Some(self.p.pod_hash.as_str())
+                && annotation(run, REVISION) == Some(revision.as_str());
+            if ours
+                && annotation(run, SUPERSEDED_BY_RETRY).is_none()
+                && created(run).is_none_or(|c| c <= at)
+            {
+                state.superseded.push((
+                    run_name(run).to_string(),
+                    run.metadata.resource_version.clone(),
+                ));
+            }
+        }
+    }
+
+    /// The runs made for `role` for the current pod template and revision.
+    fn role_runs(&self, role: Role, revision: i64) -> Vec<&'a AnalysisRun> {
         let kind = role.kind();
         let revision = revision.to_string();
         self.analysis_runs
@@ -175,28 +258,23 @@ impl<'a> World<'a> {
             })
             .filter(|r| annotation(r, REVISION) == Some(revision.as_str()))
             .filter(|r| r.metadata.deletion_timestamp.is_none())
-            .max_by_key(|r| {
-                (
-                    r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                    run_name(r).to_string(),
-                )
-            })
+            .collect()
     }
 
     /// Reads the verdict of the run playing `role`, and acts on it: abort on Failed or Error,
-    /// pause on Inconclusive (or accept it when the user has promoted). Records the run in the
+    /// pause on Inconclusive (or measure again when a user resumed). Records the run in the
     /// status and marks it needed.
     pub(super) fn analysis_verdict(
         &self,
         role: Role,
         revision: i64,
         status: &mut RolloutStatus,
-        plan: &mut Plan,
         events: &mut Vec<Event>,
         state: &mut AnalysisState,
     ) -> Verdict {
         let previous = record_slot(status, role).clone();
-        let Some(run) = self.analysis_run(role, revision) else {
+        let recorded = previous.as_ref().and_then(|p| p.name.as_deref());
+        let Some(run) = self.analysis_run(role, revision, recorded, retried_after(status)) else {
             *record_slot(status, role) = None;
             return Verdict::Missing;
         };
@@ -227,39 +305,38 @@ impl<'a> World<'a> {
                         format!("{} phase {phase_name}: {detail}", role.describe()),
                     ));
                 }
-                state.abort_message = Some(detail);
+                // Argo names the analysis and both phases, whichever of them it was.
+                state.abort_message = Some(format!(
+                    "{} phase error/failed: {}",
+                    role.describe(),
+                    run.status
+                        .as_ref()
+                        .and_then(|s| s.message.as_deref())
+                        .unwrap_or_default()
+                ));
                 Verdict::Failed
             }
             Some(AnalysisPhase::Inconclusive) => {
-                if annotation(run, INCONCLUSIVE_PROMOTED_AT).is_some() {
-                    return Verdict::Accepted;
-                }
                 let reason = PauseReason::InconclusiveAnalysisRun;
                 if has_pause(status, &reason) {
                     return Verdict::Inconclusive;
                 }
-                // The rollout had recorded this very run as Inconclusive (so it had paused on
-                // it) and the pause is gone while the controller's pause flag is still up: a
-                // user promoted.
+                // The rollout had paused on this very run, and the pause is gone while the
+                // controller's pause flag is still up and no pause step or blue-green pause
+                // holds it: a user resumed (promote, Argo CD's Resume). Argo measures again
+                // with a new run; an unchanged metric pauses the update once more.
                 let seen_inconclusive = previous.as_ref().is_some_and(|p| {
                     p.name.as_deref() == Some(name.as_str())
                         && p.status == Some(AnalysisPhase::Inconclusive)
                 });
-                let promoted = status.controller_pause == Some(true)
-                    && status.pause_conditions.as_ref().is_none_or(Vec::is_empty);
-                if seen_inconclusive && promoted {
-                    let mut annotations = BTreeMap::new();
-                    annotations.insert(
-                        INCONCLUSIVE_PROMOTED_AT.to_string(),
-                        Some(self.now.to_string()),
-                    );
-                    plan.actions.push(Action::AnnotateAnalysisRun {
-                        name,
-                        resource_version: run.metadata.resource_version.clone(),
-                        annotations,
-                    });
-                    state.accepted_now = true;
-                    return Verdict::Accepted;
+                let resumed = status.controller_pause == Some(true)
+                    && !has_pause(status, &PauseReason::CanaryPauseStep)
+                    && !has_pause(status, &PauseReason::BlueGreenPause);
+                if seen_inconclusive && resumed {
+                    state.needed.remove(&name);
+                    *record_slot(status, role) = None;
+                    state.resumed = true;
+                    return Verdict::Missing;
                 }
                 status
                     .pause_conditions
@@ -296,6 +373,7 @@ impl<'a> World<'a> {
         };
         let name = run_name(&run).to_string();
         state.needed.insert(name.clone());
+        state.started.push((role, name.clone()));
         events.push(Event::normal(
             "AnalysisRunRunning",
             format!("{} {name} created", role.describe()),
@@ -354,6 +432,15 @@ impl<'a> World<'a> {
     /// Terminates the runs of this Rollout that nothing waits on any more, and deletes
     /// finished ones beyond the history limits.
     pub(super) fn settle_analysis_runs(&self, plan: &mut Plan, state: &AnalysisState) {
+        for (name, resource_version) in &state.superseded {
+            let annotations =
+                [(SUPERSEDED_BY_RETRY.to_string(), Some(self.now.to_string()))].into();
+            plan.actions.push(Action::AnnotateAnalysisRun {
+                name: name.clone(),
+                resource_version: resource_version.clone(),
+                annotations,
+            });
+        }
         for run in self.analysis_runs.iter() {
             let name = run_name(run);
             let terminating = run.spec.terminate == Some(true);
@@ -433,10 +520,10 @@ impl World<'_> {
         &self,
         revision: i64,
         status: &mut RolloutStatus,
-        plan: &mut Plan,
         events: &mut Vec<Event>,
         state: &mut AnalysisState,
     ) -> Verdicts {
+        self.supersede_aborted_runs(revision, status, state);
         let mut v = Verdicts::default();
         match &self.p.strategy {
             Strategy::Canary(canary) => {
@@ -444,48 +531,24 @@ impl World<'_> {
                 let at_analysis_step = steps::current_step(canary, index)
                     .is_some_and(|s| matches!(s.action(), Some(CanaryStepAction::Analysis(_))));
                 if at_analysis_step {
-                    v.step = self.analysis_verdict(
-                        Role::Step(index),
-                        revision,
-                        status,
-                        plan,
-                        events,
-                        state,
-                    );
+                    v.step =
+                        self.analysis_verdict(Role::Step(index), revision, status, events, state);
                 } else if let Some(c) = status.canary.as_mut() {
                     c.current_step_analysis_run_status = None;
                 }
                 if canary.analysis.is_some() {
-                    v.background = self.analysis_verdict(
-                        Role::Background,
-                        revision,
-                        status,
-                        plan,
-                        events,
-                        state,
-                    );
+                    v.background =
+                        self.analysis_verdict(Role::Background, revision, status, events, state);
                 }
             }
             Strategy::BlueGreen(bg) => {
                 if bg.pre_promotion_analysis.is_some() {
-                    v.pre_promotion = self.analysis_verdict(
-                        Role::PrePromotion,
-                        revision,
-                        status,
-                        plan,
-                        events,
-                        state,
-                    );
+                    v.pre_promotion =
+                        self.analysis_verdict(Role::PrePromotion, revision, status, events, state);
                 }
                 if bg.post_promotion_analysis.is_some() {
-                    v.post_promotion = self.analysis_verdict(
-                        Role::PostPromotion,
-                        revision,
-                        status,
-                        plan,
-                        events,
-                        state,
-                    );
+                    v.post_promotion =
+                        self.analysis_verdict(Role::PostPromotion, revision, status, events, state);
                 }
             }
         }

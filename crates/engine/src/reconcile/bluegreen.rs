@@ -77,7 +77,9 @@ impl World<'_> {
                 .find(|s| s.metadata.name.as_deref() == Some(name))
                 .cloned()
                 .ok_or_else(|| {
-                    format!("spec.strategy.blueGreen.{field}: service \"{name}\" not found")
+                    format!(
+                        "spec.strategy.blueGreen.{field}: Invalid value: \"{name}\": service \"{name}\" not found"
+                    )
                 })
         };
         let active = find(

@@ -84,7 +84,11 @@ impl World<'_> {
         });
 
         let mut scaled = false;
+        // Paused on an Inconclusive run, the pods stay as they are (Argo skips its ReplicaSet
+        // reconcile): a pause step that runs out meanwhile must not scale to the next weight.
+        let held = !aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
         match self.new_rs {
+            _ if held => {}
             None if !manually_paused => {
                 let anti = self
                     .p
@@ -109,6 +113,7 @@ impl World<'_> {
         }
         // While manually paused before the new ReplicaSet exists, nothing moves.
         if let Some(stable) = self.stable_rs
+            && !held
             && !new_is_stable
             && (self.new_rs.is_some() || !manually_paused)
         {
@@ -155,9 +160,36 @@ impl World<'_> {
             new_is_stable || (rs.spec_replicas() == target.1 && rs.available_replicas() >= target.1)
         }) && self.older.iter().all(|rs| rs.spec_replicas() == 0);
 
-        // Paused on an Inconclusive analysis: the pods stay as they are, no step completes and
-        // the update does not complete, until a user promotes or aborts.
+        // Paused on an Inconclusive analysis: the pods stay as they are and the update does not
+        // complete until a user resumes or aborts. Only a timed pause step runs out meanwhile,
+        // as in Argo, leaving `InconclusiveAnalysisRun` the pause that holds the update.
         let held_by_analysis = has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        if held_by_analysis
+            && !aborted
+            && !manually_paused
+            && !new_is_stable
+            && status.promote_full != Some(true)
+            && let Some(step) = steps::current_step(self.p.canary(), step_index)
+            && let Some(CanaryStepAction::Pause(pause)) = step.action()
+            // No pause-step condition while the controller's pause is up reads as a resumed
+            // pause step, in Argo as here; a timed one runs out by the clock.
+            && (!has_pause(status, &PauseReason::CanaryPauseStep)
+                || (pause.duration.is_some()
+                    && self.pause_step(status, events, &mut plan.requeue_after, pause)))
+        {
+            remove_pause(status, &PauseReason::CanaryPauseStep);
+            status.current_step_index = Some(step_index + 1);
+            events.push(Event::normal(
+                "RolloutStepCompleted",
+                format!(
+                    "Rollout step {}/{} completed ({})",
+                    step_index + 1,
+                    steps_len,
+                    describe_step(step.action())
+                ),
+            ));
+            return true;
+        }
         if !aborted
             && !manually_paused
             && !held_by_analysis
@@ -299,10 +331,6 @@ impl World<'_> {
         let Some(Ok(duration)) = pause.duration() else {
             return false;
         };
-        // Paused on an Inconclusive analysis: only a user moves on, never the clock.
-        if has_pause(status, &PauseReason::InconclusiveAnalysisRun) {
-            return false;
-        }
         let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
         let elapsed = self.now.duration_since(started);
         let elapsed = Duration::try_from(elapsed).unwrap_or_default();

@@ -34,9 +34,12 @@ impl Prepared {
 }
 
 pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
-    let problems = sluice_api::validation::validate_rollout(ro);
-    if !problems.is_empty() {
-        return Err(problems.join("; "));
+    // Argo reports the first problem only.
+    if let Some(first) = sluice_api::validation::validate_rollout(ro)
+        .into_iter()
+        .next()
+    {
+        return Err(first);
     }
     let strategy = ro.spec.strategy.clone().unwrap_or_default();
     if let Some(bg) = strategy.blue_green {

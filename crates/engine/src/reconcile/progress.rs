@@ -81,9 +81,6 @@ impl World<'_> {
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
         if progress.aborted {
             let generic = format!("Rollout aborted update to revision {}", progress.revision);
-            if !was_aborted {
-                events.push(Event::warning("RolloutAborted", generic.clone()));
-            }
             // Keep the reason an earlier reconcile recorded (an analysis verdict, a deadline).
             let message = match (&progress.abort_message, c::find(&conds, Cond::Progressing)) {
                 (Some(detail), _) => format!("{generic}: {detail}"),
@@ -98,6 +95,10 @@ impl World<'_> {
                 }
                 _ => generic,
             };
+            // The event carries the condition's message, the analysis verdict included.
+            if !was_aborted {
+                events.push(Event::warning("RolloutAborted", message.clone()));
+            }
             c::set(
                 &mut conds,
                 Cond::Progressing,

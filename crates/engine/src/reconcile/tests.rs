@@ -1305,7 +1305,7 @@ fn analysis_world(ro: Rollout) -> World {
 }
 
 #[test]
-fn inconclusive_background_analysis_pauses_until_a_promote_and_keeps_its_one_run() {
+fn inconclusive_background_analysis_holds_the_update_through_a_timed_pause_until_resumed() {
     let ro = with_background_analysis(
         rollout(
             4,
@@ -1319,10 +1319,8 @@ fn inconclusive_background_analysis_pauses_until_a_promote_and_keeps_its_one_run
     assert_eq!(w.runs_of("Background").len(), 1);
     let run = w.runs_of("Background")[0].clone();
     let hash = w.status().current_pod_hash.clone().unwrap();
-    assert_eq!(
-        run.metadata.name.as_deref(),
-        Some(format!("demo-{hash}-2").as_str())
-    );
+    let first = format!("demo-{hash}-2");
+    assert_eq!(run.metadata.name.as_deref(), Some(first.as_str()));
     assert_eq!(w.status().current_step_index, Some(1), "at the timed pause");
 
     w.verdict(
@@ -1332,9 +1330,12 @@ fn inconclusive_background_analysis_pauses_until_a_promote_and_keeps_its_one_run
     );
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
-    assert!(
-        w.pause_reasons()
-            .contains(&"InconclusiveAnalysisRun".to_string())
+    assert_eq!(
+        w.pause_reasons(),
+        vec![
+            "CanaryPauseStep".to_string(),
+            "InconclusiveAnalysisRun".to_string()
+        ]
     );
     assert_eq!(
         w.status()
@@ -1344,30 +1345,44 @@ fn inconclusive_background_analysis_pauses_until_a_promote_and_keeps_its_one_run
             .and_then(|r| r.status.clone()),
         Some(AnalysisPhase::Inconclusive)
     );
-    // Long past the pause duration: still paused, still the one run.
+    // The timed step runs out as in Argo; the Inconclusive pause still holds the update: no
+    // scaling to the next weight, no new run.
     for _ in 0..10 {
         w.advance(30);
         w.settle();
         assert_eq!(w.phase(), RolloutPhase::Paused);
-        assert_eq!(w.status().current_step_index, Some(1));
+        assert_eq!(
+            w.status().current_step_index,
+            Some(2),
+            "the timed step completed"
+        );
+        assert_eq!(
+            w.pause_reasons(),
+            vec!["InconclusiveAnalysisRun".to_string()]
+        );
+        assert_eq!(
+            w.status().message.as_deref(),
+            Some("InconclusiveAnalysisRun")
+        );
+        assert_eq!(
+            w.replicas_by_image(),
+            vec![("app:v1".into(), 3), ("app:v2".into(), 1)],
+            "held at the old weight"
+        );
         assert_eq!(w.runs.len(), 1, "no run is re-created while Inconclusive");
         assert_ne!(w.runs[0].spec.terminate, Some(true), "nor terminated");
     }
 
+    // A resume measures again with a new run; the update goes on meanwhile.
     w.promote();
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
     assert_eq!(
-        w.runs.len(),
-        1,
-        "the promote accepted the verdict: no new run"
-    );
-    assert!(
-        w.runs[0]
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(super::analysis::INCONCLUSIVE_PROMOTED_AT))
+        w.runs_of("Background")
+            .iter()
+            .filter_map(|r| r.metadata.name.clone())
+            .collect::<Vec<_>>(),
+        vec![first.clone(), format!("{first}.1")]
     );
     assert_eq!(
         w.replicas_by_image(),
@@ -1392,7 +1407,7 @@ fn failed_background_analysis_aborts_with_the_run_message() {
     assert_eq!(
         w.status().message.as_deref(),
         Some(
-            "RolloutAborted: Rollout aborted update to revision 2: Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)"
+            "RolloutAborted: Rollout aborted update to revision 2: Background analysis phase error/failed: Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)"
         )
     );
     assert_eq!(
@@ -1486,7 +1501,7 @@ fn analysis_step_waits_for_success_and_a_failure_aborts() {
 }
 
 #[test]
-fn inconclusive_step_analysis_is_passed_by_a_promote() {
+fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
     let steps = json!([
         {"setWeight": 25},
         {"analysis": {"templates": [{"templateName": "health"}]}}
@@ -1497,13 +1512,66 @@ fn inconclusive_step_analysis_is_passed_by_a_promote() {
     w.verdict("Step", AnalysisPhase::Inconclusive, "");
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(
+        w.status().message.as_deref(),
+        Some("InconclusiveAnalysisRun")
+    );
     w.advance(600);
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(w.runs.len(), 1);
+
+    // Resumed: a new run for the step; still Inconclusive, it pauses again.
     w.promote();
     w.settle();
+    assert_eq!(w.runs_of("Step").len(), 2, "measured again");
+    assert_eq!(w.status().current_step_index, Some(1));
+    assert_eq!(w.status().controller_pause, None, "the resume was acted on");
+    w.verdict("Step", AnalysisPhase::Inconclusive, "");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(
+        w.pause_reasons(),
+        vec!["InconclusiveAnalysisRun".to_string()]
+    );
+
+    // Resumed again: this time the run fails and the update is aborted.
+    w.promote();
+    w.settle();
+    assert_eq!(w.runs_of("Step").len(), 3);
+    w.verdict(
+        "Step",
+        AnalysisPhase::Failed,
+        "Metric \"m\" assessed Failed",
+    );
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(
+        w.status().message.as_deref(),
+        Some(
+            "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: Metric \"m\" assessed Failed"
+        )
+    );
+}
+
+#[test]
+fn a_resume_after_an_inconclusive_step_analysis_passes_on_success() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"analysis": {"templates": [{"templateName": "health"}]}}
+    ]);
+    let mut w = analysis_world(rollout(4, steps));
+    w.set_image("app:v2");
+    w.settle();
+    w.verdict("Step", AnalysisPhase::Inconclusive, "");
+    w.settle();
+    w.promote();
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Progressing, "{:#?}", w.status());
+    w.verdict("Step", AnalysisPhase::Successful, "");
+    w.settle();
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
-    assert_eq!(w.runs.len(), 1);
+    assert_eq!(w.runs.len(), 2);
 }
 
 #[test]
@@ -1526,7 +1594,9 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
     assert!(w.runs.is_empty());
 }
 
+mod analysis_retry;
 mod bluegreen;
+mod invalid_spec;
 mod metadata;
 mod services;
 
@@ -1590,7 +1660,7 @@ fn blue_green_failed_pre_promotion_analysis_aborts_without_switching() {
 }
 
 #[test]
-fn blue_green_inconclusive_pre_promotion_pauses_and_a_promote_accepts_it() {
+fn blue_green_inconclusive_pre_promotion_pauses_and_a_resume_measures_again() {
     let mut w = bg_analysis_world("prePromotionAnalysis");
     w.set_image("app:v2");
     w.settle_bg();
@@ -1606,9 +1676,16 @@ fn blue_green_inconclusive_pre_promotion_pauses_and_a_promote_accepts_it() {
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
     w.promote();
     w.settle_bg();
+    assert_eq!(
+        w.image_behind("active").as_deref(),
+        Some("app:v1"),
+        "measuring again"
+    );
+    assert_eq!(w.runs_of("PrePromotion").len(), 2);
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
-    assert_eq!(w.runs.len(), 1);
 }
 
 #[test]
@@ -1691,7 +1768,7 @@ fn no_set_weight_step_completes_while_paused_on_an_inconclusive_run() {
     w.promote();
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
-    assert_eq!(w.runs.len(), 1);
+    assert_eq!(w.runs.len(), 2, "the resume measured again");
 }
 
 #[test]

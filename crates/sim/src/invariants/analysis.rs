@@ -1,15 +1,19 @@
-//! What must hold of AnalysisRuns. An Inconclusive verdict pauses the update on that very run
-//! until a user promotes (which the engine records on the run) or aborts: the controller must
-//! neither move on by itself nor measure again behind the user's back, which is what Argo's
-//! background analysis did (it re-created the run while the Rollout sat Inconclusive).
+//! What must hold of AnalysisRuns. An Inconclusive verdict pauses the update on that run
+//! until a user resumes or aborts, as Argo does: the controller must neither lift that pause
+//! itself nor measure again behind the user's back, which is what Argo's background analysis
+//! once did (it re-created the run while the Rollout sat at a pause step, #3850). The update
+//! is held meanwhile: only a timed pause step may run out, and only once its time is up. A
+//! user's resume measures again with a new run.
 //!
 //! A run is identified by what it measures: its Rollout, `rollout-type`, pod-template hash,
 //! revision and, for step analysis, step index ([`RunKey`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 use sluice_api::common::AnalysisPhase;
+use sluice_api::rollout::RolloutPause;
 use sluice_engine::analysis::{ROLLOUT_TYPE, STEP_INDEX, TYPE_BACKGROUND};
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION};
 
@@ -25,12 +29,17 @@ pub const ONE_LIVE_RUN: &str = "one-live-analysis-run-per-key";
 pub const INCONCLUSIVE_PAUSES: &str = "inconclusive-analysis-pauses-the-update";
 pub const PAUSED_UNTIL_PROMOTED: &str = "inconclusive-pause-held-until-promoted";
 pub const RUNS_AT_END: &str = "analysis-runs-as-inputs-dictate";
+pub const PAUSE_LIFTED_BY_USERS_ONLY: &str = "inconclusive-pause-lifted-by-users-only";
 
 /// The pause reason of an update waiting on a user's judgement of an Inconclusive run.
 pub const INCONCLUSIVE_PAUSE: &str = "InconclusiveAnalysisRun";
-/// The annotation with which the engine records that a user accepted a run's Inconclusive
-/// verdict by promoting (the engine's `INCONCLUSIVE_PROMOTED_AT`).
-pub const INCONCLUSIVE_PROMOTED_AT: &str = "rollouts.sluice.dev/inconclusive-promoted-at";
+/// The annotation marking the runs of an aborted attempt at a retry (the engine's
+/// `SUPERSEDED_BY_RETRY`).
+const SUPERSEDED_BY_RETRY: &str = "rollouts.sluice.dev/superseded-by-retry";
+/// The pause reason of a pause step.
+const PAUSE_STEP: &str = "CanaryPauseStep";
+/// The simulation's clock: milliseconds since this second (the scheduler's epoch).
+const EPOCH_SECONDS: i64 = 1_800_000_000;
 
 /// What a run measures; two runs with one key measure the same thing.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -84,13 +93,9 @@ fn uid(v: &Value) -> &str {
         .unwrap_or_default()
 }
 
-fn accepted(run: &Value) -> bool {
-    annotation(run, INCONCLUSIVE_PROMOTED_AT).is_some()
-}
-
-/// Inconclusive and not accepted: the update must wait for a user.
+/// Inconclusive: the update must wait for a user.
 fn holds_the_update(run: &Value) -> bool {
-    phase_of(run) == Some(AnalysisPhase::Inconclusive) && !accepted(run)
+    phase_of(run) == Some(AnalysisPhase::Inconclusive)
 }
 
 fn status_str<'v>(ro: &'v Value, field: &str) -> Option<&'v str> {
@@ -139,8 +144,10 @@ pub type Found = Vec<(&'static str, String)>;
 pub struct AnalysisChecks {
     /// Every run uid committed so far: the first change of a uid is its creation.
     seen: BTreeSet<String>,
-    /// Keys whose run holds its update (Inconclusive, not accepted), with the run's name.
+    /// Keys whose run holds its update (Inconclusive, no resume since), with the run's name.
     held: BTreeMap<RunKey, String>,
+    /// Rollouts last seen paused on an Inconclusive run.
+    paused: BTreeSet<String>,
     /// Per controller process: the runs its last list returned, which its current reconcile
     /// decides on (a replica reconciles one Rollout at a time).
     listed: BTreeMap<String, Vec<Value>>,
@@ -159,22 +166,28 @@ impl AnalysisChecks {
         {
             found.push((
                 NOT_RECREATED_WHILE_INCONCLUSIVE,
-                format!("analysisrun/{name} created for {key} while {holder} is Inconclusive and not accepted"),
+                format!("analysisrun/{name} created for {key} while {holder} is Inconclusive and nobody resumed"),
             ));
         }
         if holds_the_update(run) {
             self.held.insert(key, name);
-        } else if self.held.get(&key) == Some(&name) && accepted(run) {
-            self.held.remove(&key);
         }
         found
     }
 
-    /// A committed change to a Rollout: an abort or a full promotion ends whatever waited on
-    /// a user's judgement (a retry may measure again).
+    /// A committed change to a Rollout: an abort, a full promotion or the end of the
+    /// Inconclusive pause (a user resumed: controllers never lift it, which
+    /// [`PAUSE_LIFTED_BY_USERS_ONLY`] checks) ends whatever waited on a user's judgement; a
+    /// retry or a resume may measure again.
     pub fn on_rollout(&mut self, ro: &Value) {
-        if status_true(ro, "abort") || status_true(ro, "promoteFull") {
-            let name = name_of(ro);
+        let name = name_of(ro).to_string();
+        let resumed = if has_pause(ro, INCONCLUSIVE_PAUSE) {
+            self.paused.insert(name.clone());
+            false
+        } else {
+            self.paused.remove(&name)
+        };
+        if resumed || status_true(ro, "abort") || status_true(ro, "promoteFull") {
             self.held.retain(|k, _| k.rollout != name);
         }
     }
@@ -189,21 +202,26 @@ impl AnalysisChecks {
     pub fn on_status_write(
         &self,
         api: &ApiServer,
+        at_ms: u64,
         identity: &str,
         before: &Value,
         after: &Value,
     ) -> Found {
-        let mut found = held_update(identity, before, after);
+        let now = Timestamp::from_second(EPOCH_SECONDS).unwrap_or(Timestamp::UNIX_EPOCH)
+            + SignedDuration::from_millis(i64::try_from(at_ms).unwrap_or(i64::MAX));
+        let mut found = held_update(identity, before, after, now);
         found.extend(self.paused_on_what_it_saw(api, identity, before, after));
         found
     }
 
-    /// The background run the decision saw: if it was Inconclusive and nobody accepted it, the
-    /// update must be paused on it. A full promotion skips analysis; an abort, or an update
-    /// that had completed before, reads no verdict.
+    /// The background run the decision saw (the newest of the one the Rollout records and
+    /// those not asked to terminate, leaving out those a retry superseded): if it was
+    /// Inconclusive, the update must be
+    /// paused on it. A full promotion skips analysis; an abort, or an update that had
+    /// completed before, reads no verdict; a retry or a user's resume measures again.
     fn paused_on_what_it_saw(
         &self,
-        api: &ApiServer,
+        _api: &ApiServer,
         identity: &str,
         before: &Value,
         after: &Value,
@@ -211,10 +229,24 @@ impl AnalysisChecks {
         let mut found = Found::new();
         let name = name_of(after);
         let hash = status_str(after, "currentPodHash").unwrap_or_default();
+        let no_pause = before
+            .pointer("/status/pauseConditions")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        let resumed = status_true(before, "controllerPause") && no_pause;
+        let retried = !status_true(before, "abort")
+            && before
+                .pointer("/status/abortedAt")
+                .is_some_and(|v| !v.is_null());
         let skipped = status_true(after, "abort")
             || status_true(before, "promoteFull")
             || status_true(after, "promoteFull")
-            || status_str(before, "stableRS") == Some(hash);
+            || status_str(before, "stableRS") == Some(hash)
+            || resumed
+            || retried;
+        let recorded = before
+            .pointer("/status/canary/currentBackgroundAnalysisRunStatus/name")
+            .and_then(Value::as_str);
         let revision = annotation(after, REVISION)
             .and_then(Value::as_str)
             .unwrap_or_default();
@@ -232,6 +264,11 @@ impl AnalysisChecks {
                 })
             })
             .filter(|run| run.pointer("/metadata/deletionTimestamp").is_none())
+            .filter(|run| annotation(run, SUPERSEDED_BY_RETRY).is_none())
+            .filter(|run| {
+                Some(name_of(run)) == recorded
+                    || run.pointer("/spec/terminate") != Some(&Value::Bool(true))
+            })
             .max_by_key(|run| {
                 (
                     run.pointer("/metadata/creationTimestamp")
@@ -243,22 +280,17 @@ impl AnalysisChecks {
         if let Some(run) = current
             && !skipped
             && holds_the_update(run)
+            && !has_pause(after, INCONCLUSIVE_PAUSE)
         {
-            // Accepted since the list (the same reconcile annotated it before this write).
-            let accepted_now = api
-                .get(Kind::AnalysisRun, name_of(run))
-                .is_some_and(|now| uid(now) == uid(run) && accepted(now));
-            if !accepted_now && !has_pause(after, INCONCLUSIVE_PAUSE) {
-                found.push((
-                    INCONCLUSIVE_PAUSES,
-                    format!(
-                        "{identity} saw analysisrun/{} Inconclusive and wrote rollout/{name} without a {INCONCLUSIVE_PAUSE} pause (phase {}, step {})",
-                        name_of(run),
-                        status_str(after, "phase").unwrap_or("-"),
-                        step_index(after),
-                    ),
-                ));
-            }
+            found.push((
+                INCONCLUSIVE_PAUSES,
+                format!(
+                    "{identity} saw analysisrun/{} Inconclusive and wrote rollout/{name} without a {INCONCLUSIVE_PAUSE} pause (phase {}, step {})",
+                    name_of(run),
+                    status_str(after, "phase").unwrap_or("-"),
+                    step_index(after),
+                ),
+            ));
         }
         found
     }
@@ -282,10 +314,11 @@ impl AnalysisChecks {
     }
 }
 
-/// While paused on an Inconclusive run nothing moves on: no step completes (a timed pause
-/// step least of all) and the update does not complete. A full promotion skips every step by
-/// the user's word.
-fn held_update(identity: &str, before: &Value, after: &Value) -> Found {
+/// While paused on an Inconclusive run the update is held: no step completes but a timed
+/// pause step whose time is up (Argo lets it run out, leaving `InconclusiveAnalysisRun` the
+/// pause that holds), and the update does not complete. A full promotion skips every step by
+/// the user's word. Nor may a controller lift that pause: only a user resumes.
+fn held_update(identity: &str, before: &Value, after: &Value, now: Timestamp) -> Found {
     let mut found = Found::new();
     let name = name_of(after);
     let hash = status_str(after, "currentPodHash").unwrap_or_default();
@@ -295,24 +328,43 @@ fn held_update(identity: &str, before: &Value, after: &Value) -> Found {
         && !status_true(after, "abort");
     let same_update = status_str(before, "currentPodHash") == Some(hash);
     let (from, to) = (step_index(before), step_index(after));
+    let steps = after
+        .pointer("/spec/strategy/canary/steps")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let pause_at = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| steps.get(i))
+            .and_then(|s| s.get("pause"))
+    };
     if inconclusive && same_update && to > from {
-        let steps = after
-            .pointer("/spec/strategy/canary/steps")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let passed_pause = (from..to)
-            .filter_map(|i| steps.get(usize::try_from(i).ok()?))
-            .any(|s| s.get("pause").is_some());
-        let invariant = if passed_pause {
-            PAUSE_STEP_HELD
-        } else {
-            UPDATE_HELD
-        };
-        found.push((
-            invariant,
-            format!("{identity} moved rollout/{name} from step {from} to {to} while paused ({INCONCLUSIVE_PAUSE})"),
-        ));
+        // A pause step the Rollout shows no pause-step condition for is taken as resumed
+        // (Argo's rule: the controller's pause is up without one).
+        let timed_out = to == from + 1
+            && pause_at(from).is_some()
+            && match pause_started(before) {
+                None => true,
+                Some(started) => pause_at(from)
+                    .and_then(|p| serde_json::from_value::<RolloutPause>(p.clone()).ok())
+                    .and_then(|p| p.duration()?.ok())
+                    .is_some_and(|duration| {
+                        SignedDuration::try_from(duration).is_ok_and(|d| started + d <= now)
+                    }),
+            };
+        if !timed_out {
+            let passed_pause = (from..to).any(|i| pause_at(i).is_some());
+            let invariant = if passed_pause {
+                PAUSE_STEP_HELD
+            } else {
+                UPDATE_HELD
+            };
+            found.push((
+                invariant,
+                format!("{identity} moved rollout/{name} from step {from} to {to} while paused ({INCONCLUSIVE_PAUSE})"),
+            ));
+        }
     }
     let completes =
         status_str(after, "stableRS") == Some(hash) && status_str(before, "stableRS") != Some(hash);
@@ -322,7 +374,30 @@ fn held_update(identity: &str, before: &Value, after: &Value) -> Found {
             format!("{identity} made {hash} stable for rollout/{name} while paused ({INCONCLUSIVE_PAUSE})"),
         ));
     }
+    if has_pause(before, INCONCLUSIVE_PAUSE)
+        && !has_pause(after, INCONCLUSIVE_PAUSE)
+        && same_update
+        && !status_true(after, "abort")
+        && !status_true(before, "promoteFull")
+    {
+        found.push((
+            PAUSE_LIFTED_BY_USERS_ONLY,
+            format!("{identity} lifted the {INCONCLUSIVE_PAUSE} pause of rollout/{name}"),
+        ));
+    }
     found
+}
+
+/// When the pause step's pause began, by the Rollout's `CanaryPauseStep` condition.
+fn pause_started(ro: &Value) -> Option<Timestamp> {
+    ro.pointer("/status/pauseConditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["reason"] == PAUSE_STEP)?
+        .get("startTime")?
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 /// The script's check that a Rollout still waits on a user, with exactly `background_runs`

@@ -1,9 +1,10 @@
 //! Background analysis during a canary, measured by the real AnalysisRun driver from scripted
-//! provider readings. Argo's original, on an Inconclusive background run, kept creating new
-//! runs while the Rollout sat paused, and a timed pause step could still run out under it.
-//! Here an Inconclusive verdict must hold the update on that one run until a user promotes; a
-//! Failed or Error verdict must abort it back to the stable pods; a run whose revision is
-//! superseded or rolled back must be terminated.
+//! provider readings. Argo before #3873, on an Inconclusive background run, kept creating new
+//! runs while the Rollout sat at a pause step. Here an Inconclusive verdict must hold the update
+//! on that run until a user resumes (a timed pause step may run out meanwhile, the update stays
+//! held), and the resume measures again with a new run, which the unchanged metric makes
+//! Inconclusive again; a Failed or Error verdict must abort it back to the stable pods; a run
+//! whose revision is superseded or rolled back must be terminated.
 //!
 //! Each verdict comes from what the metric reads, judged by the template's conditions and
 //! limits: good readings (`>= 0.95`) first, as many as the seed says, then a value that meets
@@ -31,8 +32,8 @@ pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "inconclusive-background-analysis",
-            about: "background analysis is Inconclusive mid-canary: paused on that run until promoted, \
-                    never measured again, a timed pause never runs out meanwhile",
+            about: "background analysis is Inconclusive mid-canary: paused on that run until resumed, \
+                    measured again only after a resume, held meanwhile",
             build: inconclusive,
         },
         Scenario {
@@ -127,13 +128,14 @@ const fn verdict_within_the_pause() -> u64 {
 const _: () = assert!(verdict_within_the_pause() < PAUSE_MS);
 
 /// A canary with a timed pause and background analysis from the first step on: the pause
-/// right after the first weight, or after three weights.
+/// right after the first weight, or after three weights. A second timed pause ends the steps,
+/// so that a run started by a resume lands its verdict before the update could complete.
 fn analysed_rollout(rng: &mut Rng) -> Value {
     let pause = json!({"pause": {"duration": format!("{}s", PAUSE_MS / 1_000)}});
     let steps = if rng.chance(0.5) {
-        json!([{"setWeight": 25}, pause, {"setWeight": 60}, {"pause": {"duration": "10s"}}])
+        json!([{"setWeight": 25}, pause, {"setWeight": 60}, pause])
     } else {
-        json!([{"setWeight": 20}, {"setWeight": 40}, {"setWeight": 60}, pause, {"setWeight": 80}])
+        json!([{"setWeight": 20}, {"setWeight": 40}, {"setWeight": 60}, pause, {"setWeight": 80}, pause])
     };
     let mut ro = rollout(rng.range((1, 4)) as i32, steps);
     ro["spec"]["strategy"]["canary"]["analysis"] = json!({
@@ -189,12 +191,22 @@ fn inconclusive(_seed: u64, rng: &mut Rng) -> Setup {
                     background_runs: 1,
                 },
             ),
+            // A resume measures again; the metric is unchanged, so it pauses once more.
             step(Wait::Now, (0, 5_000), Op::Promote),
+            step(
+                Wait::Paused(INCONCLUSIVE_PAUSE),
+                (0, 2 * PAUSE_MS),
+                Op::ExpectPaused {
+                    reason: INCONCLUSIVE_PAUSE,
+                    background_runs: 2,
+                },
+            ),
+            step(Wait::Now, (0, 5_000), Op::PromoteFull),
         ],
         expect: Expect {
             phase: "Healthy",
             stable_image: image("v2"),
-            analysis_runs: Some(1),
+            analysis_runs: Some(2),
         },
     }
 }

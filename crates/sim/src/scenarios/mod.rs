@@ -64,9 +64,12 @@ pub enum Op {
     Partition(Target, u64),
     /// The target's lease requests fail (the API server times out on them) for this long.
     FailLeaseRenewals(Target, u64),
-    /// A user promotes a paused Rollout as `kubectl argo rollouts promote` does: clears
+    /// A user resumes a paused Rollout as Argo CD's Resume action does: clears
     /// `status.pauseConditions` through the status endpoint.
     Promote,
+    /// A user promotes in full, as `kubectl argo rollouts promote --full` does: sets
+    /// `status.promoteFull`.
+    PromoteFull,
     /// The Rollout must still be paused for `reason`, with exactly `background_runs`
     /// background AnalysisRuns for its current pod template.
     ExpectPaused {

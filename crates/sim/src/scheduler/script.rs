@@ -86,6 +86,13 @@ impl Sim {
                     .patch(Kind::Rollout, "demo", &patch, Endpoint::Status);
                 self.log("user: promote rollout/demo".into());
             }
+            Op::PromoteFull => {
+                let patch = json!({"status": {"promoteFull": true}});
+                let _ = self
+                    .api
+                    .patch(Kind::Rollout, "demo", &patch, Endpoint::Status);
+                self.log("user: promote --full rollout/demo".into());
+            }
             Op::ExpectPaused {
                 reason,
                 background_runs,

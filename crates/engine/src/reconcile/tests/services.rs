@@ -158,7 +158,7 @@ fn a_missing_canary_service_is_invalid_spec_with_argos_field_error() {
     assert_eq!(
         w.status().message.as_deref(),
         Some(
-            "InvalidSpec: spec.strategy.canary.canaryService: Invalid value: \"canary\": services \"canary\" not found"
+            "InvalidSpec: The Rollout \"demo\" is invalid: spec.strategy.canary.canaryService: Invalid value: \"canary\": services \"canary\" not found"
         )
     );
     w.services = vec![service("canary")];

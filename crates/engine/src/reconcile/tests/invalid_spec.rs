@@ -1,0 +1,44 @@
+//! `InvalidSpec` in Argo's words: `The Rollout "NAME" is invalid: <field error>` (the first
+//! problem only), in the condition and, prefixed with `InvalidSpec: `, the phase message.
+
+use serde_json::json;
+use sluice_api::rollout::{RolloutConditionType, RolloutPhase};
+
+use super::{World, bg_rollout, rollout};
+
+fn invalid_spec_message(w: &World) -> Option<String> {
+    w.status()
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(RolloutConditionType::InvalidSpec))
+        .and_then(|c| c.message.clone())
+}
+
+#[test]
+fn a_rollout_without_a_strategy_reads_as_argos_field_error() {
+    let mut ro = rollout(2, json!([{"setWeight": 50}]));
+    ro.spec.strategy = None;
+    let mut w = World::new(ro);
+    let plan = w.reconcile();
+    assert!(plan.actions.is_empty());
+    let expected = "The Rollout \"demo\" is invalid: spec.strategy.strategy: Required value: Rollout has missing field '.spec.strategy.canary or .spec.strategy.blueGreen'";
+    assert_eq!(invalid_spec_message(&w).as_deref(), Some(expected));
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    assert_eq!(
+        w.status().message.as_deref(),
+        Some(format!("InvalidSpec: {expected}").as_str())
+    );
+}
+
+#[test]
+fn a_missing_active_service_reads_as_argos_field_error() {
+    let mut w = World::new(bg_rollout(2, json!({"activeService": "x"})));
+    w.reconcile();
+    assert_eq!(
+        invalid_spec_message(&w).as_deref(),
+        Some(
+            "The Rollout \"demo\" is invalid: spec.strategy.blueGreen.activeService: Invalid value: \"x\": service \"x\" not found"
+        )
+    );
+}
