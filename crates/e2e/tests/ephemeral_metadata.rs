@@ -171,7 +171,19 @@ async fn bluegreen_preview_pods_are_relabelled_active_in_place_on_promotion() {
         same_pods(&preview),
         "the same pods, relabelled without a restart"
     );
-    let rs = replica_set_of(&ns, &rev2).await;
+    // The template follows its pods (pods are relabelled first, the template after them).
+    let rs = wait_for("the template to carry role=active", TIMEOUT, || async {
+        let rs = replica_set_of(&ns, &rev2).await;
+        anyhow::ensure!(
+            template_role(&rs).as_deref() == Some("active"),
+            "template role {:?}, record {:?}",
+            template_role(&rs),
+            record(&rs)
+        );
+        Ok(rs)
+    })
+    .await
+    .unwrap();
     assert_eq!(rs.metadata.name, rs_name);
     assert_eq!(template_role(&rs).as_deref(), Some("active"));
     assert_eq!(
