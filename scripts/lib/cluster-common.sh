@@ -59,11 +59,26 @@ stop_component() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
+# Stops every recorded process: SIGTERM to all of them at once (the fake kubelet and
+# kube-controller-manager first), then waits up to 10 s for all, then SIGKILL what is left.
 stop_components() {
-  local name
+  local name pid pids=() i
   for name in "${COMPONENTS[@]}"; do
-    stop_component "$name"
+    pid=$(live_pid "$name") || continue
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
   done
+  for ((i = 0; i < 100; i++)); do
+    local alive=()
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && alive+=("$pid")
+    done
+    ((${#alive[@]} == 0)) && return 0
+    pids=("${alive[@]}")
+    sleep 0.1
+  done
+  log "not stopped in 10 s, killing: ${pids[*]}"
+  kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
 # Removes everything in .dev/ but the lock file.
