@@ -24,6 +24,9 @@ STARTED_CLUSTER=0
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  # Stop everything even when the terminal or a pipe reading our output is already gone.
+  trap '' PIPE
+  set +e
   if [[ -n $CTRL ]] && kill -0 "$CTRL" 2>/dev/null; then
     kill -TERM "$CTRL" 2>/dev/null || true
     # The controller stops within 5 s of SIGTERM; never hang on it.

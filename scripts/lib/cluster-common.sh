@@ -59,17 +59,23 @@ stop_component() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-# Stops every recorded process: SIGTERM to all of them at once (the fake kubelet and
-# kube-controller-manager first), then waits up to 10 s for all, then SIGKILL what is left.
+# Stops the recorded processes: SIGTERM to everything but etcd at once, then to etcd (an API
+# server whose etcd is gone first hangs in its shutdown). Each wave gets 5 s before SIGKILL:
+# the state is thrown away anyway.
 stop_components() {
-  local name pid pids=() i
-  for name in "${COMPONENTS[@]}"; do
+  stop_wave fake-kubelet kube-controller-manager kube-apiserver
+  stop_wave etcd
+}
+
+stop_wave() {
+  local name pid pids=() i alive
+  for name in "$@"; do
     pid=$(live_pid "$name") || continue
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
   done
-  for ((i = 0; i < 100; i++)); do
-    local alive=()
+  for ((i = 0; i < 50; i++)); do
+    alive=()
     for pid in "${pids[@]}"; do
       kill -0 "$pid" 2>/dev/null && alive+=("$pid")
     done
@@ -77,7 +83,7 @@ stop_components() {
     pids=("${alive[@]}")
     sleep 0.1
   done
-  log "not stopped in 10 s, killing: ${pids[*]}"
+  log "not stopped in 5 s, killing: ${pids[*]}"
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
