@@ -12,16 +12,14 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::{
-    CanaryStepAction, PauseCondition, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus,
-    RolloutStatus,
+    CanaryStepAction, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
 };
 
 use super::World;
-use super::pause::has_pause;
+use super::pause::{add_pause, has_pause};
 use super::prepare::Strategy;
 use crate::analysis::{self as build, RunKind};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
@@ -338,18 +336,7 @@ impl<'a> World<'a> {
                     state.resumed = true;
                     return Verdict::Missing;
                 }
-                status
-                    .pause_conditions
-                    .get_or_insert_with(Vec::new)
-                    .push(PauseCondition {
-                        reason: Some(reason),
-                        start_time: Some(Time(self.now)),
-                    });
-                status.controller_pause = Some(true);
-                events.push(Event::normal(
-                    "RolloutPaused",
-                    "Rollout is paused (InconclusiveAnalysisRun)",
-                ));
+                events.push(add_pause(status, reason, self.now));
                 Verdict::Inconclusive
             }
             _ => Verdict::Pending,

@@ -9,13 +9,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use sluice_api::rollout::{
-    BlueGreenStatus, BlueGreenStrategy, PauseCondition, PauseReason, RolloutStatus,
-};
+use sluice_api::rollout::{BlueGreenStatus, BlueGreenStrategy, PauseReason, RolloutStatus};
 
 use super::analysis::{AnalysisState, Role, Verdict};
-use super::pause::{has_pause, remove_pause};
+use super::pause::{add_pause, has_pause, remove_pause};
 use super::prepare::Strategy;
 use super::scale_down_delay::within_scale_down_delay;
 use super::world::World;
@@ -572,18 +569,7 @@ impl World<'_> {
         if has_pause(status, &PauseReason::BlueGreenPause) {
             return;
         }
-        status
-            .pause_conditions
-            .get_or_insert_with(Vec::new)
-            .push(PauseCondition {
-                reason: Some(PauseReason::BlueGreenPause),
-                start_time: Some(Time(self.now)),
-            });
-        status.controller_pause = Some(true);
-        events.push(Event::normal(
-            "RolloutPaused",
-            "Rollout is paused (BlueGreenPause)",
-        ));
+        events.push(add_pause(status, PauseReason::BlueGreenPause, self.now));
     }
 
     /// autoPromotionSeconds: pause on arrival, promote once the pause is that old.

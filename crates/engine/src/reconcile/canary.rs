@@ -4,15 +4,13 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sluice_api::rollout::{
-    CanaryStepAction, PauseCondition, PauseReason, ReplicaProgressThresholdType, RolloutPause,
-    RolloutStatus,
+    CanaryStepAction, PauseReason, ReplicaProgressThresholdType, RolloutPause, RolloutStatus,
 };
 
 use super::analysis::{AnalysisState, Role, Verdict};
-use super::pause::{has_pause, remove_pause};
+use super::pause::{add_pause, has_pause, remove_pause};
 use super::prepare::step_kind;
 use super::scaling::counts_of;
 use super::{Outcome, Update, World};
@@ -311,18 +309,7 @@ impl World<'_> {
             return true;
         }
         let Some(existing) = existing else {
-            status
-                .pause_conditions
-                .get_or_insert_with(Vec::new)
-                .push(PauseCondition {
-                    reason: Some(PauseReason::CanaryPauseStep),
-                    start_time: Some(Time(self.now)),
-                });
-            status.controller_pause = Some(true);
-            events.push(Event::normal(
-                "RolloutPaused",
-                "Rollout is paused (CanaryPauseStep)",
-            ));
+            events.push(add_pause(status, PauseReason::CanaryPauseStep, self.now));
             if let Some(Ok(d)) = pause.duration() {
                 set_requeue(requeue, d);
             }
