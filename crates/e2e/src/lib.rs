@@ -346,32 +346,34 @@ pub async fn apply_blue_green(
     ns.apply_yaml(&manifest.to_string()).await.expect("rollout");
 }
 
-/// The events recorded for a Rollout, oldest first, as `Reason: message`.
-pub async fn rollout_events(ns: &TestNamespace, rollout: &str) -> Vec<String> {
+/// The events recorded for a Rollout, oldest first, as (reason, message). A repeat of an
+/// identical event is a series on the first one (as client-go records it); it is listed again
+/// at its last time, as a watch of events would see it.
+pub async fn rollout_events(ns: &TestNamespace, rollout: &str) -> Vec<(String, String)> {
     use k8s_openapi::api::events::v1::Event;
     let api: Api<Event> = ns.api();
-    let mut events: Vec<Event> = api
+    let events = api
         .list(&ListParams::default())
         .await
         .expect("list events")
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(rollout))
-        .collect();
-    events.sort_by_key(|e| {
-        (
-            e.event_time.as_ref().map(|t| t.0),
-            e.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        )
-    });
-    events
-        .iter()
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e.reason.as_deref().unwrap_or_default(),
-                e.note.as_deref().unwrap_or_default()
-            )
-        })
-        .collect()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Rollout") && r.name.as_deref() == Some(rollout)
+            })
+        });
+    let mut occurrences = Vec::new();
+    for e in events {
+        let what = (
+            e.reason.clone().unwrap_or_default(),
+            e.note.clone().unwrap_or_default(),
+        );
+        occurrences.push((e.event_time.as_ref().map(|t| t.0), what.clone()));
+        if let Some(series) = &e.series {
+            occurrences.push((Some(series.last_observed_time.0), what));
+        }
+    }
+    occurrences.sort_by_key(|(at, _)| *at);
+    occurrences.into_iter().map(|(_, what)| what).collect()
 }

@@ -99,7 +99,10 @@ async fn preview_stays_at_preview_replica_count_through_analysis_and_the_timed_p
     wait_replicas(&ns, "pc", &[("app:v1", 3), ("app:v2", 3)], TIMEOUT).await;
     let events = rollout_events(&ns, "pc").await;
     assert!(
-        events.contains(&"RolloutPaused: Rollout is paused (BlueGreenPause)".to_string()),
+        events.contains(&(
+            "RolloutPaused".to_string(),
+            "Rollout is paused (BlueGreenPause)".to_string()
+        )),
         "{events:#?}"
     );
 }

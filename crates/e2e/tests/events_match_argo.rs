@@ -5,45 +5,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
-use sluice_e2e::harness::{TestNamespace, wait_for};
+use sluice_e2e::harness::wait_for;
 use sluice_e2e::*;
-
-/// The Rollout's events, oldest first, as (reason, message). A repeat of an identical event is
-/// recorded as a series on the first one, as client-go does (Argo's suite watches events and
-/// sees the series update as a second occurrence): it is listed again at its last time.
-async fn event_occurrences(ns: &TestNamespace, name: &str) -> Vec<(String, String)> {
-    let events: Api<Event> = ns.api();
-    let list: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("Rollout") && r.name.as_deref() == Some(name)
-            })
-        })
-        .collect();
-    let mut occurrences = Vec::new();
-    for e in list {
-        let what = (
-            e.reason.clone().unwrap_or_default(),
-            e.note.clone().unwrap_or_default(),
-        );
-        occurrences.push((e.event_time.as_ref().map(|t| t.0), what.clone()));
-        if let Some(series) = &e.series {
-            occurrences.push((Some(series.last_observed_time.0), what));
-        }
-    }
-    occurrences.sort_by_key(|(at, _)| *at);
-    occurrences.into_iter().map(|(_, what)| what).collect()
-}
 
 #[tokio::test]
 async fn abort_retry_promote_emits_argos_events_in_order() {
@@ -93,7 +58,7 @@ async fn abort_retry_promote_emits_argos_events_in_order() {
         "RolloutCompleted",
     ];
     let events = wait_for("the completion event", Duration::from_secs(30), || async {
-        let events = event_occurrences(&ns, "web").await;
+        let events = rollout_events(&ns, "web").await;
         let completed = events
             .iter()
             .filter(|(reason, _)| reason == "RolloutCompleted")

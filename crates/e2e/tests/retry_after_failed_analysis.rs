@@ -4,7 +4,6 @@
 //! Step-based analysis phase error/failed: <run message>`, in the Progressing condition, the
 //! phase message and the `RolloutAborted` event.
 
-use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use serde_json::json;
 use sluice_api::analysis::AnalysisRun;
@@ -50,20 +49,6 @@ async fn step_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
 
 fn phase_of(run: &AnalysisRun) -> Option<AnalysisPhase> {
     run.status.as_ref().and_then(|s| s.phase.clone())
-}
-
-/// The messages of the Rollout's events with `reason`.
-async fn rollout_events(ns: &TestNamespace, rollout: &str, reason: &str) -> Vec<String> {
-    ns.api::<Event>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(rollout))
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.message)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +113,12 @@ async fn retry_after_a_failed_step_analysis_measures_again_with_a_new_run() {
     assert_eq!(progressing.reason.as_deref(), Some("RolloutAborted"));
     assert_eq!(progressing.message.as_deref(), Some(aborted.as_str()));
     let events = wait_for("the RolloutAborted event", TIMEOUT, || async {
-        let events = rollout_events(&ns, "retry", "RolloutAborted").await;
+        let events: Vec<String> = rollout_events(&ns, "retry")
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "RolloutAborted")
+            .map(|(_, message)| message)
+            .collect();
         anyhow::ensure!(!events.is_empty(), "none yet");
         Ok(events)
     })
