@@ -6,33 +6,22 @@
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::json;
 use sluice_api::Rollout;
+use sluice_e2e::canary_rollout;
 use sluice_e2e::harness::{TestEnv, TestNamespace, gateway_api_crds_dir};
-
-const ROLLOUT: &str = r#"
-apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata:
-  name: web
-spec:
-  replicas: 0
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: app
-        image: example.invalid/web:1
-  strategy:
-    canary: {}
-"#;
 
 #[tokio::test]
 async fn the_api_server_refuses_a_changed_rollout_selector() {
     let env = TestEnv::with_crds().await.unwrap();
     let ns = TestNamespace::create(&env, "crd-cel").await.unwrap();
-    ns.apply_yaml(ROLLOUT).await.unwrap();
+    ns.apply_yaml(&canary_rollout(
+        "web",
+        0,
+        "example.invalid/web:1",
+        json!([]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
     let rollouts = ns.api::<Rollout>();
 
     let change = json!({"spec": {"selector": {"matchLabels": {"app": "other"}}}});
