@@ -1,0 +1,91 @@
+//! Traffic routers as pure functions: from a router object as observed (a VirtualService, an
+//! Ingress, a TrafficSplit, an HTTPRoute, ...) and the weights the engine wants, to the object
+//! as it should be written. No client, no clock: every edit is table-tested without a cluster,
+//! and the engine puts the result in its plan like any other write.
+//!
+//! Each router module offers the operations of one reconcile (set the weight, point
+//! subsets at pod hashes, add or remove header and mirror routes) as functions returning
+//! `Ok(None)` when the object is already as wanted, so that nothing is written, and
+//! `observed_weight`, which reads the canary weight back out of an object: the scale-down
+//! safety rule trusts what the router object says, never what was last written.
+
+pub mod gateway;
+pub mod istio;
+pub mod nginx;
+pub mod smi;
+
+use serde_json::Value;
+
+/// A destination besides canary and stable (an experiment's Service).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Destination {
+    pub service_name: String,
+    pub pod_template_hash: String,
+    pub weight: i32,
+}
+
+/// What the engine wants the routers to do in this reconcile.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// Name, namespace and uid of the Rollout (owner of created objects, default names).
+    pub rollout: String,
+    pub namespace: String,
+    pub rollout_uid: String,
+    pub canary_service: String,
+    pub stable_service: String,
+    /// Pod-template hashes of the canary and stable ReplicaSets (subset labels).
+    pub canary_hash: String,
+    pub stable_hash: String,
+    /// Weight for the canary; stable gets `max_weight - weight - Σ additional`.
+    pub weight: i32,
+    pub additional: Vec<Destination>,
+    /// `trafficRouting.maxTrafficWeight`, 100 when unset.
+    pub max_weight: i32,
+    /// `trafficRouting.managedRoutes` names, highest precedence first.
+    pub managed_routes: Vec<String>,
+}
+
+impl Desired {
+    /// The stable weight: what is left after canary and the additional destinations, never
+    /// below zero.
+    pub fn stable_weight(&self) -> i32 {
+        let additional: i32 = self.additional.iter().map(|d| d.weight).sum();
+        (self.max_weight - self.weight - additional).max(0)
+    }
+}
+
+/// Canary and stable weights as a router object routes them right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObservedWeight {
+    pub canary: i32,
+    pub stable: i32,
+}
+
+/// A router object that cannot be edited as asked; the message is Argo's where Argo has one,
+/// and becomes the reconcile error (and a `TrafficRoutingError` event).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouterError(pub String);
+
+impl std::fmt::Display for RouterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RouterError {}
+
+impl RouterError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// The result of an edit: the object to write, and the event to publish once it is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Edit {
+    pub object: Value,
+    /// `(reason, message)` of the Normal event Argo publishes for this change.
+    pub event: (&'static str, String),
+}
+
+pub type EditResult = Result<Option<Edit>, RouterError>;
