@@ -201,11 +201,22 @@ wait_for_kube_controller_manager() {
   die "kube-controller-manager kept exiting; logs: $LOGS/kube-controller-manager*.log"
 }
 
-if [[ ${1:-} == --check ]]; then
-  # Only says whether the control plane is up (exit 0) or not (exit 1); starts nothing.
-  control_plane_healthy
-  exit
-fi
+case ${1:-} in
+  --check)
+    # Only says whether the control plane is up (exit 0) or not (exit 1); starts nothing.
+    control_plane_healthy
+    exit
+    ;;
+  -h | --help)
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+    ;;
+  "") ;;
+  *)
+    echo "cluster-up.sh: unknown argument '$1' (try --help)" >&2
+    exit 2
+    ;;
+esac
 
 take_lock
 if control_plane_healthy; then

@@ -29,6 +29,7 @@ mod pause;
 mod prepare;
 mod progress;
 mod restart;
+mod rollback_window;
 mod scale_down_delay;
 mod scaling;
 mod services;
@@ -115,6 +116,8 @@ struct Update {
     new_is_stable: bool,
     aborted: bool,
     manually_paused: bool,
+    /// Back to a revision within `spec.rollbackWindow`: no steps, pauses or analyses.
+    rollback_window: bool,
     verdicts: Verdicts,
 }
 
@@ -186,7 +189,9 @@ impl World<'_> {
         }
         // Analysis verdicts come first: a Failed run aborts, an Inconclusive one pauses.
         let mut analysis = AnalysisState::default();
-        let verdicts = if status.abort == Some(true) || new_is_stable {
+        let rollback_window =
+            status.abort != Some(true) && !new_is_stable && self.rollback_within_window();
+        let verdicts = if status.abort == Some(true) || new_is_stable || rollback_window {
             Verdicts::default()
         } else {
             self.read_verdicts(revision, status, &mut events, &mut analysis)
@@ -204,6 +209,7 @@ impl World<'_> {
             new_is_stable,
             aborted,
             manually_paused,
+            rollback_window,
             verdicts,
         };
         let (outcome, completed) = match &self.p.strategy {

@@ -126,10 +126,11 @@ impl World<'_> {
         let fast_tracked = !u.aborted
             && !u.new_is_stable
             && !is_active
-            && !self.retrying_aborted_update(&hash)
-            && self
-                .new_rs
-                .is_some_and(|rs| within_scale_down_delay(rs, self.now));
+            && (u.rollback_window
+                || (!self.retrying_aborted_update(&hash)
+                    && self
+                        .new_rs
+                        .is_some_and(|rs| within_scale_down_delay(rs, self.now))));
         let new_target = if u.new_is_stable || is_active || checkpoint || fast_tracked {
             r
         } else {
@@ -347,8 +348,13 @@ impl World<'_> {
                 events.push(Event::normal(
                     "RolloutCompleted",
                     format!(
-                        "Rollout completed update to revision {} ({hash}): Switched active service",
-                        u.revision
+                        "Rollout completed update to revision {} ({hash}): {}",
+                        u.revision,
+                        if u.rollback_window {
+                            "Rollback within window"
+                        } else {
+                            "Switched active service"
+                        }
                     ),
                 ));
             }
@@ -464,6 +470,9 @@ impl World<'_> {
         let Some(post) = &f.bg.post_promotion_analysis else {
             return true;
         };
+        if u.rollback_window {
+            return true;
+        }
         let verdict = &u.verdicts.post_promotion;
         if *verdict == Verdict::Missing
             && f.is_active

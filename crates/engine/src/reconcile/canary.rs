@@ -46,12 +46,13 @@ impl World<'_> {
     }
 
     /// The share of the pods the new ReplicaSet is to have now: none once aborted, all once
-    /// stable or promoted in full, the current step's weight otherwise.
+    /// stable, promoted in full or rolled back within the window, the current step's weight
+    /// otherwise.
     fn canary_weight(&self, status: &RolloutStatus, u: &Update) -> i32 {
         let step_index = status.current_step_index.unwrap_or(0);
         if u.aborted {
             0
-        } else if u.new_is_stable || status.promote_full == Some(true) {
+        } else if u.new_is_stable || status.promote_full == Some(true) || u.rollback_window {
             100
         } else {
             steps::weight_at(self.p.canary(), step_index)
@@ -194,7 +195,7 @@ impl World<'_> {
             && !new_is_stable
             && self.new_rs.is_some()
         {
-            let promote_full = status.promote_full == Some(true);
+            let promote_full = status.promote_full == Some(true) || u.rollback_window;
             if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
                 let complete = match step.action() {
                     Some(CanaryStepAction::SetWeight(_)) => at_desired,
@@ -256,13 +257,21 @@ impl World<'_> {
             // All steps done (or skipped by promote-full) and the new pods all up: it is stable.
             let past_steps = status.current_step_index.unwrap_or(0) >= steps_len || promote_full;
             if past_steps && !step_advanced && at_desired {
+                // Why it was promoted, in Argo's words and order of precedence.
+                let why = if status.promote_full == Some(true) {
+                    "Full promotion requested".to_string()
+                } else if u.rollback_window {
+                    "Rollback within window".to_string()
+                } else {
+                    format!("Completed all {steps_len} canary steps")
+                };
                 status.stable_rs = Some(self.p.pod_hash.clone());
                 status.promote_full = None;
                 status.current_step_index = Some(steps_len);
                 events.push(Event::normal(
                     "RolloutCompleted",
                     format!(
-                        "Rollout completed update to revision {revision} ({}): Completed all {steps_len} canary steps",
+                        "Rollout completed update to revision {revision} ({}): {why}",
                         self.p.pod_hash
                     ),
                 ));

@@ -158,6 +158,7 @@ impl World {
                     );
                     let mut rs = (**replica_set).clone();
                     rs.metadata.generation = Some(1);
+                    rs.metadata.creation_timestamp = Some(Time(self.now));
                     self.rss.push(rs);
                 }
                 Action::ScaleReplicaSet {
@@ -1598,6 +1599,7 @@ mod analysis_retry;
 mod bluegreen;
 mod invalid_spec;
 mod metadata;
+mod rollback_window;
 mod services;
 
 /// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or

@@ -12,7 +12,7 @@ use crate::plan::Event;
 const FAILED: &str = "Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)";
 
 /// Reconciles until nothing changes, returning every event on the way.
-fn settle_with_events(w: &mut World) -> Vec<Event> {
+pub(super) fn settle_with_events(w: &mut World) -> Vec<Event> {
     let mut events = Vec::new();
     for _ in 0..50 {
         let before = (w.ro.clone(), w.rss.clone(), w.pods.clone());
