@@ -199,3 +199,249 @@ fn set_subsets(dr: &mut Value, subsets: Vec<Value>) -> Result<(), RouterError> {
     spec.insert("subsets".into(), Value::Array(subsets));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::istio::fixtures::*;
+
+    fn rewritten(dr: &Value, dr_ref: &IstioDestinationRule, desired: &Desired) -> Edit {
+        match update_hash(dr, dr_ref, "istio-subset-split", desired) {
+            Ok(Some(edit)) => {
+                assert_eq!(
+                    update_hash(&edit.object, dr_ref, "istio-subset-split", desired),
+                    Ok(None),
+                    "idempotent"
+                );
+                edit
+            }
+            other => panic!("expected an edit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn corpus_destination_rule() {
+        let edit = rewritten(&yaml(SUBSET_SPLIT_DR), &dr_ref(&[]), &subset_split(10));
+        let expected = yaml(
+            "
+apiVersion: networking.istio.io/v1alpha3
+kind: DestinationRule
+metadata:
+  name: istio-subset-split-destrule
+  annotations:
+    argo-rollouts.argoproj.io/managed-by-rollouts: istio-subset-split
+spec:
+  host: istio-subset-split
+  subsets:
+  - name: stable
+    labels:
+      app: istio-subset-split
+      rollouts-pod-template-hash: stable-hash
+  - name: canary
+    labels:
+      app: istio-subset-split
+      rollouts-pod-template-hash: canary-hash
+",
+        );
+        assert_eq!(edit.object, expected);
+        assert_eq!(
+            edit.event,
+            (
+                "UpdatedDestinationRule",
+                "DestinationRule istio-subset-split-destrule subset updated \
+                 (canary: canary-hash, stable: stable-hash)"
+                    .to_string()
+            )
+        );
+    }
+
+    const RICH_DR: &str = "
+metadata:
+  name: dr
+  annotations: {team: payments}
+spec:
+  host: svc
+  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}
+  exportTo: ['.']
+  subsets:
+  - name: canary
+    labels: {rollouts-pod-template-hash: old-canary}
+    trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+  - name: preview
+    labels: {version: v3}
+  - name: old-experiment
+    labels: {rollouts-pod-template-hash: old}
+  - name: stable
+    labels: {rollouts-pod-template-hash: old-stable}
+  - name: exp-b
+    labels: {rollouts-pod-template-hash: old-b}
+";
+
+    #[test]
+    fn keeps_fields_drops_other_subsets_adds_experiments() {
+        let mut desired = subset_split(10);
+        desired.additional = vec![experiment("exp-a", 5), experiment("exp-b", 5)];
+        let edit = rewritten(&yaml(RICH_DR), &dr_ref(&["preview"]), &desired);
+        let expected = yaml(
+            "
+metadata:
+  name: dr
+  annotations:
+    team: payments
+    argo-rollouts.argoproj.io/managed-by-rollouts: istio-subset-split
+spec:
+  host: svc
+  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}
+  exportTo: ['.']
+  subsets:
+  - name: canary
+    labels: {rollouts-pod-template-hash: canary-hash}
+    trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+  - name: stable
+    labels: {rollouts-pod-template-hash: stable-hash}
+  - name: exp-b
+    labels: {rollouts-pod-template-hash: exp-b-hash}
+  - name: exp-a
+    labels: {rollouts-pod-template-hash: exp-a-hash}
+",
+        );
+        assert_eq!(edit.object, expected);
+        assert_eq!(
+            edit.event.1,
+            "DestinationRule dr subset updated (canary: canary-hash, stable: stable-hash)"
+        );
+    }
+
+    #[test]
+    fn empty_hash_removes_the_label() {
+        let mut desired = subset_split(0);
+        desired.canary_hash = String::new();
+        let dr = yaml(
+            "
+metadata: {name: dr}
+spec:
+  subsets:
+  - name: canary
+    labels: {rollouts-pod-template-hash: old, app: a}
+  - name: stable
+    labels: {rollouts-pod-template-hash: old}
+",
+        );
+        let edit = rewritten(&dr, &dr_ref(&[]), &desired);
+        assert_eq!(
+            edit.object["spec"]["subsets"],
+            yaml(
+                "
+- name: canary
+  labels: {app: a}
+- name: stable
+  labels: {rollouts-pod-template-hash: stable-hash}
+"
+            )
+        );
+        desired.stable_hash = String::new();
+        let edit = rewritten(&edit.object, &dr_ref(&[]), &desired);
+        assert_eq!(
+            edit.object["spec"]["subsets"][1],
+            yaml("{name: stable}"),
+            "no empty labels map is left"
+        );
+        assert_eq!(
+            edit.event.1,
+            "DestinationRule dr subset updated (canary: , stable: )"
+        );
+    }
+
+    #[test]
+    fn unchanged_rule_is_not_written() {
+        let dr = yaml(
+            "
+metadata:
+  name: dr
+  annotations: {argo-rollouts.argoproj.io/managed-by-rollouts: istio-subset-split}
+spec:
+  subsets:
+  - name: stable
+    labels: {rollouts-pod-template-hash: stable-hash}
+  - name: canary
+    labels: {rollouts-pod-template-hash: canary-hash}
+",
+        );
+        assert_eq!(
+            update_hash(&dr, &dr_ref(&[]), "istio-subset-split", &subset_split(50)),
+            Ok(None)
+        );
+        // Another Rollout's annotation is taken over.
+        let edit = update_hash(&dr, &dr_ref(&[]), "other", &subset_split(50));
+        assert!(matches!(edit, Ok(Some(_))), "{edit:?}");
+    }
+
+    #[test]
+    fn rule_without_subsets() {
+        let dr = yaml("metadata: {name: dr}\nspec: {host: svc}");
+        let edit = rewritten(&dr, &dr_ref(&[]), &subset_split(0));
+        assert_eq!(edit.object["spec"], yaml("{host: svc}"));
+        let mut desired = subset_split(0);
+        desired.additional = vec![experiment("exp", 10)];
+        let edit = rewritten(&dr, &dr_ref(&[]), &desired);
+        assert_eq!(
+            edit.object["spec"]["subsets"],
+            yaml("[{name: exp, labels: {rollouts-pod-template-hash: exp-hash}}]")
+        );
+    }
+
+    #[test]
+    fn malformed_rules_are_errors() {
+        let cases = [
+            ("[]", "DestinationRule is not an object"),
+            ("{metadata: 1}", "DestinationRule metadata is not an object"),
+            (
+                "{metadata: {annotations: []}}",
+                "DestinationRule metadata.annotations is not a map",
+            ),
+            ("{spec: []}", "DestinationRule spec is not an object"),
+            (
+                "{spec: {subsets: {}}}",
+                "DestinationRule spec.subsets is not a list",
+            ),
+            (
+                "{spec: {subsets: [1]}}",
+                "DestinationRule spec.subsets[0] is not an object",
+            ),
+            (
+                "{spec: {subsets: [{name: canary, labels: [a]}]}}",
+                "DestinationRule spec.subsets[0].labels is not a map",
+            ),
+        ];
+        for (dr, message) in cases {
+            assert_eq!(
+                update_hash(&yaml(dr), &dr_ref(&[]), "r", &subset_split(0)),
+                Err(RouterError::new(message)),
+                "{dr}"
+            );
+        }
+    }
+
+    #[test]
+    fn hashes_of_all_subsets() {
+        assert_eq!(
+            subset_hashes(&yaml(RICH_DR)),
+            ["old-canary", "old", "old-stable", "old-b"]
+        );
+        assert_eq!(subset_hashes(&yaml(SUBSET_SPLIT_DR)), Vec::<String>::new());
+        let dr = yaml(
+            "
+spec:
+  subsets:
+  - {name: a, labels: {rollouts-pod-template-hash: h}}
+  - {name: b, labels: {rollouts-pod-template-hash: h}}
+  - {name: c, labels: {rollouts-pod-template-hash: ''}}
+",
+        );
+        assert_eq!(subset_hashes(&dr), ["h"]);
+        assert_eq!(
+            subset_hashes(&yaml("{spec: {subsets: 3}}")),
+            Vec::<String>::new()
+        );
+    }
+}

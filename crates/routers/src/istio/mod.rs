@@ -33,6 +33,9 @@ mod select;
 mod value;
 pub mod virtual_service;
 
+#[cfg(test)]
+mod fixtures;
+
 pub use check::check_routes;
 pub use destination_rule::{subset_hashes, update_hash};
 pub use header_route::set_header_route;
