@@ -41,3 +41,69 @@ pub fn remove_managed_routes(vs: &Value, vs_name: &str, route_names: &[String]) 
 pub fn has_http_routes(vs: &Value) -> bool {
     matches!(value::routes(vs, Section::Http), Ok(Some(_)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::istio::fixtures::*;
+
+    const WITH_MANAGED: &str = "
+metadata: {name: vs}
+spec:
+  http:
+  - name: mirror-1
+    route: [{destination: {host: stable-service}, weight: 100}]
+    mirror: {host: canary-service}
+  - name: header-1
+    route: [{destination: {host: canary-service}, weight: 100}]
+  - name: primary
+    route: [{destination: {host: stable-service}, weight: 100}]
+  - route: [{destination: {host: stable-service}, weight: 100}]
+";
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn removes_the_named_routes_only() {
+        let vs = yaml(WITH_MANAGED);
+        let Ok(Some(edit)) =
+            remove_managed_routes(&vs, "vs", &names(&["header-1", "mirror-1", "gone", ""]))
+        else {
+            panic!("expected an edit")
+        };
+        assert_eq!(route_names(&edit.object), ["primary", ""]);
+        assert_eq!(
+            edit.event,
+            (
+                "Updated VirtualService",
+                "VirtualService `vs` removed all managed routes.".to_string()
+            )
+        );
+        assert_eq!(
+            remove_managed_routes(&edit.object, "vs", &names(&["header-1"])),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn nothing_to_remove() {
+        assert_eq!(
+            remove_managed_routes(&yaml(WITH_MANAGED), "vs", &[]),
+            Ok(None)
+        );
+        assert_eq!(
+            remove_managed_routes(&yaml(TLS_ONLY_VS), "vs", &names(&["h"])),
+            Ok(None)
+        );
+        assert!(!has_http_routes(&yaml(TLS_ONLY_VS)));
+        assert!(has_http_routes(&yaml(WITH_MANAGED)));
+        assert_eq!(
+            remove_managed_routes(&yaml("spec: {http: 1}"), "vs", &names(&["h"])),
+            Err(crate::RouterError::new(
+                "VirtualService spec.http is not a list"
+            ))
+        );
+    }
+}
