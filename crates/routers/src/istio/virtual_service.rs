@@ -73,11 +73,7 @@ fn vs_name(vs: &Value, vs_ref: &IstioVirtualService) -> String {
 
 /// The stable weight of one route: 100 less the canary, the experiments and the hand-weighted
 /// subsets of that route, floored at 0.
-pub(crate) fn stable_weight(
-    destinations: &[Value],
-    classifier: &Classifier,
-    desired: &Desired,
-) -> i64 {
+fn stable_weight(destinations: &[Value], classifier: &Classifier, desired: &Desired) -> i64 {
     let hand_weighted = destinations
         .iter()
         .filter(|d| classifier.role(d) == Role::AdditionalSubset)
@@ -442,6 +438,30 @@ spec:
         let object = written(MANY_PORTS_VS, &reference, None, &host_split(5));
         assert_eq!(weights(&object, "tls", 0), weighted);
         assert_eq!(weights(&object, "tls", 1), weighted);
+    }
+
+    #[test]
+    fn single_tls_and_tcp_routes_when_omitted() {
+        let vs = "
+metadata: {name: vs}
+spec:
+  tls:
+  - match: [{port: 443, sniHosts: [a.com]}]
+    route:
+    - {destination: {host: istio-host-split-stable}, weight: 100}
+    - {destination: {host: istio-host-split-canary}, weight: 0}
+  tcp:
+  - route:
+    - {destination: {host: istio-host-split-stable}, weight: 100}
+    - {destination: {host: istio-host-split-canary}, weight: 0}
+";
+        let object = written(vs, &vs_ref("vs", &[]), None, &host_split(15));
+        let split = pairs(&[
+            ("istio-host-split-stable", 85),
+            ("istio-host-split-canary", 15),
+        ]);
+        assert_eq!(weights(&object, "tls", 0), split);
+        assert_eq!(weights(&object, "tcp", 0), split);
     }
 
     #[test]
