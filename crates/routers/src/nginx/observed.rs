@@ -44,7 +44,7 @@ pub fn observed_weight(
     let canary = weight.clamp(0, total);
     let max = i64::from(max_traffic_weight.unwrap_or(DEFAULT_MAX_TRAFFIC_WEIGHT));
     let (canary, total) = if max > 0 && max != total {
-        (canary * max / total, max)
+        (canary.checked_mul(max)? / total, max)
     } else {
         (canary, total)
     };

@@ -17,11 +17,11 @@ pub(super) fn desired_spec(cfg: &SmiTrafficRouting, desired: &Desired, quantity:
         .filter(|s| !s.is_empty())
         .unwrap_or(&desired.stable_service);
     let backend = |service: &str, weight: i32| json!({"service": service, "weight": weight_value(weight, quantity)});
-    let mut stable_weight = 100 - desired.weight;
+    let mut stable_weight = 100i32.saturating_sub(desired.weight);
     let mut backends = vec![backend(&desired.canary_service, desired.weight)];
     for destination in &desired.additional {
         backends.push(backend(&destination.service_name, destination.weight));
-        stable_weight -= destination.weight;
+        stable_weight = stable_weight.saturating_sub(destination.weight);
     }
     backends.push(backend(&desired.stable_service, stable_weight));
     json!({"service": root, "backends": backends})
