@@ -20,8 +20,10 @@
 
 mod config;
 mod experiment;
+mod header_route;
 mod kind;
 mod label;
+mod managed;
 mod rules;
 mod weights;
 
@@ -30,7 +32,9 @@ pub use config::{
     RouteSelector, parse_config,
 };
 pub use experiment::{Experiments, experiment_port};
+pub use header_route::set_header_route;
 pub use kind::RouteKind;
+pub use managed::remove_managed_routes;
 pub use weights::{observed_weight, set_weight};
 
 /// Key of the plugin under `trafficRouting.plugins`.
