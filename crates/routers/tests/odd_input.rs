@@ -1,0 +1,203 @@
+//! Router objects come from the API as free-form JSON, and weights from user specs: no input,
+//! however malformed or extreme, may make an edit panic. Every public function is called with
+//! every combination of odd objects and extreme weights; errors are fine, panics are not.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use sluice_api::rollout::{
+    HeaderRoutingMatch, NginxTrafficRouting, SetHeaderRoute, SmiTrafficRouting, StringMatch,
+};
+use sluice_routers::{Desired, Destination, gateway, nginx, smi};
+
+fn odd_objects() -> Vec<Value> {
+    let mut values = vec![
+        json!(null),
+        json!(true),
+        json!(-1),
+        json!("text"),
+        json!([]),
+        json!({}),
+        json!({"metadata": 1, "spec": 1}),
+        json!({"metadata": {"name": 1, "annotations": [], "labels": 5, "ownerReferences": {}}}),
+        json!({"metadata": {"name": "x", "annotations": {"nginx.ingress.kubernetes.io/canary": "true",
+            "nginx.ingress.kubernetes.io/canary-weight": "9223372036854775807",
+            "nginx.ingress.kubernetes.io/canary-weight-total": "3"}}}),
+        json!({"metadata": {"name": "x", "annotations": {"nginx.ingress.kubernetes.io/canary": "true",
+            "nginx.ingress.kubernetes.io/canary-weight": "9223372036854775806",
+            "nginx.ingress.kubernetes.io/canary-weight-total": "9223372036854775807"}}}),
+        json!({"spec": {"rules": [null, 1, {"http": 1}, {"http": {"paths": [null, 1, {"backend": 1},
+            {"backend": {"service": 1}}, {"backend": {"service": {"name": "stable"}}}]}}]}}),
+        json!({"spec": {"rules": [{"backendRefs": [1]}, {"matches": [1]}]}}),
+        json!({"spec": {"rules": [{"name": 3, "backendRefs": [{"name": 1, "weight": "x"}],
+            "matches": [{"headers": 1, "path": null}], "filters": 1}]}}),
+        json!({"spec": {"backends": [1, {"service": 1, "weight": {}}, {"service": "canary", "weight": 1e300}]}}),
+        json!({"spec": {"ports": [{"name": "http", "port": 1e30}, 7]}}),
+    ];
+    // A well-formed route whose rules reference both Services, so edits get past the checks.
+    values.push(json!({
+        "metadata": {"name": "r", "labels": null,
+            "ownerReferences": [{"uid": "uid", "controller": true}]},
+        "spec": {"rules": [
+            {"matches": [{"headers": null}, {"path": 1, "headers": [1]}],
+             "backendRefs": [{"name": "stable", "port": null, "weight": null},
+                             {"name": "canary", "port": {"x": 1}}, {"name": "exp"}]},
+            {"name": "managed-9", "backendRefs": [{"name": "canary"}]}
+        ]}
+    }));
+    values
+}
+
+fn desireds() -> Vec<Desired> {
+    let base = Desired {
+        rollout: "ro".into(),
+        namespace: "ns".into(),
+        rollout_uid: "uid".into(),
+        canary_service: "canary".into(),
+        stable_service: "stable".into(),
+        managed_routes: vec!["managed".into(), String::new()],
+        max_weight: 100,
+        ..Desired::default()
+    };
+    let extreme = |weight, extra| Desired {
+        weight,
+        additional: vec![
+            Destination {
+                service_name: "exp".into(),
+                pod_template_hash: String::new(),
+                weight: extra,
+            },
+            Destination {
+                service_name: "exp2".into(),
+                pod_template_hash: String::new(),
+                weight: extra,
+            },
+        ],
+        ..base.clone()
+    };
+    vec![
+        base.clone(),
+        extreme(i32::MIN, i32::MIN),
+        extreme(i32::MAX, i32::MAX),
+        extreme(0, -1),
+        Desired {
+            max_weight: 0,
+            ..base.clone()
+        },
+        Desired::default(),
+    ]
+}
+
+fn header_steps() -> Vec<SetHeaderRoute> {
+    let m = |value: Option<StringMatch>| HeaderRoutingMatch {
+        header_name: None,
+        header_value: value,
+    };
+    vec![
+        SetHeaderRoute::default(),
+        SetHeaderRoute {
+            name: None,
+            match_: Some(vec![]),
+        },
+        SetHeaderRoute {
+            name: Some("managed".into()),
+            match_: Some(vec![
+                m(Some(StringMatch {
+                    prefix: Some("p".into()),
+                    ..StringMatch::default()
+                })),
+                m(None),
+            ]),
+        },
+        SetHeaderRoute {
+            name: Some("managed".into()),
+            match_: Some(vec![m(Some(StringMatch {
+                exact: Some("e".into()),
+                ..StringMatch::default()
+            }))]),
+        },
+    ]
+}
+
+#[test]
+fn nginx_never_panics() {
+    let cfgs = [
+        NginxTrafficRouting::default(),
+        NginxTrafficRouting {
+            annotation_prefix: Some(String::new()),
+            additional_ingress_annotations: Some(BTreeMap::from([(String::new(), String::new())])),
+            canary_ingress_annotations: Some(BTreeMap::from([("k".into(), "v".into())])),
+            ..NginxTrafficRouting::default()
+        },
+    ];
+    for cfg in &cfgs {
+        let _ = nginx::stable_ingresses(cfg);
+        for max in [None, Some(0), Some(-1), Some(i32::MAX)] {
+            for stable in odd_objects() {
+                for existing in odd_objects() {
+                    for desired in desireds() {
+                        let _ = nginx::desired_canary_ingress(&stable, cfg, max, &desired);
+                        let _ = nginx::set_weight(&stable, Some(&existing), cfg, max, &desired);
+                        let _ = nginx::set_weight(&stable, None, cfg, max, &desired);
+                    }
+                }
+                let _ = nginx::observed_weight(&stable, cfg, max);
+            }
+        }
+    }
+    let _ = nginx::canary_ingress_name(&"ü".repeat(300), "");
+}
+
+#[test]
+fn smi_never_panics() {
+    let cfg = SmiTrafficRouting {
+        root_service: Some(String::new()),
+        traffic_split_name: Some(String::new()),
+    };
+    for flag in ["", "v1alpha1", "v1alpha3", "junk"] {
+        for existing in odd_objects() {
+            for desired in desireds() {
+                let _ = smi::set_weight(Some(&existing), &cfg, flag, &desired);
+                let _ = smi::set_weight(None, &cfg, flag, &desired);
+                let _ = smi::observed_weight(&existing, &desired);
+            }
+        }
+    }
+}
+
+#[test]
+fn gateway_never_panics() {
+    let cfg = gateway::parse_config(&json!({"httpRoute": "r"})).unwrap();
+    for value in odd_objects() {
+        let _ = gateway::parse_config(&value);
+        let _ = gateway::experiment_port(&value);
+    }
+    let experiments = [
+        gateway::Experiments::default(),
+        gateway::Experiments {
+            active: true,
+            previous_additional: vec!["exp".into()],
+            ports: BTreeMap::from([("exp".into(), 1), ("exp2".into(), i32::MIN)]),
+        },
+        gateway::Experiments {
+            active: false,
+            previous_additional: vec!["exp".into(), "stable".into()],
+            ports: BTreeMap::new(),
+        },
+    ];
+    for kind in gateway::RouteKind::ALL {
+        for route in odd_objects() {
+            for desired in desireds() {
+                for experiments in &experiments {
+                    let _ = gateway::set_weight(&route, kind, &cfg, experiments, &desired);
+                }
+                for step in header_steps() {
+                    let _ = gateway::set_header_route(&route, kind, "managed", &step, &desired);
+                    let _ = gateway::set_header_route(&route, kind, "", &step, &desired);
+                }
+                let _ = gateway::remove_managed_routes(&route, kind, &desired);
+                let _ = gateway::observed_weight(&route, kind, &desired);
+            }
+        }
+    }
+}
