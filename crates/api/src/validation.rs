@@ -28,7 +28,8 @@
 //!   with a `startingStep` within the steps.
 //! - `trafficRouting`: a router configured; `maxTrafficWeight` positive; `managedRoutes` named
 //!   once each; each router's required fields (Istio VirtualService names and DestinationRule
-//!   subsets, ALB `servicePort`, Ambassador mappings, App Mesh, Traefik and APISIX names).
+//!   subsets, ALB `servicePort`, Ambassador mappings, App Mesh, Traefik and APISIX names); one
+//!   NGINX Ingress setting also when ALB is configured (Argo then looks at ALB's only).
 //! - steps: a plugin step sets no other completing action; a plugin is named; pause durations
 //!   parse; setCanaryScale sets one of its fields with weight 0-100 and replicas not negative;
 //!   header matches name a header; mirror `percentage` 0-100 and mirror header values have
@@ -110,6 +111,11 @@ impl Problems {
     /// A problem Argo's validator reports too, in its words.
     fn argo(&mut self, error: FieldError) {
         self.argo.push(error.0);
+    }
+
+    /// A problem Argo reports without naming a field.
+    fn argo_unplaced(&mut self, message: String) {
+        self.argo.push(message);
     }
 
     /// A problem only Sluice checks for.

@@ -121,9 +121,7 @@ fn check_workload_kind(workload: &WorkloadRef, problems: &mut Problems) {
         .as_deref()
         .and_then(|v| v.rsplit_once('/'))
         .map_or("", |(group, _)| group);
-    problems
-        .argo
-        .push(format!("workload of type {group}/{kind} is not supported"));
+    problems.argo_unplaced(format!("workload of type {group}/{kind} is not supported"));
 }
 
 fn check_selector_and_template(spec: &RolloutSpec, problems: &mut Problems) {
