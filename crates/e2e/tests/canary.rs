@@ -334,14 +334,13 @@ async fn invalid_rollout_is_degraded_and_does_not_block_others() {
 
     let ro = wait_phase(&api, "bad", RolloutPhase::Degraded, TIMEOUT).await;
     let status = ro.status.unwrap();
+    // Argo's field error for a selector that does not select the template.
+    let message = status.message.as_deref().unwrap_or_default();
     assert!(
-        status
-            .message
-            .as_deref()
-            .unwrap_or_default()
-            .starts_with("InvalidSpec: "),
-        "{:?}",
-        status.message
+        message.starts_with(
+            "InvalidSpec: The Rollout \"bad\" is invalid: spec.template.metadata.labels: Invalid value: "
+        ) && message.ends_with(": `selector` does not match template `labels`"),
+        "{message}"
     );
     assert!(
         status

@@ -53,7 +53,10 @@ async fn a_template_created_later_is_picked_up_at_once() {
     .unwrap();
     let ro = wait_phase(&api, "web", RolloutPhase::Degraded, TIMEOUT).await;
     let message = invalid_spec_message(&ro).expect("an InvalidSpec condition");
-    assert!(message.contains("\"health\""), "{message}");
+    assert_eq!(
+        message,
+        "The Rollout \"web\" is invalid: spec.strategy.canary.analysis.templates: Invalid value: \"health\": AnalysisTemplate 'health' not found"
+    );
 
     ns.apply_yaml(
         r#"

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::Problems;
 use super::rollout::non_negative;
+use super::{BadValue, FieldError, Problems};
 use crate::analysis::{AnalysisRunSpec, AnalysisTemplateSpec, Metric};
 use crate::common::{
     AnalysisRunArgument, AnalysisTemplateRef, Argument, DryRun, MeasurementRetention,
@@ -15,7 +15,13 @@ use crate::common::{
 use crate::duration::parse_go_duration;
 use crate::rollout::RolloutAnalysis;
 
+/// Argo's detail for an argument whose `fieldRef` names Rollout metadata the downward API
+/// cannot give.
+pub(super) const UNSUPPORTED_METADATA: &str =
+    "Analyses arguments must refer to valid object metadata supported by downwardAPI";
+
 /// An analysis step, background analysis or blue-green promotion analysis of a Rollout.
+/// Argo's spec validation checks none of this, so these are Sluice's checks.
 pub(super) fn check_rollout_analysis(
     analysis: &RolloutAnalysis,
     at: &str,
@@ -23,10 +29,10 @@ pub(super) fn check_rollout_analysis(
 ) {
     let templates = analysis.templates.as_deref().unwrap_or_default();
     if templates.is_empty() {
-        problems.add(
+        problems.sluice(FieldError::required(
             &format!("{at}.templates"),
-            "must list at least one template",
-        );
+            "at least one template is required",
+        ));
     }
     check_template_refs(templates, &format!("{at}.templates"), problems);
     check_run_arguments(
@@ -52,12 +58,13 @@ pub(super) fn check_rollout_analysis(
 fn check_template_refs(templates: &[AnalysisTemplateRef], at: &str, problems: &mut Problems) {
     for (i, template) in templates.iter().enumerate() {
         if template.template_name.as_deref().is_none_or(str::is_empty) {
-            problems.add(&format!("{at}[{i}].templateName"), "required");
+            problems.required(&format!("{at}[{i}].templateName"));
         }
     }
 }
 
-/// Arguments a Rollout passes to an analysis.
+/// The form of the arguments a Rollout passes to an analysis (Sluice's checks; whether a
+/// `fieldRef` names supported metadata is checked by the callers, by Argo's rule in steps).
 pub(super) fn check_run_arguments(args: &[AnalysisRunArgument], at: &str, problems: &mut Problems) {
     let mut names = BTreeSet::new();
     for (i, arg) in args.iter().enumerate() {
@@ -66,57 +73,88 @@ pub(super) fn check_run_arguments(args: &[AnalysisRunArgument], at: &str, proble
         let Some(from) = &arg.value_from else {
             continue;
         };
+        let from_at = format!("{a_at}.valueFrom");
         if arg.value.is_some() {
-            problems.add(&a_at, "set only one of value and valueFrom");
+            problems.sluice(FieldError::forbidden(
+                &from_at,
+                "may not be specified when `value` is set",
+            ));
         }
         match (&from.pod_template_hash_value, &from.field_ref) {
-            (Some(_), Some(_)) | (None, None) => problems.add(
-                &format!("{a_at}.valueFrom"),
+            (Some(_), Some(_)) | (None, None) => problems.sluice(FieldError::invalid(
+                &from_at,
+                BadValue::json(from),
                 "must set exactly one of podTemplateHashValue or fieldRef",
-            ),
-            (Some(PodTemplateHashValue::Other(other)), None) => problems.add(
-                &format!("{a_at}.valueFrom.podTemplateHashValue"),
-                format!("must be Stable or Latest, got {other:?}"),
-            ),
-            (None, Some(field_ref)) => check_rollout_field_path(
-                field_ref.field_path.as_deref().unwrap_or_default(),
-                &format!("{a_at}.valueFrom.fieldRef.fieldPath"),
-                problems,
-            ),
-            (Some(_), None) => {}
+            )),
+            (Some(PodTemplateHashValue::Other(other)), None) => {
+                problems.sluice(FieldError::not_supported(
+                    &format!("{from_at}.podTemplateHashValue"),
+                    other.as_str(),
+                    &["Stable", "Latest"],
+                ))
+            }
+            (None, Some(field_ref))
+                if field_ref.field_path.as_deref().is_none_or(str::is_empty) =>
+            {
+                problems.sluice(FieldError::required(
+                    &format!("{from_at}.fieldRef.fieldPath"),
+                    "",
+                ))
+            }
+            _ => {}
         }
     }
 }
 
-/// A field path into the Rollout. Paths into `metadata` are limited to what the downward API
-/// offers; other paths (`spec...`, `status...`) are resolved when the run is created.
-fn check_rollout_field_path(path: &str, at: &str, problems: &mut Problems) {
-    if path.is_empty() {
-        problems.add(at, "required");
-        return;
+/// Arguments outside canary steps whose `fieldRef` names unsupported metadata: the check Argo
+/// makes for steps, made by Sluice for background and promotion analyses too.
+pub(super) fn check_metadata_field_refs(
+    args: &[AnalysisRunArgument],
+    at: &str,
+    problems: &mut Problems,
+) {
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(path) = unsupported_metadata_ref(arg) {
+            problems.sluice(FieldError::invalid(
+                &format!("{at}[{i}].valueFrom.fieldRef.fieldPath"),
+                path,
+                UNSUPPORTED_METADATA,
+            ));
+        }
     }
-    let Some(rest) = path.strip_prefix("metadata.") else {
-        return;
-    };
+}
+
+/// The argument's `fieldRef` path when it points into the Rollout's `metadata` at something
+/// the downward API does not offer (name, namespace, uid, labels, annotations, or one label or
+/// annotation by key). Other paths (`spec...`, `status...`) are resolved when the run is
+/// created.
+pub(super) fn unsupported_metadata_ref(arg: &AnalysisRunArgument) -> Option<&str> {
+    let path = arg
+        .value_from
+        .as_ref()?
+        .field_ref
+        .as_ref()?
+        .field_path
+        .as_deref()?;
+    if !path.starts_with("metadata") {
+        return None;
+    }
     let keyed = |prefix: &str| {
-        rest.strip_prefix(prefix)
+        path.strip_prefix(prefix)
             .and_then(|r| r.strip_prefix("['"))
             .and_then(|r| r.strip_suffix("']"))
             .is_some_and(|key| !key.is_empty())
     };
     let supported = matches!(
-        rest,
-        "name" | "namespace" | "uid" | "labels" | "annotations"
-    ) || keyed("labels")
-        || keyed("annotations");
-    if !supported {
-        problems.add(
-            at,
-            format!(
-                "{path:?} is not a metadata field an argument can refer to (name, namespace, uid, labels['key'], annotations['key'])"
-            ),
-        );
-    }
+        path,
+        "metadata.name"
+            | "metadata.namespace"
+            | "metadata.uid"
+            | "metadata.labels"
+            | "metadata.annotations"
+    ) || keyed("metadata.labels")
+        || keyed("metadata.annotations");
+    (!supported).then_some(path)
 }
 
 fn check_argument_name<'a>(
@@ -126,11 +164,10 @@ fn check_argument_name<'a>(
     problems: &mut Problems,
 ) {
     match name {
-        None | Some("") => problems.add(&format!("{at}.name"), "required"),
-        Some(name) if !seen.insert(name) => problems.add(
-            &format!("{at}.name"),
-            format!("duplicate argument {name:?}"),
-        ),
+        None | Some("") => problems.required(&format!("{at}.name")),
+        Some(name) if !seen.insert(name) => {
+            problems.duplicate(&format!("{at}.name"), "argument", name)
+        }
         Some(_) => {}
     }
 }
@@ -138,7 +175,7 @@ fn check_argument_name<'a>(
 fn check_dry_run(entries: &[DryRun], at: &str, problems: &mut Problems) {
     for (i, entry) in entries.iter().enumerate() {
         if entry.metric_name.as_deref().is_none_or(str::is_empty) {
-            problems.add(&format!("{at}.dryRun[{i}].metricName"), "required");
+            problems.required(&format!("{at}.dryRun[{i}].metricName"));
         }
     }
 }
@@ -147,10 +184,10 @@ fn check_retention(entries: &[MeasurementRetention], at: &str, problems: &mut Pr
     for (i, entry) in entries.iter().enumerate() {
         let e_at = format!("{at}.measurementRetention[{i}]");
         if entry.metric_name.as_deref().is_none_or(str::is_empty) {
-            problems.add(&format!("{e_at}.metricName"), "required");
+            problems.required(&format!("{e_at}.metricName"));
         }
         match entry.limit {
-            None => problems.add(&format!("{e_at}.limit"), "required"),
+            None => problems.required(&format!("{e_at}.limit")),
             Some(limit) => non_negative(problems, &format!("{e_at}.limit"), Some(limit)),
         }
     }

@@ -1,76 +1,81 @@
-//! `spec.strategy.blueGreen`.
+//! `spec.strategy.blueGreen`. Argo's blue-green validator names fields from `spec.strategy`.
 
 use super::int_or_percent::IntOrPercent;
 use super::rollout::non_negative;
-use super::{Problems, analysis};
+use super::{BadValue, FieldError, Problems, analysis};
 use crate::RolloutSpec;
 use crate::rollout::BlueGreenStrategy;
 
+/// The real path of the strategy's fields, used by Sluice's own checks.
 const PATH: &str = "spec.strategy.blueGreen";
 
 pub(super) fn check(bg: &BlueGreenStrategy, spec: &RolloutSpec, problems: &mut Problems) {
     let active = bg.active_service.as_deref().unwrap_or_default();
-    if active.is_empty() {
-        problems.add(&format!("{PATH}.activeService"), "required");
-    } else if bg.preview_service.as_deref() == Some(active) {
-        problems.add(
-            &format!("{PATH}.previewService"),
-            format!("must differ from activeService; both are {active:?}"),
-        );
+    let preview = bg.preview_service.as_deref().unwrap_or_default();
+    // Two unset Services are "the same" to Argo too.
+    if active == preview {
+        problems.argo(FieldError::invalid(
+            "spec.strategy.activeService",
+            active,
+            "This rollout uses the same service for the active and preview services, but two different services are required.",
+        ));
+    } else if active.is_empty() {
+        problems.sluice(FieldError::required(&format!("{PATH}.activeService"), ""));
     }
-    non_negative(
-        problems,
-        &format!("{PATH}.previewReplicaCount"),
-        bg.preview_replica_count,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.autoPromotionSeconds"),
-        bg.auto_promotion_seconds,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.scaleDownDelaySeconds"),
-        bg.scale_down_delay_seconds,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.abortScaleDownDelaySeconds"),
-        bg.abort_scale_down_delay_seconds,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.scaleDownDelayRevisionLimit"),
-        bg.scale_down_delay_revision_limit,
-    );
     // Old ReplicaSets kept up for the delay must also be kept in history.
-    let history = spec.revision_history_limit();
     if let Some(limit) = bg.scale_down_delay_revision_limit
-        && limit > history
+        && limit > spec.revision_history_limit()
     {
-        problems.add(
-            &format!("{PATH}.scaleDownDelayRevisionLimit"),
-            format!("must not exceed spec.revisionHistoryLimit ({history}), got {limit}"),
-        );
+        problems.argo(FieldError::invalid(
+            "spec.strategy.scaleDownDelayRevisionLimit",
+            limit,
+            "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
+        ));
+    }
+    if let Some(anti_affinity) = &bg.anti_affinity {
+        super::check_anti_affinity(anti_affinity, "spec.strategy.antiAffinity", problems);
+    }
+
+    for (field, value) in [
+        ("previewReplicaCount", bg.preview_replica_count),
+        ("autoPromotionSeconds", bg.auto_promotion_seconds),
+        ("scaleDownDelaySeconds", bg.scale_down_delay_seconds),
+        (
+            "abortScaleDownDelaySeconds",
+            bg.abort_scale_down_delay_seconds,
+        ),
+        (
+            "scaleDownDelayRevisionLimit",
+            bg.scale_down_delay_revision_limit,
+        ),
+    ] {
+        non_negative(problems, &format!("{PATH}.{field}"), value);
     }
     if let Some(value) = &bg.max_unavailable {
+        let at = format!("{PATH}.maxUnavailable");
         match IntOrPercent::parse(value) {
-            Err(message) => problems.add(&format!("{PATH}.maxUnavailable"), message),
-            Ok(IntOrPercent::Percent(p)) if p > 100 => problems.add(
-                &format!("{PATH}.maxUnavailable"),
-                format!("must not exceed 100%, got {p}%"),
-            ),
+            Err(detail) => problems.sluice(FieldError::invalid(&at, BadValue::json(value), detail)),
+            Ok(IntOrPercent::Percent(p)) if p > 100 => problems.sluice(FieldError::invalid(
+                &at,
+                BadValue::json(value),
+                "must not be greater than 100%",
+            )),
             Ok(_) => {}
         }
     }
-    if let Some(pre) = &bg.pre_promotion_analysis {
-        analysis::check_rollout_analysis(pre, &format!("{PATH}.prePromotionAnalysis"), problems);
-    }
-    if let Some(post) = &bg.post_promotion_analysis {
-        analysis::check_rollout_analysis(post, &format!("{PATH}.postPromotionAnalysis"), problems);
-    }
-    if let Some(anti_affinity) = &bg.anti_affinity {
-        super::check_anti_affinity(anti_affinity, &format!("{PATH}.antiAffinity"), problems);
+    for (field, promotion) in [
+        ("prePromotionAnalysis", &bg.pre_promotion_analysis),
+        ("postPromotionAnalysis", &bg.post_promotion_analysis),
+    ] {
+        if let Some(promotion) = promotion {
+            let at = format!("{PATH}.{field}");
+            analysis::check_rollout_analysis(promotion, &at, problems);
+            analysis::check_metadata_field_refs(
+                promotion.args.as_deref().unwrap_or_default(),
+                &format!("{at}.args"),
+                problems,
+            );
+        }
     }
 }
 
@@ -86,14 +91,21 @@ mod tests {
             blue_green_problems(json!({"previewService": "web-preview"})),
             &[],
         );
+        // Two unset Services are the same one to Argo.
         assert_problems(
             blue_green_problems(json!({"activeService": null})),
-            &["spec.strategy.blueGreen.activeService: required"],
+            &[
+                "spec.strategy.activeService: Invalid value: \"\": This rollout uses the same service for the active and preview services, but two different services are required.",
+            ],
+        );
+        assert_problems(
+            blue_green_problems(json!({"activeService": null, "previewService": "web-preview"})),
+            &["spec.strategy.blueGreen.activeService: Required value"],
         );
         assert_problems(
             blue_green_problems(json!({"previewService": "web-active"})),
             &[
-                "spec.strategy.blueGreen.previewService: must differ from activeService; both are \"web-active\"",
+                "spec.strategy.activeService: Invalid value: \"web-active\": This rollout uses the same service for the active and preview services, but two different services are required.",
             ],
         );
     }
@@ -113,10 +125,10 @@ mod tests {
                 "abortScaleDownDelaySeconds": -1
             })),
             &[
-                "spec.strategy.blueGreen.previewReplicaCount: must not be negative, got -1",
-                "spec.strategy.blueGreen.autoPromotionSeconds: must not be negative, got -1",
-                "spec.strategy.blueGreen.scaleDownDelaySeconds: must not be negative, got -1",
-                "spec.strategy.blueGreen.abortScaleDownDelaySeconds: must not be negative, got -1",
+                "spec.strategy.blueGreen.previewReplicaCount: Invalid value: -1: must be greater than or equal to 0",
+                "spec.strategy.blueGreen.autoPromotionSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.strategy.blueGreen.scaleDownDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.strategy.blueGreen.abortScaleDownDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
             ],
         );
     }
@@ -126,7 +138,7 @@ mod tests {
         assert_problems(
             blue_green_problems(json!({"scaleDownDelayRevisionLimit": 11})),
             &[
-                "spec.strategy.blueGreen.scaleDownDelayRevisionLimit: must not exceed spec.revisionHistoryLimit (10), got 11",
+                "spec.strategy.scaleDownDelayRevisionLimit: Invalid value: 11: This rollout's revision history limit can not be smaller than the rollout's scale down limit",
             ],
         );
         assert_problems(
@@ -141,12 +153,14 @@ mod tests {
         assert_problems(blue_green_problems(json!({"maxUnavailable": 2})), &[]);
         assert_problems(
             blue_green_problems(json!({"maxUnavailable": "120%"})),
-            &["spec.strategy.blueGreen.maxUnavailable: must not exceed 100%, got 120%"],
+            &[
+                "spec.strategy.blueGreen.maxUnavailable: Invalid value: \"120%\": must not be greater than 100%",
+            ],
         );
         assert_problems(
             blue_green_problems(json!({"maxUnavailable": "half"})),
             &[
-                "spec.strategy.blueGreen.maxUnavailable: must be an integer or a percentage, got \"half\"",
+                "spec.strategy.blueGreen.maxUnavailable: Invalid value: \"half\": must be an integer or percentage (e.g. '5%')",
             ],
         );
     }
@@ -163,7 +177,16 @@ mod tests {
         assert_problems(
             blue_green_problems(json!({"postPromotionAnalysis": {"templates": []}})),
             &[
-                "spec.strategy.blueGreen.postPromotionAnalysis.templates: must list at least one template",
+                "spec.strategy.blueGreen.postPromotionAnalysis.templates: Required value: at least one template is required",
+            ],
+        );
+        assert_problems(
+            blue_green_problems(json!({"prePromotionAnalysis": {
+                "templates": [{"templateName": "smoke"}],
+                "args": [{"name": "owner", "valueFrom": {"fieldRef": {"fieldPath": "metadata.ownerReferences"}}}]
+            }})),
+            &[
+                "spec.strategy.blueGreen.prePromotionAnalysis.args[0].valueFrom.fieldRef.fieldPath: Invalid value: \"metadata.ownerReferences\": Analyses arguments must refer to valid object metadata supported by downwardAPI",
             ],
         );
     }

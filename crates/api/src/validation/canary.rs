@@ -1,100 +1,100 @@
 //! `spec.strategy.canary`: surge settings, services, options that need traffic routing,
-//! anti-affinity, background analysis and the steps.
+//! the steps, anti-affinity and background analysis. Argo's canary validator names fields from
+//! `spec.strategy` (`spec.strategy.stableService`); Sluice's own checks use the real path.
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::int_or_percent::IntOrPercent;
 use super::rollout::non_negative;
-use super::{Problems, analysis, steps, traffic};
+use super::{BadValue, FieldError, Problems, analysis, steps, traffic};
 use crate::rollout::{CanaryStrategy, ReplicaProgressThresholdType};
 
+/// The real path of the strategy's fields, used by Sluice's own checks.
 const PATH: &str = "spec.strategy.canary";
 
+/// Argo's checks, in its order, then Sluice's.
 pub(super) fn check(canary: &CanaryStrategy, problems: &mut Problems) {
-    check_surge(canary, problems);
+    check_surge_not_both_zero(canary, problems);
     check_services(canary, problems);
-    match &canary.traffic_routing {
-        Some(routing) => traffic::check(routing, canary, problems),
-        None => check_without_traffic_routing(canary, problems),
-    }
-    if canary.dynamic_stable_scale == Some(true) && canary.scale_down_delay_seconds.is_some() {
-        problems.add(
-            &format!("{PATH}.dynamicStableScale"),
-            "cannot be combined with scaleDownDelaySeconds",
-        );
-    }
-    non_negative(
-        problems,
-        &format!("{PATH}.scaleDownDelaySeconds"),
-        canary.scale_down_delay_seconds,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.scaleDownDelayRevisionLimit"),
-        canary.scale_down_delay_revision_limit,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.abortScaleDownDelaySeconds"),
-        canary.abort_scale_down_delay_seconds,
-    );
-    non_negative(
-        problems,
-        &format!("{PATH}.minPodsPerReplicaSet"),
-        canary.min_pods_per_replica_set,
-    );
-    if let Some(anti_affinity) = &canary.anti_affinity {
-        super::check_anti_affinity(anti_affinity, &format!("{PATH}.antiAffinity"), problems);
-    }
-    check_progress_threshold(canary, problems);
-    let step_list = canary.steps.as_deref().unwrap_or_default();
-    if let Some(background) = &canary.analysis {
-        let at = format!("{PATH}.analysis");
-        analysis::check_rollout_analysis(&background.analysis, &at, problems);
-        if let Some(start) = background.starting_step {
-            let last = step_list.len();
-            if start < 0 || usize::try_from(start).is_ok_and(|s| s > last) {
-                problems.add(
-                    &format!("{at}.startingStep"),
-                    format!("must be between 0 and the number of steps ({last}), got {start}"),
-                );
+    check_ping_pong(canary, problems);
+    if let Some(routing) = &canary.traffic_routing
+        && traffic::needs_canary_and_stable_services(routing, canary)
+    {
+        for (field, value) in [
+            ("stableService", &canary.stable_service),
+            ("canaryService", &canary.canary_service),
+        ] {
+            let value = value.as_deref().unwrap_or_default();
+            if value.is_empty() {
+                problems.argo(FieldError::invalid(
+                    &format!("spec.strategy.{field}"),
+                    value,
+                    "Canary service and Stable service must to be set to use Traffic Routing",
+                ));
             }
         }
     }
+    check_routing_options(canary, problems);
+    let step_list = canary.steps.as_deref().unwrap_or_default();
     steps::check(step_list, canary, problems);
-}
-
-/// `maxSurge` and `maxUnavailable`: well-formed, unavailable at most 100%, not both zero.
-fn check_surge(canary: &CanaryStrategy, problems: &mut Problems) {
-    let surge = parse_surge_field(canary.max_surge.as_ref(), "maxSurge", problems);
-    let unavailable =
-        parse_surge_field(canary.max_unavailable.as_ref(), "maxUnavailable", problems);
-    if let Some(IntOrPercent::Percent(p)) = unavailable
-        && p > 100
-    {
-        problems.add(
-            &format!("{PATH}.maxUnavailable"),
-            format!("must not exceed 100%, got {p}%"),
-        );
+    if let Some(anti_affinity) = &canary.anti_affinity {
+        super::check_anti_affinity(anti_affinity, "spec.strategy.antiAffinity", problems);
     }
-    // Unset values default to 25%, which is never zero.
-    if surge.is_some_and(IntOrPercent::is_zero) && unavailable.is_some_and(IntOrPercent::is_zero) {
-        problems.add(
-            &format!("{PATH}.maxSurge"),
-            "maxSurge and maxUnavailable cannot both be zero, or the rollout could never make progress",
-        );
-    }
-}
 
-fn parse_surge_field(
-    value: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
-    field: &str,
-    problems: &mut Problems,
-) -> Option<IntOrPercent> {
-    match IntOrPercent::parse(value?) {
-        Ok(parsed) => Some(parsed),
-        Err(message) => {
-            problems.add(&format!("{PATH}.{field}"), message);
-            None
+    check_surge_values(canary, problems);
+    check_routing_only_options(canary, problems);
+    for (field, value) in [
+        ("scaleDownDelaySeconds", canary.scale_down_delay_seconds),
+        (
+            "scaleDownDelayRevisionLimit",
+            canary.scale_down_delay_revision_limit,
+        ),
+        (
+            "abortScaleDownDelaySeconds",
+            canary.abort_scale_down_delay_seconds,
+        ),
+        ("minPodsPerReplicaSet", canary.min_pods_per_replica_set),
+    ] {
+        non_negative(problems, &format!("{PATH}.{field}"), value);
+    }
+    check_progress_threshold(canary, problems);
+    if let Some(background) = &canary.analysis {
+        let at = format!("{PATH}.analysis");
+        analysis::check_rollout_analysis(&background.analysis, &at, problems);
+        analysis::check_metadata_field_refs(
+            background.analysis.args.as_deref().unwrap_or_default(),
+            &format!("{at}.args"),
+            problems,
+        );
+        if let Some(start) = background.starting_step {
+            let last = step_list.len();
+            if start < 0 || usize::try_from(start).is_ok_and(|s| s > last) {
+                problems.sluice(FieldError::invalid(
+                    &format!("{at}.startingStep"),
+                    start,
+                    &format!("must be between 0 and the number of steps ({last})"),
+                ));
+            }
         }
+    }
+    if let Some(routing) = &canary.traffic_routing {
+        traffic::check(routing, problems);
+    }
+}
+
+/// With both at zero the rollout could never make progress. Unset values default to 25%.
+fn check_surge_not_both_zero(canary: &CanaryStrategy, problems: &mut Problems) {
+    let zero =
+        |value: Option<&IntOrString>| value.is_some_and(|v| IntOrPercent::argo_amount(v) == 0);
+    if let Some(surge) = &canary.max_surge
+        && zero(Some(surge))
+        && zero(canary.max_unavailable.as_ref())
+    {
+        problems.argo(FieldError::invalid(
+            "spec.strategy.maxSurge",
+            BadValue::json(surge),
+            "MaxSurge and MaxUnavailable both can not be zero",
+        ));
     }
 }
 
@@ -103,51 +103,154 @@ fn check_services(canary: &CanaryStrategy, problems: &mut Problems) {
         && !canary_svc.is_empty()
         && canary_svc == stable_svc
     {
-        problems.add(
-            &format!("{PATH}.stableService"),
-            format!("must differ from canaryService; both are {stable_svc:?}"),
-        );
+        problems.argo(FieldError::invalid(
+            "spec.strategy.stableService",
+            stable_svc.as_str(),
+            "This rollout uses the same service for the stable and canary services, but two different services are required.",
+        ));
     }
-    if let Some(ping_pong) = &canary.ping_pong {
-        let ping = ping_pong.ping_service.as_deref().unwrap_or_default();
-        let pong = ping_pong.pong_service.as_deref().unwrap_or_default();
-        if ping.is_empty() {
-            problems.add(&format!("{PATH}.pingPong.pingService"), "required");
+}
+
+fn check_ping_pong(canary: &CanaryStrategy, problems: &mut Problems) {
+    let Some(ping_pong) = &canary.ping_pong else {
+        return;
+    };
+    let routing = canary.traffic_routing.as_ref();
+    if let Some(routing) = routing
+        && routing.alb.is_none()
+        && routing.istio.is_none()
+        && !traffic::has_plugins(routing)
+    {
+        // Argo shows the (unset) ALB settings as the value.
+        problems.argo(FieldError::invalid(
+            "spec.strategy.trafficRouting.alb",
+            BadValue::Json(serde_json::Value::Null),
+            "Ping-pong feature works with the ALB, Istio, and plugin-based traffic routers only",
+        ));
+    }
+    let ping = ping_pong.ping_service.as_deref().unwrap_or_default();
+    let pong = ping_pong.pong_service.as_deref().unwrap_or_default();
+    for (field, value) in [("pingService", ping), ("pongService", pong)] {
+        if value.is_empty() {
+            problems.argo(FieldError::invalid(
+                &format!("spec.strategy.pingPong.{field}"),
+                value,
+                "Ping service and Pong service must to be set to use Ping-Pong feature",
+            ));
         }
-        if pong.is_empty() {
-            problems.add(&format!("{PATH}.pingPong.pongService"), "required");
-        }
-        if !ping.is_empty() && ping == pong {
-            problems.add(
-                &format!("{PATH}.pingPong.pongService"),
-                format!("must differ from pingService; both are {ping:?}"),
-            );
+    }
+    // Two unset Services are "the same" to Argo too.
+    if ping == pong {
+        problems.argo(FieldError::invalid(
+            "spec.strategy.pingPong.pingService",
+            ping,
+            "This rollout uses the same service for the ping and pong services, but two different services are required.",
+        ));
+    }
+    if let Some(alb) = routing.and_then(|r| r.alb.as_ref()) {
+        let root = alb.root_service.as_deref().unwrap_or_default();
+        if root.is_empty() {
+            problems.argo(FieldError::invalid(
+                "spec.strategy.trafficRouting.alb.rootService",
+                root,
+                "Root service field is required for the configuration with ALB and ping-pong feature enabled",
+            ));
         }
     }
 }
 
-/// Options that only make sense when traffic is shaped by a router.
-fn check_without_traffic_routing(canary: &CanaryStrategy, problems: &mut Problems) {
-    let needs_routing = |problems: &mut Problems, field: &str| {
-        problems.add(
-            &format!("{PATH}.{field}"),
-            "can only be used with spec.strategy.canary.trafficRouting",
-        );
-    };
-    if canary.scale_down_delay_seconds.is_some() {
-        needs_routing(problems, "scaleDownDelaySeconds");
+/// Options Argo allows only with traffic routing, or only with some routers.
+fn check_routing_options(canary: &CanaryStrategy, problems: &mut Problems) {
+    let dynamic = canary.dynamic_stable_scale == Some(true);
+    match &canary.traffic_routing {
+        None => {
+            if let Some(delay) = canary.scale_down_delay_seconds {
+                problems.argo(FieldError::invalid(
+                    "spec.strategy.scaleDownDelaySeconds",
+                    delay,
+                    "Canary scaleDownDelaySeconds can only be used with traffic routing",
+                ));
+            }
+            if dynamic {
+                problems.argo(FieldError::invalid(
+                    "spec.strategy.dynamicStableScale",
+                    true,
+                    "Canary dynamicStableScale can only be used with traffic routing",
+                ));
+            }
+        }
+        Some(routing) => {
+            if dynamic && canary.scale_down_delay_seconds.is_some() {
+                problems.argo(FieldError::invalid(
+                    "spec.strategy.dynamicStableScale",
+                    true,
+                    "Canary dynamicStableScale cannot be used with scaleDownDelaySeconds",
+                ));
+            }
+            if let Some(weight) = routing.max_traffic_weight
+                && routing.nginx.is_none()
+                && !traffic::has_plugins(routing)
+            {
+                problems.argo(FieldError::invalid(
+                    "spec.strategy.trafficRouting.maxTrafficWeight",
+                    weight,
+                    "Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins",
+                ));
+            }
+        }
     }
-    if canary.dynamic_stable_scale == Some(true) {
-        needs_routing(problems, "dynamicStableScale");
+}
+
+/// `maxSurge` and `maxUnavailable` well formed, unavailable at most 100%.
+fn check_surge_values(canary: &CanaryStrategy, problems: &mut Problems) {
+    for (field, value) in [
+        ("maxSurge", &canary.max_surge),
+        ("maxUnavailable", &canary.max_unavailable),
+    ] {
+        let Some(value) = value else {
+            continue;
+        };
+        let at = format!("{PATH}.{field}");
+        match IntOrPercent::parse(value) {
+            Err(detail) => problems.sluice(FieldError::invalid(&at, BadValue::json(value), detail)),
+            Ok(IntOrPercent::Percent(p)) if field == "maxUnavailable" && p > 100 => problems
+                .sluice(FieldError::invalid(
+                    &at,
+                    BadValue::json(value),
+                    "must not be greater than 100%",
+                )),
+            Ok(_) => {}
+        }
     }
-    if canary.abort_scale_down_delay_seconds.is_some() {
-        needs_routing(problems, "abortScaleDownDelaySeconds");
+}
+
+/// Options Sluice, beyond Argo, only accepts with traffic routing: without a router they
+/// would have nothing to act on.
+fn check_routing_only_options(canary: &CanaryStrategy, problems: &mut Problems) {
+    if canary.traffic_routing.is_some() {
+        return;
     }
-    if canary.min_pods_per_replica_set.is_some() {
-        needs_routing(problems, "minPodsPerReplicaSet");
+    let needs_routing = "can only be used with traffic routing";
+    if let Some(delay) = canary.abort_scale_down_delay_seconds {
+        problems.sluice(FieldError::invalid(
+            &format!("{PATH}.abortScaleDownDelaySeconds"),
+            delay,
+            needs_routing,
+        ));
     }
-    if canary.ping_pong.is_some() {
-        needs_routing(problems, "pingPong");
+    if let Some(count) = canary.min_pods_per_replica_set {
+        problems.sluice(FieldError::invalid(
+            &format!("{PATH}.minPodsPerReplicaSet"),
+            count,
+            needs_routing,
+        ));
+    }
+    if let Some(ping_pong) = &canary.ping_pong {
+        problems.sluice(FieldError::invalid(
+            &format!("{PATH}.pingPong"),
+            BadValue::json(ping_pong),
+            needs_routing,
+        ));
     }
 }
 
@@ -157,22 +260,23 @@ fn check_progress_threshold(canary: &CanaryStrategy, problems: &mut Problems) {
     };
     let at = format!("{PATH}.replicaProgressThreshold");
     let Some(value) = threshold.value else {
-        problems.add(&format!("{at}.value"), "required");
+        problems.sluice(FieldError::required(&format!("{at}.value"), ""));
         return;
     };
+    let value_at = format!("{at}.value");
     match &threshold.type_ {
-        None => problems.add(&format!("{at}.type"), "required: Pods or Percent"),
-        Some(ReplicaProgressThresholdType::Percent) if !(0..=100).contains(&value) => problems.add(
-            &format!("{at}.value"),
-            format!("must be between 0 and 100 for type Percent, got {value}"),
-        ),
-        Some(ReplicaProgressThresholdType::Pods) if value < 0 => problems.add(
-            &format!("{at}.value"),
-            format!("must not be negative for type Pods, got {value}"),
-        ),
-        Some(ReplicaProgressThresholdType::Other(other)) => problems.add(
-            &format!("{at}.type"),
-            format!("must be Pods or Percent, got {other:?}"),
+        None => problems.sluice(FieldError::required(&format!("{at}.type"), "")),
+        Some(ReplicaProgressThresholdType::Percent) if !(0..=100).contains(&value) => problems
+            .sluice(FieldError::invalid(
+                &value_at,
+                value,
+                "must be between 0 and 100 for type Percent",
+            )),
+        Some(ReplicaProgressThresholdType::Pods) if value < 0 => {
+            problems.sluice(FieldError::invalid(&value_at, value, super::NOT_NEGATIVE))
+        }
+        Some(ReplicaProgressThresholdType::Other(other)) => problems.sluice(
+            FieldError::not_supported(&format!("{at}.type"), other.as_str(), &["Percent", "Pods"]),
         ),
         Some(_) => {}
     }
@@ -201,13 +305,15 @@ mod tests {
         assert_problems(
             canary_problems(json!({"maxSurge": "-1", "maxUnavailable": "lots"})),
             &[
-                "spec.strategy.canary.maxSurge: must not be negative, got -1%",
-                "spec.strategy.canary.maxUnavailable: must be an integer or a percentage, got \"lots\"",
+                "spec.strategy.canary.maxSurge: Invalid value: \"-1\": must be greater than or equal to 0",
+                "spec.strategy.canary.maxUnavailable: Invalid value: \"lots\": must be an integer or percentage (e.g. '5%')",
             ],
         );
         assert_problems(
             canary_problems(json!({"maxUnavailable": "101%"})),
-            &["spec.strategy.canary.maxUnavailable: must not exceed 100%, got 101%"],
+            &[
+                "spec.strategy.canary.maxUnavailable: Invalid value: \"101%\": must not be greater than 100%",
+            ],
         );
         // More surge than the replica count is allowed.
         assert_problems(canary_problems(json!({"maxSurge": "200%"})), &[]);
@@ -215,14 +321,26 @@ mod tests {
 
     #[test]
     fn surge_and_unavailable_not_both_zero() {
-        let message = "spec.strategy.canary.maxSurge: maxSurge and maxUnavailable cannot both be zero, or the rollout could never make progress";
+        let detail = "MaxSurge and MaxUnavailable both can not be zero";
         assert_problems(
             canary_problems(json!({"maxSurge": 0, "maxUnavailable": "0%"})),
-            &[message],
+            &[&format!(
+                "spec.strategy.maxSurge: Invalid value: 0: {detail}"
+            )],
         );
         assert_problems(
             canary_problems(json!({"maxSurge": "0", "maxUnavailable": 0})),
-            &[message],
+            &[&format!(
+                "spec.strategy.maxSurge: Invalid value: \"0\": {detail}"
+            )],
+        );
+        // Argo reads a string it cannot parse as zero.
+        assert_problems(
+            canary_problems(json!({"maxSurge": "none", "maxUnavailable": 0})),
+            &[
+                &format!("spec.strategy.maxSurge: Invalid value: \"none\": {detail}"),
+                "spec.strategy.canary.maxSurge: Invalid value: \"none\": must be an integer or percentage (e.g. '5%')",
+            ],
         );
         // An unset value defaults to 25%.
         assert_problems(canary_problems(json!({"maxSurge": 0})), &[]);
@@ -236,7 +354,9 @@ mod tests {
         );
         assert_problems(
             canary_problems(json!({"canaryService": "a", "stableService": "a"})),
-            &["spec.strategy.canary.stableService: must differ from canaryService; both are \"a\""],
+            &[
+                "spec.strategy.stableService: Invalid value: \"a\": This rollout uses the same service for the stable and canary services, but two different services are required.",
+            ],
         );
     }
 
@@ -248,15 +368,13 @@ mod tests {
             "abortScaleDownDelaySeconds": 30,
             "minPodsPerReplicaSet": 2
         });
-        let needs = "can only be used with spec.strategy.canary.trafficRouting";
         assert_problems(
             canary_problems(options),
             &[
-                &format!("spec.strategy.canary.scaleDownDelaySeconds: {needs}"),
-                &format!("spec.strategy.canary.dynamicStableScale: {needs}"),
-                &format!("spec.strategy.canary.abortScaleDownDelaySeconds: {needs}"),
-                &format!("spec.strategy.canary.minPodsPerReplicaSet: {needs}"),
-                "spec.strategy.canary.dynamicStableScale: cannot be combined with scaleDownDelaySeconds",
+                "spec.strategy.scaleDownDelaySeconds: Invalid value: 30: Canary scaleDownDelaySeconds can only be used with traffic routing",
+                "spec.strategy.dynamicStableScale: Invalid value: true: Canary dynamicStableScale can only be used with traffic routing",
+                "spec.strategy.canary.abortScaleDownDelaySeconds: Invalid value: 30: can only be used with traffic routing",
+                "spec.strategy.canary.minPodsPerReplicaSet: Invalid value: 2: can only be used with traffic routing",
             ],
         );
         assert_problems(canary_problems(json!({"dynamicStableScale": false})), &[]);
@@ -270,8 +388,8 @@ mod tests {
         assert_problems(
             canary_problems(with_routing),
             &[
-                "spec.strategy.canary.dynamicStableScale: cannot be combined with scaleDownDelaySeconds",
-                "spec.strategy.canary.scaleDownDelaySeconds: must not be negative, got -5",
+                "spec.strategy.dynamicStableScale: Invalid value: true: Canary dynamicStableScale cannot be used with scaleDownDelaySeconds",
+                "spec.strategy.canary.scaleDownDelaySeconds: Invalid value: -5: must be greater than or equal to 0",
             ],
         );
     }
@@ -287,14 +405,14 @@ mod tests {
         assert_problems(
             canary_problems(same),
             &[
-                "spec.strategy.canary.pingPong.pongService: must differ from pingService; both are \"ping\"",
+                "spec.strategy.pingPong.pingService: Invalid value: \"ping\": This rollout uses the same service for the ping and pong services, but two different services are required.",
             ],
         );
         assert_problems(
             canary_problems(json!({"pingPong": {"pingService": "ping"}})),
             &[
-                "spec.strategy.canary.pingPong.pongService: required",
-                "spec.strategy.canary.pingPong: can only be used with spec.strategy.canary.trafficRouting",
+                "spec.strategy.pingPong.pongService: Invalid value: \"\": Ping service and Pong service must to be set to use Ping-Pong feature",
+                "spec.strategy.canary.pingPong: Invalid value: {\"pingService\":\"ping\"}: can only be used with traffic routing",
             ],
         );
     }
@@ -306,18 +424,18 @@ mod tests {
         assert_problems(
             canary_problems(analysis(3)),
             &[
-                "spec.strategy.canary.analysis.startingStep: must be between 0 and the number of steps (2), got 3",
+                "spec.strategy.canary.analysis.startingStep: Invalid value: 3: must be between 0 and the number of steps (2)",
             ],
         );
         assert_problems(
             canary_problems(analysis(-1)),
             &[
-                "spec.strategy.canary.analysis.startingStep: must be between 0 and the number of steps (2), got -1",
+                "spec.strategy.canary.analysis.startingStep: Invalid value: -1: must be between 0 and the number of steps (2)",
             ],
         );
         assert_problems(
             canary_problems(json!({"analysis": {"templates": [{"clusterScope": true}]}})),
-            &["spec.strategy.canary.analysis.templates[0].templateName: required"],
+            &["spec.strategy.canary.analysis.templates[0].templateName: Required value"],
         );
     }
 
@@ -330,24 +448,24 @@ mod tests {
         assert_problems(
             canary_problems(threshold("Percent", 101)),
             &[
-                "spec.strategy.canary.replicaProgressThreshold.value: must be between 0 and 100 for type Percent, got 101",
+                "spec.strategy.canary.replicaProgressThreshold.value: Invalid value: 101: must be between 0 and 100 for type Percent",
             ],
         );
         assert_problems(
             canary_problems(threshold("Pods", -1)),
             &[
-                "spec.strategy.canary.replicaProgressThreshold.value: must not be negative for type Pods, got -1",
+                "spec.strategy.canary.replicaProgressThreshold.value: Invalid value: -1: must be greater than or equal to 0",
             ],
         );
         assert_problems(
             canary_problems(threshold("Replicas", 1)),
             &[
-                "spec.strategy.canary.replicaProgressThreshold.type: must be Pods or Percent, got \"Replicas\"",
+                "spec.strategy.canary.replicaProgressThreshold.type: Unsupported value: \"Replicas\": supported values: \"Percent\", \"Pods\"",
             ],
         );
         assert_problems(
             canary_problems(json!({"replicaProgressThreshold": {"type": "Pods"}})),
-            &["spec.strategy.canary.replicaProgressThreshold.value: required"],
+            &["spec.strategy.canary.replicaProgressThreshold.value: Required value"],
         );
     }
 }

@@ -11,41 +11,45 @@ pub(super) enum IntOrPercent {
 }
 
 impl IntOrPercent {
-    /// Parses the value; the error says what is wrong with it.
-    pub(super) fn parse(value: &IntOrString) -> Result<Self, String> {
+    /// Parses the value; the error is the detail of a field error saying what is wrong.
+    pub(super) fn parse(value: &IntOrString) -> Result<Self, &'static str> {
         let parsed = match value {
             IntOrString::Int(n) => IntOrPercent::Int(*n),
             IntOrString::String(text) => {
                 let digits = text.strip_suffix('%').unwrap_or(text);
                 let percent = digits
                     .parse::<i32>()
-                    .map_err(|_| format!("must be an integer or a percentage, got {text:?}"))?;
+                    .map_err(|_| "must be an integer or percentage (e.g. '5%')")?;
                 IntOrPercent::Percent(percent)
             }
         };
         if parsed.amount() < 0 {
-            return Err(format!("must not be negative, got {}", parsed));
+            return Err(super::NOT_NEGATIVE);
         }
         Ok(parsed)
+    }
+
+    /// The value as Argo reads it when checking that maxSurge and maxUnavailable are not
+    /// both zero: a percentage only with the `%` sign, any other string as an integer, and
+    /// what is neither as zero.
+    pub(super) fn argo_amount(value: &IntOrString) -> i64 {
+        match value {
+            IntOrString::Int(n) => i64::from(*n),
+            IntOrString::String(text) => {
+                let percent = text
+                    .strip_suffix('%')
+                    .filter(|digits| {
+                        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+                    })
+                    .and_then(|digits| digits.parse::<i64>().ok());
+                percent.or_else(|| text.parse::<i64>().ok()).unwrap_or(0)
+            }
+        }
     }
 
     fn amount(self) -> i32 {
         match self {
             IntOrPercent::Int(n) | IntOrPercent::Percent(n) => n,
-        }
-    }
-
-    /// Whether the value is literally zero (`0`, `"0"` or `"0%"`).
-    pub(super) fn is_zero(self) -> bool {
-        self.amount() == 0
-    }
-}
-
-impl std::fmt::Display for IntOrPercent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IntOrPercent::Int(n) => write!(f, "{n}"),
-            IntOrPercent::Percent(n) => write!(f, "{n}%"),
         }
     }
 }
@@ -54,7 +58,7 @@ impl std::fmt::Display for IntOrPercent {
 mod tests {
     use super::*;
 
-    fn parse(value: IntOrString) -> Result<IntOrPercent, String> {
+    fn parse(value: IntOrString) -> Result<IntOrPercent, &'static str> {
         IntOrPercent::parse(&value)
     }
 
@@ -70,26 +74,34 @@ mod tests {
             parse(IntOrString::String("25".into())),
             Ok(IntOrPercent::Percent(25))
         );
-        assert!(parse(IntOrString::String("0%".into())).unwrap().is_zero());
-        assert!(parse(IntOrString::Int(0)).unwrap().is_zero());
-        assert!(!parse(IntOrString::Int(1)).unwrap().is_zero());
     }
 
     #[test]
     fn rejects_garbage_and_negatives() {
         assert_eq!(
             parse(IntOrString::String("a lot".into())),
-            Err("must be an integer or a percentage, got \"a lot\"".into())
+            Err("must be an integer or percentage (e.g. '5%')")
         );
         assert!(parse(IntOrString::String("%".into())).is_err());
         assert!(parse(IntOrString::String("1.5%".into())).is_err());
         assert_eq!(
             parse(IntOrString::Int(-1)),
-            Err("must not be negative, got -1".into())
+            Err("must be greater than or equal to 0")
         );
         assert_eq!(
             parse(IntOrString::String("-5%".into())),
-            Err("must not be negative, got -5%".into())
+            Err("must be greater than or equal to 0")
         );
+    }
+
+    #[test]
+    fn argo_reads_bare_strings_as_integers_and_garbage_as_zero() {
+        let amount = |v: IntOrString| IntOrPercent::argo_amount(&v);
+        assert_eq!(amount(IntOrString::Int(3)), 3);
+        assert_eq!(amount(IntOrString::String("25%".into())), 25);
+        assert_eq!(amount(IntOrString::String("0".into())), 0);
+        assert_eq!(amount(IntOrString::String("7".into())), 7);
+        assert_eq!(amount(IntOrString::String("lots".into())), 0);
+        assert_eq!(amount(IntOrString::String("-5%".into())), 0);
     }
 }

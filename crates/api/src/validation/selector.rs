@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::Problems;
+use super::{BadValue, FieldError, Problems};
 
-/// Reports malformed requirements (unknown operator, values where none are allowed or none
-/// where some are needed). Returns whether the selector can be evaluated.
+/// Reports malformed requirements as Kubernetes does for a Deployment's selector (unknown
+/// operator, values where none are allowed or none where some are needed, an empty key).
+/// Returns whether the selector can be evaluated.
 pub(super) fn check_selector(
     selector: &LabelSelector,
     path: &str,
@@ -17,37 +18,72 @@ pub(super) fn check_selector(
     let mut well_formed = true;
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
         let at = format!("{path}.matchExpressions[{i}]");
-        if req.key.is_empty() {
-            problems.add(&format!("{at}.key"), "must not be empty");
-            well_formed = false;
-        }
         let values = req.values.as_deref().unwrap_or_default();
         match req.operator.as_str() {
             "In" | "NotIn" if values.is_empty() => {
-                problems.add(
+                problems.argo(FieldError::required(
                     &format!("{at}.values"),
-                    format!("must not be empty with operator {}", req.operator),
-                );
+                    "must be specified when `operator` is 'In' or 'NotIn'",
+                ));
                 well_formed = false;
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {
-                problems.add(
+                problems.argo(FieldError::forbidden(
                     &format!("{at}.values"),
-                    format!("must be empty with operator {}", req.operator),
-                );
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                ));
                 well_formed = false;
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
             other => {
-                problems.add(
+                problems.argo(FieldError::invalid(
                     &format!("{at}.operator"),
-                    format!("must be one of In, NotIn, Exists, DoesNotExist, got {other:?}"),
-                );
+                    other,
+                    "not a valid selector operator",
+                ));
                 well_formed = false;
             }
         }
+        if req.key.is_empty() {
+            problems.argo(FieldError::invalid(
+                &format!("{at}.key"),
+                "",
+                "name part must be non-empty",
+            ));
+            well_formed = false;
+        }
     }
     well_formed
+}
+
+/// The selector as Go's `encoding/json` writes a `LabelSelector` (Go's field order, empty
+/// fields left out), for messages that show it.
+pub(super) fn selector_value(selector: &LabelSelector) -> BadValue {
+    use serde_json::{Map, Value, json};
+    let mut object = Map::new();
+    if let Some(labels) = selector.match_labels.as_ref().filter(|l| !l.is_empty()) {
+        object.insert("matchLabels".into(), json!(labels));
+    }
+    if let Some(expressions) = selector
+        .match_expressions
+        .as_ref()
+        .filter(|e| !e.is_empty())
+    {
+        let expressions = expressions
+            .iter()
+            .map(|req| {
+                let mut item = Map::new();
+                item.insert("key".into(), json!(req.key));
+                item.insert("operator".into(), json!(req.operator));
+                if let Some(values) = req.values.as_ref().filter(|v| !v.is_empty()) {
+                    item.insert("values".into(), json!(values));
+                }
+                Value::Object(item)
+            })
+            .collect();
+        object.insert("matchExpressions".into(), Value::Array(expressions));
+    }
+    BadValue::Json(Value::Object(object))
 }
 
 /// Whether the selector has neither labels nor expressions (it would select every pod).
@@ -162,12 +198,25 @@ mod tests {
         assert_eq!(
             problems,
             [
-                "spec.selector.matchExpressions[0].values: must not be empty with operator In",
-                "spec.selector.matchExpressions[1].values: must be empty with operator Exists",
-                "spec.selector.matchExpressions[2].operator: must be one of In, NotIn, Exists, DoesNotExist, got \"Equals\"",
-                "spec.selector.matchExpressions[3].key: must not be empty",
+                "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "spec.selector.matchExpressions[2].operator: Invalid value: \"Equals\": not a valid selector operator",
+                "spec.selector.matchExpressions[3].key: Invalid value: \"\": name part must be non-empty",
             ]
         );
+    }
+
+    #[test]
+    fn selector_values_follow_go_field_order() {
+        let sel = selector(json!({
+            "matchExpressions": [{"key": "tier", "operator": "Exists", "values": []}],
+            "matchLabels": {"b": "2", "a": "1"}
+        }));
+        assert_eq!(
+            selector_value(&sel).render(),
+            r#"{"matchLabels":{"a":"1","b":"2"},"matchExpressions":[{"key":"tier","operator":"Exists"}]}"#
+        );
+        assert_eq!(selector_value(&selector(json!({}))).render(), "{}");
     }
 
     #[test]

@@ -1,88 +1,311 @@
-//! `spec.strategy.canary.steps[]`: one action per step, each with its own constraints.
+//! `spec.strategy.canary.steps[]`: one action per step, each with its own constraints. Argo
+//! names steps from `spec.strategy` (`spec.strategy.steps[2].setWeight`); Sluice's own checks
+//! use the real path.
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
 use super::rollout::non_negative;
-use super::{Problems, analysis};
+use super::traffic::has_plugins;
+use super::{BadValue, FieldError, Problems, analysis};
+use crate::common::AnalysisRunArgument;
 use crate::duration::parse_go_duration;
 use crate::rollout::{
     CanaryStep, CanaryStrategy, DEFAULT_MAX_TRAFFIC_WEIGHT, ReplicaSetSpecRef,
-    RolloutExperimentStep, RolloutTrafficRouting, SetCanaryScale, SetHeaderRoute, SetMirrorRoute,
-    StringMatch,
+    RolloutExperimentStep, RolloutPause, RolloutTrafficRouting, SetCanaryScale, SetHeaderRoute,
+    SetMirrorRoute, StringMatch,
 };
 
-/// Names of the step actions, for messages.
-const ACTIONS: &str = "setWeight, pause, experiment, analysis, setCanaryScale, setHeaderRoute, setMirrorRoute, plugin";
+/// Argo's detail for a step with no action, or with more than one of the actions it counts.
+const INVALID_STEP: &str = "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause";
+const STRING_MATCH_MISSED: &str =
+    "StringMatch value missed, match value must have one of the following: exact, regex, prefix";
+const STRING_MATCH_MULTIPLE: &str =
+    "StringMatch match value must have exactly one of the following: exact, regex, prefix";
+const ROUTE_NOT_MANAGED: &str =
+    "Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes";
 
 pub(super) fn check(steps: &[CanaryStep], canary: &CanaryStrategy, problems: &mut Problems) {
     let routing = canary.traffic_routing.as_ref();
+    let max_weight = routing.map_or(DEFAULT_MAX_TRAFFIC_WEIGHT, |r| r.max_traffic_weight());
     for (i, step) in steps.iter().enumerate() {
-        let at = format!("spec.strategy.canary.steps[{i}]");
-        check_one_action(step, &at, problems);
-        if let Some(weight) = step.set_weight {
-            let max = routing.map_or(DEFAULT_MAX_TRAFFIC_WEIGHT, |r| r.max_traffic_weight());
-            if !(0..=max).contains(&weight) {
-                problems.add(
-                    &format!("{at}.setWeight"),
-                    format!("must be between 0 and {max}, got {weight}"),
-                );
-            }
+        let at = format!("spec.strategy.steps[{i}]");
+        let real = format!("spec.strategy.canary.steps[{i}]");
+        check_actions(step, &at, &real, problems);
+        if let Some(weight) = step.set_weight
+            && !(0..=max_weight).contains(&weight)
+        {
+            problems.argo(FieldError::invalid(
+                &format!("{at}.setWeight"),
+                weight,
+                &format!("SetWeight needs to be between 0 and {max_weight}"),
+            ));
         }
-        if let Some(Err(e)) = step.pause.as_ref().and_then(|p| p.duration()) {
-            problems.add(
-                &format!("{at}.pause.duration"),
-                format!("must be whole seconds or a duration such as 30s or 1h: {e}"),
-            );
-        }
-        if let Some(experiment) = &step.experiment {
-            check_experiment(experiment, routing, &format!("{at}.experiment"), problems);
-        }
-        if let Some(step_analysis) = &step.analysis {
-            analysis::check_rollout_analysis(step_analysis, &format!("{at}.analysis"), problems);
+        if let Some(pause) = &step.pause {
+            check_pause(pause, &at, &real, problems);
         }
         if let Some(scale) = &step.set_canary_scale {
-            check_canary_scale(scale, routing, &format!("{at}.setCanaryScale"), problems);
+            if routing.is_none() {
+                problems.argo(FieldError::required(
+                    "spec.strategy.trafficRouting",
+                    "SetCanaryScale requires TrafficRouting to be set",
+                ));
+            }
+            check_canary_scale(scale, &format!("{real}.setCanaryScale"), problems);
         }
         if let Some(route) = &step.set_header_route {
-            check_header_route(route, routing, &format!("{at}.setHeaderRoute"), problems);
+            check_header_route(route, routing, &at, &real, problems);
         }
         if let Some(route) = &step.set_mirror_route {
-            check_mirror_route(route, routing, &format!("{at}.setMirrorRoute"), problems);
+            check_mirror_route(route, routing, &at, &real, problems);
         }
+        check_managed_route_names(step, routing, &at, problems);
+        if let Some(experiment) = &step.experiment {
+            check_experiment(experiment, routing, &at, &real, problems);
+        }
+        if let Some(step_analysis) = &step.analysis {
+            analysis::check_rollout_analysis(step_analysis, &format!("{real}.analysis"), problems);
+        }
+        check_analysis_arguments(step, &at, problems);
         if let Some(plugin) = &step.plugin
             && plugin.name.as_deref().is_none_or(str::is_empty)
         {
-            problems.add(&format!("{at}.plugin.name"), "required");
+            problems.sluice(FieldError::required(&format!("{real}.plugin.name"), ""));
         }
     }
 }
 
-/// A step needs an action. Of the actions that decide when the step completes (setWeight,
-/// pause, experiment, analysis, plugin) at most one may be set; setCanaryScale,
-/// setHeaderRoute and setMirrorRoute may accompany one of them, as Argo's own examples do.
-fn check_one_action(step: &CanaryStep, at: &str, problems: &mut Problems) {
+/// A step needs an action. Argo allows at most one of setWeight, pause, experiment and
+/// analysis; Sluice also keeps a plugin step to itself, as the plugin decides when the step
+/// completes. setCanaryScale, setHeaderRoute and setMirrorRoute may accompany any of them, as
+/// Argo's own examples do.
+fn check_actions(step: &CanaryStep, at: &str, real: &str, problems: &mut Problems) {
     if step.action_count() == 0 {
-        problems.add(at, format!("must set one of {ACTIONS}"));
+        problems.argo(FieldError::invalid(
+            at,
+            "step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoutes: true step.Plugin: true",
+            INVALID_STEP,
+        ));
         return;
     }
-    let primary: Vec<&str> = [
-        (step.set_weight.is_some(), "setWeight"),
-        (step.pause.is_some(), "pause"),
+    let completing = [
         (step.experiment.is_some(), "experiment"),
+        (step.pause.is_some(), "pause"),
+        (step.set_weight.is_some(), "setWeight"),
         (step.analysis.is_some(), "analysis"),
-        (step.plugin.is_some(), "plugin"),
-    ]
-    .into_iter()
-    .filter_map(|(present, name)| present.then_some(name))
-    .collect();
-    if primary.len() > 1 {
-        problems.add(
-            at,
-            format!(
-                "must set only one of setWeight, pause, experiment, analysis, plugin, but sets {}",
-                primary.join(", ")
-            ),
+    ];
+    let count = completing.iter().filter(|(set, _)| *set).count();
+    if count > 1 {
+        let value = format!(
+            "step.Experiment: {} step.Pause: {} step.SetWeight: {} step.Analysis: {}",
+            step.experiment.is_some(),
+            step.pause.is_some(),
+            step.set_weight.is_some(),
+            step.analysis.is_some()
         );
+        problems.argo(FieldError::invalid(at, value, INVALID_STEP));
+    } else if count == 1 && step.plugin.is_some() {
+        let other = completing
+            .iter()
+            .find_map(|(set, name)| set.then_some(*name))
+            .unwrap_or_default();
+        problems.sluice(FieldError::invalid(
+            real,
+            format!("plugin, {other}"),
+            "a plugin step may not also set experiment, pause, setWeight or analysis",
+        ));
+    }
+}
+
+/// Argo reads the duration as whole seconds and refuses a negative count; a string that is
+/// neither an integer nor a Go duration counts as -1.
+fn check_pause(pause: &RolloutPause, at: &str, real: &str, problems: &mut Problems) {
+    let Some(duration) = &pause.duration else {
+        return;
+    };
+    let seconds = argo_pause_seconds(duration);
+    if seconds < 0 {
+        problems.argo(FieldError::invalid(
+            &format!("{at}.pause.duration"),
+            seconds,
+            "Duration needs to be greater than 0",
+        ));
+    } else if pause.duration().is_some_and(|d| d.is_err()) {
+        // A negative fraction of a second, which Argo rounds to zero.
+        problems.sluice(FieldError::invalid(
+            &format!("{real}.pause.duration"),
+            BadValue::json(duration),
+            "must not be negative",
+        ));
+    }
+}
+
+fn argo_pause_seconds(duration: &IntOrString) -> i64 {
+    match duration {
+        IntOrString::Int(seconds) => i64::from(*seconds),
+        IntOrString::String(text) => match text.parse::<i32>() {
+            Ok(seconds) => i64::from(seconds),
+            Err(_) => crate::duration::parse_go_duration_nanos(text)
+                .map_or(-1, |nanos| nanos / 1_000_000_000),
+        },
+    }
+}
+
+fn check_canary_scale(scale: &SetCanaryScale, at: &str, problems: &mut Problems) {
+    if scale.weight.is_none() && scale.replicas.is_none() && scale.match_traffic_weight.is_none() {
+        problems.sluice(FieldError::required(
+            at,
+            "one of weight, replicas or matchTrafficWeight is required",
+        ));
+    }
+    if let Some(weight) = scale.weight
+        && !(0..=100).contains(&weight)
+    {
+        problems.sluice(FieldError::invalid(
+            &format!("{at}.weight"),
+            weight,
+            "must be between 0 and 100",
+        ));
+    }
+    non_negative(problems, &format!("{at}.replicas"), scale.replicas);
+}
+
+fn check_header_route(
+    route: &SetHeaderRoute,
+    routing: Option<&RolloutTrafficRouting>,
+    at: &str,
+    real: &str,
+    problems: &mut Problems,
+) {
+    let at = format!("{at}.setHeaderRoute");
+    let supported = routing
+        .filter(|r| r.istio.is_some() || r.alb.is_some() || r.apisix.is_some() || has_plugins(r));
+    let Some(routing) = supported else {
+        problems.argo(FieldError::invalid(
+            &at,
+            BadValue::json(route),
+            "SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix",
+        ));
+        return;
+    };
+    for (j, condition) in route.match_.iter().flatten().enumerate() {
+        let m_at = format!("{at}.match[{j}]");
+        let value = condition.header_value.as_ref();
+        if routing.alb.is_some() {
+            match value {
+                None => missed_string_match(&m_at, problems),
+                Some(v) if is_blank(&v.exact) || !is_blank(&v.prefix) || !is_blank(&v.regex) => {
+                    problems.argo(FieldError::invalid(
+                        &m_at,
+                        BadValue::json(v),
+                        "SetHeaderRoute match value invalid. ALB supports 'exact' value only",
+                    ))
+                }
+                Some(_) => {}
+            }
+        } else {
+            check_string_match(value, &m_at, problems);
+        }
+        if condition.header_name.as_deref().is_none_or(str::is_empty) {
+            problems.sluice(FieldError::required(
+                &format!("{real}.setHeaderRoute.match[{j}].headerName"),
+                "",
+            ));
+        }
+    }
+}
+
+fn check_mirror_route(
+    route: &SetMirrorRoute,
+    routing: Option<&RolloutTrafficRouting>,
+    at: &str,
+    real: &str,
+    problems: &mut Problems,
+) {
+    let at = format!("{at}.setMirrorRoute");
+    if !routing.is_some_and(|r| r.istio.is_some() || has_plugins(r)) {
+        problems.argo(FieldError::invalid(
+            &at,
+            BadValue::json(route),
+            "SetMirrorRoute requires TrafficRouting, supports Istio and Plugins",
+        ));
+    }
+    let real = format!("{real}.setMirrorRoute");
+    for (j, condition) in route.match_.iter().flatten().enumerate() {
+        let m_at = format!("{at}.match[{j}]");
+        if let Some(method) = &condition.method {
+            check_string_match(Some(method), &m_at, problems);
+        }
+        if let Some(path) = &condition.path {
+            check_string_match(Some(path), &m_at, problems);
+        }
+        for (name, value) in condition.headers.iter().flatten() {
+            if match_count(value) != 1 {
+                problems.sluice(FieldError::invalid(
+                    &format!("{real}.match[{j}].headers[{name}]"),
+                    BadValue::json(value),
+                    STRING_MATCH_MULTIPLE,
+                ));
+            }
+        }
+    }
+    if let Some(percentage) = route.percentage
+        && !(0..=100).contains(&percentage)
+    {
+        problems.sluice(FieldError::invalid(
+            &format!("{real}.percentage"),
+            percentage,
+            "must be between 0 and 100",
+        ));
+    }
+}
+
+/// Header and mirror steps act on a route the controller manages, declared up front.
+fn check_managed_route_names(
+    step: &CanaryStep,
+    routing: Option<&RolloutTrafficRouting>,
+    at: &str,
+    problems: &mut Problems,
+) {
+    let Some(routing) = routing else {
+        return;
+    };
+    let routes = [
+        (
+            "setHeaderRoute",
+            step.set_header_route.as_ref().map(|r| &r.name),
+        ),
+        (
+            "setMirrorRoute",
+            step.set_mirror_route.as_ref().map(|r| &r.name),
+        ),
+    ];
+    if routes.iter().all(|(_, name)| name.is_none()) {
+        return;
+    }
+    let Some(managed) = &routing.managed_routes else {
+        problems.argo(FieldError::required(
+            "spec.strategy.trafficRouting.managedRoutes",
+            "Rollout has missing field 'spec.strategy.canary.trafficRouting.managedRoutes'",
+        ));
+        return;
+    };
+    for (field, name) in routes {
+        let Some(name) = name else {
+            continue;
+        };
+        let name = name.as_deref().unwrap_or_default();
+        if !managed
+            .iter()
+            .any(|route| route.name.as_deref() == Some(name))
+        {
+            problems.argo(FieldError::invalid(
+                &format!("{at}.{field}"),
+                name,
+                ROUTE_NOT_MANAGED,
+            ));
+        }
     }
 }
 
@@ -90,66 +313,86 @@ fn check_experiment(
     experiment: &RolloutExperimentStep,
     routing: Option<&RolloutTrafficRouting>,
     at: &str,
+    real: &str,
     problems: &mut Problems,
 ) {
+    let real = format!("{real}.experiment");
     let templates = experiment.templates.as_deref().unwrap_or_default();
+    for (k, template) in templates.iter().enumerate() {
+        let Some(weight) = template.weight else {
+            continue;
+        };
+        let weight_at = format!("{at}.experiment.templates[{k}].weight");
+        match routing {
+            None => problems.argo(FieldError::invalid(
+                &weight_at,
+                weight,
+                "Experiment template weight cannot be set unless TrafficRouting is enabled",
+            )),
+            Some(r) if r.alb.is_none() && r.smi.is_none() && r.istio.is_none() && !has_plugins(r) => {
+                problems.argo(FieldError::invalid(
+                    &weight_at,
+                    weight,
+                    "Experiment template weight is only available for TrafficRouting with SMI, ALB, Istio and Plugins at this time",
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+
     if templates.is_empty() {
-        problems.add(
-            &format!("{at}.templates"),
-            "must list at least one template",
-        );
+        problems.sluice(FieldError::required(
+            &format!("{real}.templates"),
+            "at least one template is required",
+        ));
     }
     let mut names = BTreeSet::new();
-    for (i, template) in templates.iter().enumerate() {
-        let t_at = format!("{at}.templates[{i}]");
+    for (k, template) in templates.iter().enumerate() {
+        let t_at = format!("{real}.templates[{k}]");
         match template.name.as_deref() {
-            None | Some("") => problems.add(&format!("{t_at}.name"), "required"),
-            Some(name) if !names.insert(name) => problems.add(
-                &format!("{t_at}.name"),
-                format!("duplicate template name {name:?}"),
-            ),
+            None | Some("") => problems.sluice(FieldError::required(&format!("{t_at}.name"), "")),
+            Some(name) if !names.insert(name) => {
+                problems.sluice(FieldError::duplicate(&format!("{t_at}.name"), name))
+            }
             Some(_) => {}
         }
         match &template.spec_ref {
-            None => problems.add(&format!("{t_at}.specRef"), "required: stable or canary"),
-            Some(ReplicaSetSpecRef::Other(other)) => problems.add(
+            None => problems.sluice(FieldError::required(&format!("{t_at}.specRef"), "")),
+            Some(ReplicaSetSpecRef::Other(other)) => problems.sluice(FieldError::not_supported(
                 &format!("{t_at}.specRef"),
-                format!("must be stable or canary, got {other:?}"),
-            ),
+                other.as_str(),
+                &["canary", "stable"],
+            )),
             Some(_) => {}
         }
         non_negative(problems, &format!("{t_at}.replicas"), template.replicas);
-        if let Some(weight) = template.weight {
-            let weighted_router =
-                routing.is_some_and(|r| r.alb.is_some() || r.smi.is_some() || r.istio.is_some());
-            if !weighted_router {
-                problems.add(
-                    &format!("{t_at}.weight"),
-                    "needs trafficRouting with the alb, smi or istio router",
-                );
-            }
-            if !(0..=100).contains(&weight) {
-                problems.add(
-                    &format!("{t_at}.weight"),
-                    format!("must be between 0 and 100, got {weight}"),
-                );
-            }
+        if let Some(weight) = template.weight
+            && !(0..=100).contains(&weight)
+        {
+            problems.sluice(FieldError::invalid(
+                &format!("{t_at}.weight"),
+                weight,
+                "must be between 0 and 100",
+            ));
         }
     }
     if let Some(duration) = &experiment.duration
         && let Err(e) = parse_go_duration(duration)
     {
-        problems.add(&format!("{at}.duration"), e);
+        problems.sluice(FieldError::invalid(
+            &format!("{real}.duration"),
+            duration.as_str(),
+            &e.to_string(),
+        ));
     }
     let mut analysis_names = BTreeSet::new();
-    for (i, analysis_ref) in experiment.analyses.iter().flatten().enumerate() {
-        let a_at = format!("{at}.analyses[{i}]");
+    for (k, analysis_ref) in experiment.analyses.iter().flatten().enumerate() {
+        let a_at = format!("{real}.analyses[{k}]");
         match analysis_ref.name.as_deref() {
-            None | Some("") => problems.add(&format!("{a_at}.name"), "required"),
-            Some(name) if !analysis_names.insert(name) => problems.add(
-                &format!("{a_at}.name"),
-                format!("duplicate analysis name {name:?}"),
-            ),
+            None | Some("") => problems.sluice(FieldError::required(&format!("{a_at}.name"), "")),
+            Some(name) if !analysis_names.insert(name) => {
+                problems.sluice(FieldError::duplicate(&format!("{a_at}.name"), name))
+            }
             Some(_) => {}
         }
         if analysis_ref
@@ -157,7 +400,7 @@ fn check_experiment(
             .as_deref()
             .is_none_or(str::is_empty)
         {
-            problems.add(&format!("{a_at}.templateName"), "required");
+            problems.sluice(FieldError::required(&format!("{a_at}.templateName"), ""));
         }
         analysis::check_run_arguments(
             analysis_ref.args.as_deref().unwrap_or_default(),
@@ -167,149 +410,73 @@ fn check_experiment(
     }
     non_negative(
         problems,
-        &format!("{at}.scaleDownDelaySeconds"),
+        &format!("{real}.scaleDownDelaySeconds"),
         experiment.scale_down_delay_seconds,
     );
 }
 
-fn check_canary_scale(
-    scale: &SetCanaryScale,
-    routing: Option<&RolloutTrafficRouting>,
-    at: &str,
-    problems: &mut Problems,
-) {
-    if routing.is_none() {
-        problems.add(at, "needs spec.strategy.canary.trafficRouting");
-    }
-    if scale.weight.is_none() && scale.replicas.is_none() && scale.match_traffic_weight.is_none() {
-        problems.add(at, "must set one of weight, replicas or matchTrafficWeight");
-    }
-    if let Some(weight) = scale.weight
-        && !(0..=100).contains(&weight)
-    {
-        problems.add(
-            &format!("{at}.weight"),
-            format!("must be between 0 and 100, got {weight}"),
-        );
-    }
-    non_negative(problems, &format!("{at}.replicas"), scale.replicas);
-}
-
-fn check_header_route(
-    route: &SetHeaderRoute,
-    routing: Option<&RolloutTrafficRouting>,
-    at: &str,
-    problems: &mut Problems,
-) {
-    let supported = routing
-        .filter(|r| r.istio.is_some() || r.alb.is_some() || r.apisix.is_some() || has_plugins(r));
-    let Some(routing) = supported else {
-        problems.add(
-            at,
-            "needs trafficRouting with the istio, alb or apisix router or router plugins",
-        );
-        return;
-    };
-    check_managed_route_name(route.name.as_deref(), routing, at, problems);
-    for (i, condition) in route.match_.iter().flatten().enumerate() {
-        let m_at = format!("{at}.match[{i}]");
-        if condition.header_name.as_deref().is_none_or(str::is_empty) {
-            problems.add(&format!("{m_at}.headerName"), "required");
-        }
-        let value_at = format!("{m_at}.headerValue");
-        match &condition.header_value {
-            None => problems.add(&value_at, "required: one of exact, prefix or regex"),
-            Some(value) if routing.alb.is_some() => {
-                if is_blank(&value.exact) || !is_blank(&value.prefix) || !is_blank(&value.regex) {
-                    problems.add(&value_at, "the alb router only matches headers with exact");
-                }
-            }
-            Some(value) => check_string_match(value, &value_at, problems),
-        }
-    }
-}
-
-fn check_mirror_route(
-    route: &SetMirrorRoute,
-    routing: Option<&RolloutTrafficRouting>,
-    at: &str,
-    problems: &mut Problems,
-) {
-    let Some(routing) = routing.filter(|r| r.istio.is_some() || has_plugins(r)) else {
-        problems.add(
-            at,
-            "needs trafficRouting with the istio router or router plugins",
-        );
-        return;
-    };
-    check_managed_route_name(route.name.as_deref(), routing, at, problems);
-    if let Some(percentage) = route.percentage
-        && !(0..=100).contains(&percentage)
-    {
-        problems.add(
-            &format!("{at}.percentage"),
-            format!("must be between 0 and 100, got {percentage}"),
-        );
-    }
-    for (i, condition) in route.match_.iter().flatten().enumerate() {
-        let m_at = format!("{at}.match[{i}]");
-        if let Some(method) = &condition.method {
-            check_string_match(method, &format!("{m_at}.method"), problems);
-        }
-        if let Some(path) = &condition.path {
-            check_string_match(path, &format!("{m_at}.path"), problems);
-        }
-        for (name, value) in condition.headers.iter().flatten() {
-            check_string_match(value, &format!("{m_at}.headers[{name}]"), problems);
-        }
-    }
-}
-
-/// Header and mirror steps act on a route the controller manages, declared up front.
-fn check_managed_route_name(
-    name: Option<&str>,
-    routing: &RolloutTrafficRouting,
-    at: &str,
-    problems: &mut Problems,
-) {
-    let Some(name) = name.filter(|n| !n.is_empty()) else {
-        problems.add(&format!("{at}.name"), "required");
-        return;
-    };
-    let managed = routing
-        .managed_routes
+/// Arguments of the step's experiment analyses and analysis that name Rollout metadata the
+/// downward API does not offer. Argo reports each at `analyses`, showing all the step's
+/// arguments.
+fn check_analysis_arguments(step: &CanaryStep, at: &str, problems: &mut Problems) {
+    let experiment_args = step
+        .experiment
         .iter()
-        .flatten()
-        .any(|route| route.name.as_deref() == Some(name));
-    if !managed {
-        problems.add(
-            &format!("{at}.name"),
-            format!(
-                "route {name:?} is not listed in spec.strategy.canary.trafficRouting.managedRoutes"
-            ),
-        );
+        .flat_map(|e| e.analyses.iter().flatten())
+        .flat_map(|a| a.args.iter().flatten());
+    let analysis_args = step.analysis.iter().flat_map(|a| a.args.iter().flatten());
+    let args: Vec<&AnalysisRunArgument> = experiment_args.chain(analysis_args).collect();
+    let unsupported = args
+        .iter()
+        .filter(|arg| analysis::unsupported_metadata_ref(arg).is_some())
+        .count();
+    for _ in 0..unsupported {
+        problems.argo(FieldError::invalid(
+            &format!("{at}.analyses"),
+            BadValue::json(&args),
+            analysis::UNSUPPORTED_METADATA,
+        ));
     }
 }
 
-fn check_string_match(value: &StringMatch, at: &str, problems: &mut Problems) {
-    let set = [&value.exact, &value.prefix, &value.regex]
+/// A header or request-part match with exactly one of exact, prefix or regex.
+fn check_string_match(value: Option<&StringMatch>, at: &str, problems: &mut Problems) {
+    let Some(value) = value else {
+        missed_string_match(at, problems);
+        return;
+    };
+    match match_count(value) {
+        0 => problems.argo(FieldError::invalid(
+            at,
+            BadValue::json(value),
+            STRING_MATCH_MISSED,
+        )),
+        1 => {}
+        _ => problems.argo(FieldError::invalid(
+            at,
+            BadValue::json(value),
+            STRING_MATCH_MULTIPLE,
+        )),
+    }
+}
+
+fn missed_string_match(at: &str, problems: &mut Problems) {
+    problems.argo(FieldError::invalid(
+        at,
+        BadValue::Json(serde_json::Value::Null),
+        STRING_MATCH_MISSED,
+    ));
+}
+
+fn match_count(value: &StringMatch) -> usize {
+    [&value.exact, &value.prefix, &value.regex]
         .into_iter()
         .filter(|v| !is_blank(v))
-        .count();
-    if set != 1 {
-        problems.add(
-            at,
-            format!("must set exactly one of exact, prefix or regex, got {set}"),
-        );
-    }
+        .count()
 }
 
 fn is_blank(value: &Option<String>) -> bool {
     value.as_deref().is_none_or(str::is_empty)
-}
-
-fn has_plugins(routing: &RolloutTrafficRouting) -> bool {
-    routing.plugins.as_ref().is_some_and(|p| !p.is_empty())
 }
 
 #[cfg(test)]
@@ -326,18 +493,26 @@ mod tests {
         canary_problems(with_istio(json!({ "steps": list })))
     }
 
+    const INVALID_STEP: &str = "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause";
+
     #[test]
     fn each_step_has_an_action() {
         assert_problems(
             steps(json!([{}])),
-            &[
-                "spec.strategy.canary.steps[0]: must set one of setWeight, pause, experiment, analysis, setCanaryScale, setHeaderRoute, setMirrorRoute, plugin",
-            ],
+            &[&format!(
+                "spec.strategy.steps[0]: Invalid value: \"step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoutes: true step.Plugin: true\": {INVALID_STEP}"
+            )],
         );
         assert_problems(
             steps(json!([{"setWeight": 10, "pause": {"duration": 10}}])),
+            &[&format!(
+                "spec.strategy.steps[0]: Invalid value: \"step.Experiment: false step.Pause: true step.SetWeight: true step.Analysis: false\": {INVALID_STEP}"
+            )],
+        );
+        assert_problems(
+            steps(json!([{"setWeight": 10, "plugin": {"name": "org/step"}}])),
             &[
-                "spec.strategy.canary.steps[0]: must set only one of setWeight, pause, experiment, analysis, plugin, but sets setWeight, pause",
+                "spec.strategy.canary.steps[0]: Invalid value: \"plugin, setWeight\": a plugin step may not also set experiment, pause, setWeight or analysis",
             ],
         );
         // Route and scale changes may ride along with another action.
@@ -355,8 +530,8 @@ mod tests {
         assert_problems(
             steps(json!([{"setWeight": 120}, {"setWeight": -1}])),
             &[
-                "spec.strategy.canary.steps[0].setWeight: must be between 0 and 100, got 120",
-                "spec.strategy.canary.steps[1].setWeight: must be between 0 and 100, got -1",
+                "spec.strategy.steps[0].setWeight: Invalid value: 120: SetWeight needs to be between 0 and 100",
+                "spec.strategy.steps[1].setWeight: Invalid value: -1: SetWeight needs to be between 0 and 100",
             ],
         );
         let nginx = json!({
@@ -370,7 +545,9 @@ mod tests {
         over["steps"] = json!([{"setWeight": 1001}]);
         assert_problems(
             canary_problems(over),
-            &["spec.strategy.canary.steps[0].setWeight: must be between 0 and 1000, got 1001"],
+            &[
+                "spec.strategy.steps[0].setWeight: Invalid value: 1001: SetWeight needs to be between 0 and 1000",
+            ],
         );
     }
 
@@ -382,11 +559,17 @@ mod tests {
             ),
             &[],
         );
+        // Argo counts what it cannot read as -1 seconds.
         assert_problems(
-            steps(json!([{"pause": {"duration": "soon"}}, {"pause": {"duration": -5}}])),
+            steps(json!([
+                {"pause": {"duration": "soon"}}, {"pause": {"duration": -5}},
+                {"pause": {"duration": "-90s"}}, {"pause": {"duration": "-0.5s"}}
+            ])),
             &[
-                "spec.strategy.canary.steps[0].pause.duration: must be whole seconds or a duration such as 30s or 1h: invalid duration \"soon\"",
-                "spec.strategy.canary.steps[1].pause.duration: must be whole seconds or a duration such as 30s or 1h: negative duration \"-5\"",
+                "spec.strategy.steps[0].pause.duration: Invalid value: -1: Duration needs to be greater than 0",
+                "spec.strategy.steps[1].pause.duration: Invalid value: -5: Duration needs to be greater than 0",
+                "spec.strategy.steps[2].pause.duration: Invalid value: -90: Duration needs to be greater than 0",
+                "spec.strategy.canary.steps[3].pause.duration: Invalid value: \"-0.5s\": must not be negative",
             ],
         );
     }
@@ -418,15 +601,15 @@ mod tests {
                 "measurementRetention": [{"metricName": "m", "limit": -1}]
             }}])),
             &[
-                "spec.strategy.canary.steps[0].analysis.templates: must list at least one template",
-                "spec.strategy.canary.steps[0].analysis.args[0]: set only one of value and valueFrom",
-                "spec.strategy.canary.steps[0].analysis.args[0].valueFrom.podTemplateHashValue: must be Stable or Latest, got \"Newest\"",
-                "spec.strategy.canary.steps[0].analysis.args[1].name: duplicate argument \"a\"",
-                "spec.strategy.canary.steps[0].analysis.args[2].valueFrom.fieldRef.fieldPath: \"metadata.ownerReferences\" is not a metadata field an argument can refer to (name, namespace, uid, labels['key'], annotations['key'])",
-                "spec.strategy.canary.steps[0].analysis.args[3].name: required",
-                "spec.strategy.canary.steps[0].analysis.args[3].valueFrom: must set exactly one of podTemplateHashValue or fieldRef",
-                "spec.strategy.canary.steps[0].analysis.dryRun[0].metricName: required",
-                "spec.strategy.canary.steps[0].analysis.measurementRetention[0].limit: must not be negative, got -1",
+                "spec.strategy.steps[0].analyses: Invalid value: [{\"name\":\"a\",\"value\":\"x\",\"valueFrom\":{\"podTemplateHashValue\":\"Newest\"}},{\"name\":\"a\"},{\"name\":\"b\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.ownerReferences\"}}},{\"valueFrom\":{}}]: Analyses arguments must refer to valid object metadata supported by downwardAPI",
+                "spec.strategy.canary.steps[0].analysis.templates: Required value: at least one template is required",
+                "spec.strategy.canary.steps[0].analysis.args[0].valueFrom: Forbidden: may not be specified when `value` is set",
+                "spec.strategy.canary.steps[0].analysis.args[0].valueFrom.podTemplateHashValue: Unsupported value: \"Newest\": supported values: \"Stable\", \"Latest\"",
+                "spec.strategy.canary.steps[0].analysis.args[1].name: Duplicate value: \"a\"",
+                "spec.strategy.canary.steps[0].analysis.args[3].name: Required value",
+                "spec.strategy.canary.steps[0].analysis.args[3].valueFrom: Invalid value: {}: must set exactly one of podTemplateHashValue or fieldRef",
+                "spec.strategy.canary.steps[0].analysis.dryRun[0].metricName: Required value",
+                "spec.strategy.canary.steps[0].analysis.measurementRetention[0].limit: Invalid value: -1: must be greater than or equal to 0",
             ],
         );
     }
@@ -449,22 +632,22 @@ mod tests {
                 "scaleDownDelaySeconds": -1
             }}])),
             &[
-                "spec.strategy.canary.steps[0].experiment.templates[0].specRef: must be stable or canary, got \"previous\"",
-                "spec.strategy.canary.steps[0].experiment.templates[1].name: duplicate template name \"a\"",
-                "spec.strategy.canary.steps[0].experiment.templates[1].specRef: required: stable or canary",
-                "spec.strategy.canary.steps[0].experiment.templates[1].replicas: must not be negative, got -1",
-                "spec.strategy.canary.steps[0].experiment.templates[1].weight: needs trafficRouting with the alb, smi or istio router",
-                "spec.strategy.canary.steps[0].experiment.templates[2].name: required",
-                "spec.strategy.canary.steps[0].experiment.duration: unknown unit \" minutes\" in duration \"5 minutes\"",
-                "spec.strategy.canary.steps[0].experiment.analyses[0].templateName: required",
-                "spec.strategy.canary.steps[0].experiment.analyses[1].name: duplicate analysis name \"x\"",
-                "spec.strategy.canary.steps[0].experiment.scaleDownDelaySeconds: must not be negative, got -1",
+                "spec.strategy.steps[0].experiment.templates[1].weight: Invalid value: 10: Experiment template weight cannot be set unless TrafficRouting is enabled",
+                "spec.strategy.canary.steps[0].experiment.templates[0].specRef: Unsupported value: \"previous\": supported values: \"canary\", \"stable\"",
+                "spec.strategy.canary.steps[0].experiment.templates[1].name: Duplicate value: \"a\"",
+                "spec.strategy.canary.steps[0].experiment.templates[1].specRef: Required value",
+                "spec.strategy.canary.steps[0].experiment.templates[1].replicas: Invalid value: -1: must be greater than or equal to 0",
+                "spec.strategy.canary.steps[0].experiment.templates[2].name: Required value",
+                "spec.strategy.canary.steps[0].experiment.duration: Invalid value: \"5 minutes\": unknown unit \" minutes\" in duration \"5 minutes\"",
+                "spec.strategy.canary.steps[0].experiment.analyses[0].templateName: Required value",
+                "spec.strategy.canary.steps[0].experiment.analyses[1].name: Duplicate value: \"x\"",
+                "spec.strategy.canary.steps[0].experiment.scaleDownDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
             ],
         );
         assert_problems(
             steps(json!([{"experiment": {"templates": []}}])),
             &[
-                "spec.strategy.canary.steps[0].experiment.templates: must list at least one template",
+                "spec.strategy.canary.steps[0].experiment.templates: Required value: at least one template is required",
             ],
         );
         assert_problems(
@@ -472,6 +655,17 @@ mod tests {
                 json!([{"experiment": {"templates": [{"name": "a", "specRef": "canary", "weight": 10}]}}]),
             ),
             &[],
+        );
+        assert_problems(
+            canary_problems(json!({
+                "canaryService": "c", "stableService": "s",
+                "trafficRouting": {"nginx": {"stableIngress": "web"}},
+                "steps": [{"experiment": {"templates": [{"name": "a", "specRef": "canary", "weight": 101}]}}]
+            })),
+            &[
+                "spec.strategy.steps[0].experiment.templates[0].weight: Invalid value: 101: Experiment template weight is only available for TrafficRouting with SMI, ALB, Istio and Plugins at this time",
+                "spec.strategy.canary.steps[0].experiment.templates[0].weight: Invalid value: 101: must be between 0 and 100",
+            ],
         );
     }
 
@@ -486,7 +680,7 @@ mod tests {
         assert_problems(
             steps(json!([{"setCanaryScale": {"replicas": 2}}])),
             &[
-                "spec.strategy.canary.steps[0].setCanaryScale: needs spec.strategy.canary.trafficRouting",
+                "spec.strategy.trafficRouting: Required value: SetCanaryScale requires TrafficRouting to be set",
             ],
         );
         assert_problems(
@@ -494,9 +688,9 @@ mod tests {
                 json!([{"setCanaryScale": {}}, {"setCanaryScale": {"weight": 101, "replicas": -1}}]),
             ),
             &[
-                "spec.strategy.canary.steps[0].setCanaryScale: must set one of weight, replicas or matchTrafficWeight",
-                "spec.strategy.canary.steps[1].setCanaryScale.weight: must be between 0 and 100, got 101",
-                "spec.strategy.canary.steps[1].setCanaryScale.replicas: must not be negative, got -1",
+                "spec.strategy.canary.steps[0].setCanaryScale: Required value: one of weight, replicas or matchTrafficWeight is required",
+                "spec.strategy.canary.steps[1].setCanaryScale.weight: Invalid value: 101: must be between 0 and 100",
+                "spec.strategy.canary.steps[1].setCanaryScale.replicas: Invalid value: -1: must be greater than or equal to 0",
             ],
         );
     }
@@ -514,16 +708,16 @@ mod tests {
                 {"headerValue": {"exact": "a", "regex": "b"}}, {"headerName": "x"}
             ]}}])),
             &[
-                "spec.strategy.canary.steps[0].setHeaderRoute.name: route \"other\" is not listed in spec.strategy.canary.trafficRouting.managedRoutes",
-                "spec.strategy.canary.steps[0].setHeaderRoute.match[0].headerName: required",
-                "spec.strategy.canary.steps[0].setHeaderRoute.match[0].headerValue: must set exactly one of exact, prefix or regex, got 2",
-                "spec.strategy.canary.steps[0].setHeaderRoute.match[1].headerValue: required: one of exact, prefix or regex",
+                "spec.strategy.steps[0].setHeaderRoute.match[0]: Invalid value: {\"exact\":\"a\",\"regex\":\"b\"}: StringMatch match value must have exactly one of the following: exact, regex, prefix",
+                "spec.strategy.steps[0].setHeaderRoute.match[1]: Invalid value: null: StringMatch value missed, match value must have one of the following: exact, regex, prefix",
+                "spec.strategy.steps[0].setHeaderRoute: Invalid value: \"other\": Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes",
+                "spec.strategy.canary.steps[0].setHeaderRoute.match[0].headerName: Required value",
             ],
         );
         assert_problems(
             steps(json!([{"setHeaderRoute": {"name": "header"}}])),
             &[
-                "spec.strategy.canary.steps[0].setHeaderRoute: needs trafficRouting with the istio, alb or apisix router or router plugins",
+                "spec.strategy.steps[0].setHeaderRoute: Invalid value: {\"name\":\"header\"}: SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix",
             ],
         );
         let alb = json!({
@@ -537,7 +731,15 @@ mod tests {
         assert_problems(
             canary_problems(alb),
             &[
-                "spec.strategy.canary.steps[0].setHeaderRoute.match[1].headerValue: the alb router only matches headers with exact",
+                "spec.strategy.steps[0].setHeaderRoute.match[1]: Invalid value: {\"prefix\":\"1\"}: SetHeaderRoute match value invalid. ALB supports 'exact' value only",
+            ],
+        );
+        let mut unmanaged = with_istio(json!({"steps": [{"setHeaderRoute": {"name": "header"}}]}));
+        unmanaged["trafficRouting"]["managedRoutes"] = Value::Null;
+        assert_problems(
+            canary_problems(unmanaged),
+            &[
+                "spec.strategy.trafficRouting.managedRoutes: Required value: Rollout has missing field 'spec.strategy.canary.trafficRouting.managedRoutes'",
             ],
         );
     }
@@ -553,21 +755,24 @@ mod tests {
             &[],
         );
         assert_problems(
-            routed_steps(json!([{"setMirrorRoute": {"percentage": 150, "match": [{"path": {}}]}}])),
+            routed_steps(json!([{"setMirrorRoute": {"percentage": 150, "match": [
+                {"path": {}, "headers": {"x-user": {"exact": "a", "prefix": "b"}}}
+            ]}}])),
             &[
-                "spec.strategy.canary.steps[0].setMirrorRoute.name: required",
-                "spec.strategy.canary.steps[0].setMirrorRoute.percentage: must be between 0 and 100, got 150",
-                "spec.strategy.canary.steps[0].setMirrorRoute.match[0].path: must set exactly one of exact, prefix or regex, got 0",
+                "spec.strategy.steps[0].setMirrorRoute.match[0]: Invalid value: {}: StringMatch value missed, match value must have one of the following: exact, regex, prefix",
+                "spec.strategy.steps[0].setMirrorRoute: Invalid value: \"\": Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes",
+                "spec.strategy.canary.steps[0].setMirrorRoute.match[0].headers[x-user]: Invalid value: {\"exact\":\"a\",\"prefix\":\"b\"}: StringMatch match value must have exactly one of the following: exact, regex, prefix",
+                "spec.strategy.canary.steps[0].setMirrorRoute.percentage: Invalid value: 150: must be between 0 and 100",
             ],
         );
         assert_problems(
             canary_problems(json!({
                 "canaryService": "c", "stableService": "s",
-                "trafficRouting": {"nginx": {"stableIngress": "web"}},
+                "trafficRouting": {"nginx": {"stableIngress": "web"}, "managedRoutes": [{"name": "m"}]},
                 "steps": [{"setMirrorRoute": {"name": "m"}}]
             })),
             &[
-                "spec.strategy.canary.steps[0].setMirrorRoute: needs trafficRouting with the istio router or router plugins",
+                "spec.strategy.steps[0].setMirrorRoute: Invalid value: {\"name\":\"m\"}: SetMirrorRoute requires TrafficRouting, supports Istio and Plugins",
             ],
         );
     }
@@ -580,7 +785,7 @@ mod tests {
         );
         assert_problems(
             steps(json!([{"plugin": {"config": {}}}])),
-            &["spec.strategy.canary.steps[0].plugin.name: required"],
+            &["spec.strategy.canary.steps[0].plugin.name: Required value"],
         );
     }
 }

@@ -40,10 +40,12 @@ fn anti_affinity_has_exactly_one_kind() {
     let preferred = json!({"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 100}});
     assert_problems(canary_problems(json!({"antiAffinity": required})), &[]);
     assert_problems(blue_green_problems(json!({"antiAffinity": preferred})), &[]);
-    let one_of = "must set exactly one of preferredDuringSchedulingIgnoredDuringExecution or requiredDuringSchedulingIgnoredDuringExecution";
+    let one_of = "AntiAffinity must have exactly one strategy listed";
     assert_problems(
         canary_problems(json!({"antiAffinity": {}})),
-        &[&format!("spec.strategy.canary.antiAffinity: {one_of}")],
+        &[&format!(
+            "spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: false antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: false\": {one_of}"
+        )],
     );
     assert_problems(
         blue_green_problems(json!({"antiAffinity": {
@@ -51,9 +53,64 @@ fn anti_affinity_has_exactly_one_kind() {
             "preferredDuringSchedulingIgnoredDuringExecution": {"weight": 0}
         }})),
         &[
-            &format!("spec.strategy.blueGreen.antiAffinity: {one_of}"),
-            "spec.strategy.blueGreen.antiAffinity.preferredDuringSchedulingIgnoredDuringExecution.weight: must be between 1 and 100, got 0",
+            &format!(
+                "spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: true antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: true\": {one_of}"
+            ),
+            "spec.strategy.antiAffinity.weight: Invalid value: 0: AntiAffinity weight must be between 1-100",
         ],
+    );
+    // An unset weight is zero to Argo.
+    assert_problems(
+        canary_problems(
+            json!({"antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {}}}),
+        ),
+        &[
+            "spec.strategy.antiAffinity.weight: Invalid value: 0: AntiAffinity weight must be between 1-100",
+        ],
+    );
+}
+
+#[test]
+fn argo_checks_come_first_in_its_order() {
+    // Argo's canary validator checks the steps before anti-affinity; Sluice's own checks
+    // (here a negative delay) follow all of Argo's.
+    assert_problems(
+        canary_problems(json!({
+            "abortScaleDownDelaySeconds": -1,
+            "antiAffinity": {},
+            "steps": [{"setWeight": 101}],
+            "canaryService": "web", "stableService": "web"
+        })),
+        &[
+            "spec.strategy.stableService: Invalid value: \"web\": This rollout uses the same service for the stable and canary services, but two different services are required.",
+            "spec.strategy.steps[0].setWeight: Invalid value: 101: SetWeight needs to be between 0 and 100",
+            "spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: false antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: false\": AntiAffinity must have exactly one strategy listed",
+            "spec.strategy.canary.abortScaleDownDelaySeconds: Invalid value: -1: can only be used with traffic routing",
+            "spec.strategy.canary.abortScaleDownDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
+        ],
+    );
+}
+
+#[test]
+fn values_are_shown_as_kubernetes_shows_them() {
+    assert_eq!(
+        BadValue::from("a \"b\"\n\u{1}").render(),
+        r#""a \"b\"\n\x01""#
+    );
+    assert_eq!(BadValue::from("héllo").render(), "\"héllo\"");
+    assert_eq!(BadValue::from(-3).render(), "-3");
+    assert_eq!(BadValue::from(true).render(), "true");
+    assert_eq!(
+        BadValue::json(&json!({"exact": "", "regex": "<a&b>"})).render(),
+        r#"{"regex":"\u003ca\u0026b\u003e"}"#
+    );
+    assert_eq!(
+        FieldError::required("spec.x", "").0,
+        "spec.x: Required value"
+    );
+    assert_eq!(
+        FieldError::not_supported("spec.x", "b", &["a"]).0,
+        "spec.x: Unsupported value: \"b\": supported values: \"a\""
     );
 }
 

@@ -3,80 +3,19 @@
 
 use std::collections::BTreeSet;
 
-use super::Problems;
+use super::{FieldError, Problems};
 use crate::rollout::{CanaryStrategy, RolloutTrafficRouting};
 
 const PATH: &str = "spec.strategy.canary.trafficRouting";
 
-pub(super) fn check(
-    routing: &RolloutTrafficRouting,
-    canary: &CanaryStrategy,
-    problems: &mut Problems,
-) {
-    let has_plugins = routing.plugins.as_ref().is_some_and(|p| !p.is_empty());
-    let has_router = routing.istio.is_some()
-        || routing.nginx.is_some()
-        || routing.alb.is_some()
-        || routing.smi.is_some()
-        || routing.ambassador.is_some()
-        || routing.app_mesh.is_some()
-        || routing.traefik.is_some()
-        || routing.apisix.is_some()
-        || has_plugins;
-    if !has_router {
-        problems.add(
-            PATH,
-            "must configure a traffic router (istio, nginx, alb, smi, ambassador, appMesh, traefik, apisix or plugins)",
-        );
-    }
-    if needs_canary_and_stable_services(routing, canary) {
-        for (field, value) in [
-            ("canaryService", &canary.canary_service),
-            ("stableService", &canary.stable_service),
-        ] {
-            if value.as_deref().is_none_or(str::is_empty) {
-                problems.add(
-                    &format!("spec.strategy.canary.{field}"),
-                    "required with this traffic router",
-                );
-            }
-        }
-    }
-    if let Some(weight) = routing.max_traffic_weight {
-        if weight <= 0 {
-            problems.add(
-                &format!("{PATH}.maxTrafficWeight"),
-                format!("must be positive, got {weight}"),
-            );
-        }
-        if routing.nginx.is_none() && !has_plugins {
-            problems.add(
-                &format!("{PATH}.maxTrafficWeight"),
-                "is only supported with the nginx router or router plugins",
-            );
-        }
-    }
-    if canary.ping_pong.is_some() {
-        if routing.alb.is_none() && routing.istio.is_none() && !has_plugins {
-            problems.add(
-                "spec.strategy.canary.pingPong",
-                "is only supported with the alb or istio router or router plugins",
-            );
-        }
-        if let Some(alb) = &routing.alb
-            && alb.root_service.as_deref().is_none_or(str::is_empty)
-        {
-            problems.add(&format!("{PATH}.alb.rootService"), "required with pingPong");
-        }
-    }
-    check_managed_routes(routing, problems);
-    check_routers(routing, problems);
+pub(super) fn has_plugins(routing: &RolloutTrafficRouting) -> bool {
+    routing.plugins.as_ref().is_some_and(|p| !p.is_empty())
 }
 
 /// Routers that point at the canary and stable Services by name need both. Istio with
 /// DestinationRule subsets, ALB and Istio in ping-pong mode (the ping and pong Services take
 /// their place) and plugins do not.
-fn needs_canary_and_stable_services(
+pub(super) fn needs_canary_and_stable_services(
     routing: &RolloutTrafficRouting,
     canary: &CanaryStrategy,
 ) -> bool {
@@ -94,53 +33,113 @@ fn needs_canary_and_stable_services(
         || routing.traefik.is_some()
 }
 
+/// What Argo's controller checks of the router settings as it looks the router's objects up
+/// (after the spec validation): one Ingress setting for ALB (or, without ALB, NGINX) and one
+/// VirtualService setting for Istio.
+pub(super) fn check_router_config(routing: &RolloutTrafficRouting, problems: &mut Problems) {
+    let named = |name: &Option<String>| name.as_deref().is_some_and(|n| !n.is_empty());
+    let one_of = |single: bool, multiple: bool| match (single, multiple) {
+        (true, true) => Some("Both are configured."),
+        (false, false) => Some("Neither are configured."),
+        _ => None,
+    };
+    if let Some(alb) = &routing.alb {
+        let multiple = alb.ingresses.as_ref().is_some_and(|i| !i.is_empty());
+        if let Some(which) = one_of(named(&alb.ingress), multiple) {
+            problems.argo(FieldError::internal(
+                &format!("{PATH}.alb"),
+                &format!("Either Ingress or Ingresses must be configured. {which}"),
+            ));
+        }
+    }
+    if let Some(nginx) = &routing.nginx {
+        let multiple = nginx
+            .stable_ingresses
+            .as_ref()
+            .is_some_and(|i| !i.is_empty());
+        if let Some(which) = one_of(named(&nginx.stable_ingress), multiple) {
+            let error = FieldError::internal(
+                &format!("{PATH}.nginx"),
+                &format!("Either StableIngress or StableIngresses must be configured. {which}"),
+            );
+            // Argo looks at the NGINX Ingresses only when no ALB is configured.
+            if routing.alb.is_none() {
+                problems.argo(error);
+            } else {
+                problems.sluice(error);
+            }
+        }
+    }
+    if let Some(istio) = &routing.istio {
+        let multiple = istio
+            .virtual_services
+            .as_ref()
+            .is_some_and(|v| !v.is_empty());
+        if multiple == istio.virtual_service.is_some() {
+            problems.argo(FieldError::internal(
+                &format!("{PATH}.istio"),
+                "either VirtualService or VirtualServices must be configured",
+            ));
+        }
+    }
+}
+
+/// Sluice's own checks of the router settings.
+pub(super) fn check(routing: &RolloutTrafficRouting, problems: &mut Problems) {
+    let has_router = routing.istio.is_some()
+        || routing.nginx.is_some()
+        || routing.alb.is_some()
+        || routing.smi.is_some()
+        || routing.ambassador.is_some()
+        || routing.app_mesh.is_some()
+        || routing.traefik.is_some()
+        || routing.apisix.is_some()
+        || has_plugins(routing);
+    if !has_router {
+        problems.sluice(FieldError::required(
+            PATH,
+            "one of istio, nginx, alb, smi, ambassador, appMesh, traefik, apisix or plugins is required",
+        ));
+    }
+    if let Some(weight) = routing.max_traffic_weight
+        && weight <= 0
+    {
+        problems.sluice(FieldError::invalid(
+            &format!("{PATH}.maxTrafficWeight"),
+            weight,
+            "must be greater than 0",
+        ));
+    }
+    check_managed_routes(routing, problems);
+    check_routers(routing, problems);
+}
+
 fn check_managed_routes(routing: &RolloutTrafficRouting, problems: &mut Problems) {
     let mut seen = BTreeSet::new();
     for (i, route) in routing.managed_routes.iter().flatten().enumerate() {
         let at = format!("{PATH}.managedRoutes[{i}].name");
         match route.name.as_deref() {
-            None | Some("") => problems.add(&at, "required"),
-            Some(name) if !seen.insert(name) => {
-                problems.add(&at, format!("duplicate route name {name:?}"))
-            }
+            None | Some("") => problems.sluice(FieldError::required(&at, "")),
+            Some(name) if !seen.insert(name) => problems.sluice(FieldError::duplicate(&at, name)),
             Some(_) => {}
         }
     }
 }
 
-/// The fields each router cannot work without.
+/// The fields each router cannot work without, beyond what Argo checks.
 fn check_routers(routing: &RolloutTrafficRouting, problems: &mut Problems) {
     let named = |name: &Option<String>| name.as_deref().is_some_and(|n| !n.is_empty());
 
     if let Some(istio) = &routing.istio {
-        let services: Vec<_> = istio
-            .virtual_service
-            .iter()
-            .chain(istio.virtual_services.iter().flatten())
-            .collect();
-        if istio.virtual_service.is_some() && istio.virtual_services.is_some() {
-            problems.add(
-                &format!("{PATH}.istio"),
-                "set only one of virtualService and virtualServices",
-            );
-        } else if services.is_empty() {
-            problems.add(
-                &format!("{PATH}.istio"),
-                "one of virtualService or virtualServices is required",
-            );
-        }
         for (i, vs) in istio.virtual_services.iter().flatten().enumerate() {
-            if !named(&vs.name) {
-                problems.add(
-                    &format!("{PATH}.istio.virtualServices[{i}].name"),
-                    "required",
-                );
-            }
+            required(
+                problems,
+                named(&vs.name),
+                &format!("istio.virtualServices[{i}].name"),
+            );
         }
-        if let Some(vs) = &istio.virtual_service
-            && !named(&vs.name)
-        {
-            problems.add(&format!("{PATH}.istio.virtualService.name"), "required");
+        if let Some(vs) = &istio.virtual_service {
+            required(problems, named(&vs.name), "istio.virtualService.name");
         }
         if let Some(rule) = &istio.destination_rule {
             for (present, field) in [
@@ -152,22 +151,7 @@ fn check_routers(routing: &RolloutTrafficRouting, problems: &mut Problems) {
             }
         }
     }
-    if let Some(nginx) = &routing.nginx
-        && !named(&nginx.stable_ingress)
-        && nginx.stable_ingresses.as_ref().is_none_or(Vec::is_empty)
-    {
-        problems.add(
-            &format!("{PATH}.nginx"),
-            "one of stableIngress or stableIngresses is required",
-        );
-    }
     if let Some(alb) = &routing.alb {
-        if !named(&alb.ingress) && alb.ingresses.as_ref().is_none_or(Vec::is_empty) {
-            problems.add(
-                &format!("{PATH}.alb"),
-                "one of ingress or ingresses is required",
-            );
-        }
         required(problems, alb.service_port.is_some(), "alb.servicePort");
     }
     if let Some(ambassador) = &routing.ambassador {
@@ -218,10 +202,10 @@ fn check_routers(routing: &RolloutTrafficRouting, problems: &mut Problems) {
     }
 }
 
-/// Reports `trafficRouting.<field>: required` unless the field is present.
+/// Reports `trafficRouting.<field>: Required value` unless the field is present.
 fn required(problems: &mut Problems, present: bool, field: &str) {
     if !present {
-        problems.add(&format!("{PATH}.{field}"), "required");
+        problems.sluice(FieldError::required(&format!("{PATH}.{field}"), ""));
     }
 }
 
@@ -242,7 +226,7 @@ mod tests {
         assert_problems(
             routed(json!({"managedRoutes": [{"name": "r"}]})),
             &[
-                "spec.strategy.canary.trafficRouting: must configure a traffic router (istio, nginx, alb, smi, ambassador, appMesh, traefik, apisix or plugins)",
+                "spec.strategy.canary.trafficRouting: Required value: one of istio, nginx, alb, smi, ambassador, appMesh, traefik, apisix or plugins is required",
             ],
         );
         assert_problems(routed(json!({"plugins": {"org/router": {}}})), &[]);
@@ -252,11 +236,12 @@ mod tests {
     fn services_required_by_routers_that_use_them() {
         let nginx = json!({"nginx": {"stableIngress": "web"}});
         assert_problems(routed(nginx.clone()), &[]);
+        let detail = "Canary service and Stable service must to be set to use Traffic Routing";
         assert_problems(
             canary_problems(json!({"trafficRouting": nginx})),
             &[
-                "spec.strategy.canary.canaryService: required with this traffic router",
-                "spec.strategy.canary.stableService: required with this traffic router",
+                &format!("spec.strategy.stableService: Invalid value: \"\": {detail}"),
+                &format!("spec.strategy.canaryService: Invalid value: \"\": {detail}"),
             ],
         );
         // Istio DestinationRule subsets and plugins need no Services.
@@ -282,9 +267,9 @@ mod tests {
         assert_problems(
             routed(json!({"smi": {}, "maxTrafficWeight": 0})),
             &[
-                "spec.strategy.canary.trafficRouting.maxTrafficWeight: must be positive, got 0",
-                "spec.strategy.canary.trafficRouting.maxTrafficWeight: is only supported with the nginx router or router plugins",
-                "spec.strategy.canary.steps[0].setWeight: must be between 0 and 0, got 20",
+                "spec.strategy.trafficRouting.maxTrafficWeight: Invalid value: 0: Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins",
+                "spec.strategy.steps[0].setWeight: Invalid value: 20: SetWeight needs to be between 0 and 0",
+                "spec.strategy.canary.trafficRouting.maxTrafficWeight: Invalid value: 0: must be greater than 0",
             ],
         );
     }
@@ -296,7 +281,9 @@ mod tests {
                 "pingPong": {"pingService": "ping", "pongService": "pong"},
                 "trafficRouting": {"alb": {"ingress": "web", "servicePort": 80}}
             })),
-            &["spec.strategy.canary.trafficRouting.alb.rootService: required with pingPong"],
+            &[
+                "spec.strategy.trafficRouting.alb.rootService: Invalid value: \"\": Root service field is required for the configuration with ALB and ping-pong feature enabled",
+            ],
         );
         assert_problems(
             canary_problems(json!({
@@ -312,7 +299,7 @@ mod tests {
                 "trafficRouting": {"smi": {}}
             })),
             &[
-                "spec.strategy.canary.pingPong: is only supported with the alb or istio router or router plugins",
+                "spec.strategy.trafficRouting.alb: Invalid value: null: Ping-pong feature works with the ALB, Istio, and plugin-based traffic routers only",
             ],
         );
     }
@@ -324,8 +311,33 @@ mod tests {
                 json!({"istio": {"virtualService": {"name": "vs"}}, "managedRoutes": [{"name": "a"}, {"name": "a"}, {}]}),
             ),
             &[
-                "spec.strategy.canary.trafficRouting.managedRoutes[1].name: duplicate route name \"a\"",
-                "spec.strategy.canary.trafficRouting.managedRoutes[2].name: required",
+                "spec.strategy.canary.trafficRouting.managedRoutes[1].name: Duplicate value: \"a\"",
+                "spec.strategy.canary.trafficRouting.managedRoutes[2].name: Required value",
+            ],
+        );
+    }
+
+    #[test]
+    fn ingresses_and_virtual_services_are_set_once() {
+        assert_problems(
+            routed(json!({
+                "istio": {"virtualService": {"name": "a"}, "virtualServices": [{"name": "b"}]},
+                "nginx": {"stableIngress": "a", "stableIngresses": ["b"]}
+            })),
+            &[
+                "spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or StableIngresses must be configured. Both are configured.",
+                "spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService or VirtualServices must be configured",
+            ],
+        );
+        assert_problems(
+            routed(
+                json!({"istio": {"virtualServices": []}, "alb": {"servicePort": 80}, "nginx": {}}),
+            ),
+            &[
+                "spec.strategy.canary.trafficRouting.alb: Internal error: Either Ingress or Ingresses must be configured. Neither are configured.",
+                "spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService or VirtualServices must be configured",
+                // Argo does not look at the NGINX settings when ALB is configured.
+                "spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or StableIngresses must be configured. Neither are configured.",
             ],
         );
     }
@@ -334,34 +346,30 @@ mod tests {
     fn routers_have_their_required_fields() {
         assert_problems(
             routed(json!({
-                "istio": {"virtualService": {"name": "a"}, "virtualServices": [{"name": "b"}],
-                          "destinationRule": {"name": "dr"}},
+                "istio": {"virtualService": {"name": "a"}, "destinationRule": {"name": "dr"}},
             })),
             &[
-                "spec.strategy.canary.trafficRouting.istio: set only one of virtualService and virtualServices",
-                "spec.strategy.canary.trafficRouting.istio.destinationRule.canarySubsetName: required",
-                "spec.strategy.canary.trafficRouting.istio.destinationRule.stableSubsetName: required",
+                "spec.strategy.canary.trafficRouting.istio.destinationRule.canarySubsetName: Required value",
+                "spec.strategy.canary.trafficRouting.istio.destinationRule.stableSubsetName: Required value",
             ],
         );
         assert_problems(
             routed(json!({"istio": {"virtualServices": [{"routes": ["x"]}]}})),
-            &["spec.strategy.canary.trafficRouting.istio.virtualServices[0].name: required"],
+            &["spec.strategy.canary.trafficRouting.istio.virtualServices[0].name: Required value"],
         );
         assert_problems(
             routed(json!({
-                "nginx": {}, "alb": {}, "ambassador": {"mappings": []}, "appMesh": {},
-                "traefik": {}, "apisix": {}
+                "nginx": {"stableIngress": "web"}, "alb": {"ingress": "web"},
+                "ambassador": {"mappings": []}, "appMesh": {}, "traefik": {}, "apisix": {}
             })),
             &[
-                "spec.strategy.canary.trafficRouting.nginx: one of stableIngress or stableIngresses is required",
-                "spec.strategy.canary.trafficRouting.alb: one of ingress or ingresses is required",
-                "spec.strategy.canary.trafficRouting.alb.servicePort: required",
-                "spec.strategy.canary.trafficRouting.ambassador.mappings: required",
-                "spec.strategy.canary.trafficRouting.appMesh.virtualService.name: required",
-                "spec.strategy.canary.trafficRouting.appMesh.virtualNodeGroup.canaryVirtualNodeRef.name: required",
-                "spec.strategy.canary.trafficRouting.appMesh.virtualNodeGroup.stableVirtualNodeRef.name: required",
-                "spec.strategy.canary.trafficRouting.traefik.weightedTraefikServiceName: required",
-                "spec.strategy.canary.trafficRouting.apisix.route.name: required",
+                "spec.strategy.canary.trafficRouting.alb.servicePort: Required value",
+                "spec.strategy.canary.trafficRouting.ambassador.mappings: Required value",
+                "spec.strategy.canary.trafficRouting.appMesh.virtualService.name: Required value",
+                "spec.strategy.canary.trafficRouting.appMesh.virtualNodeGroup.canaryVirtualNodeRef.name: Required value",
+                "spec.strategy.canary.trafficRouting.appMesh.virtualNodeGroup.stableVirtualNodeRef.name: Required value",
+                "spec.strategy.canary.trafficRouting.traefik.weightedTraefikServiceName: Required value",
+                "spec.strategy.canary.trafficRouting.apisix.route.name: Required value",
             ],
         );
         assert_problems(

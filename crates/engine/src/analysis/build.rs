@@ -26,12 +26,14 @@ pub struct ResolvedTemplate {
     pub spec: AnalysisTemplateSpec,
 }
 
-fn kind_name(cluster_scope: bool) -> &'static str {
-    if cluster_scope {
+/// Argo's words for a template it cannot find.
+pub fn not_found(cluster_scope: bool, name: &str) -> String {
+    let kind = if cluster_scope {
         "ClusterAnalysisTemplate"
     } else {
         "AnalysisTemplate"
-    }
+    };
+    format!("{kind} '{name}' not found")
 }
 
 /// Fetches the referenced templates and, depth first, the templates they nest in
@@ -74,8 +76,7 @@ fn visit(
     {
         return Ok(());
     }
-    let spec = lookup(r)
-        .ok_or_else(|| format!("{} {name:?} not found", kind_name(r.is_cluster_scoped())))?;
+    let spec = lookup(r).ok_or_else(|| not_found(r.is_cluster_scoped(), name))?;
     let nested = spec.templates.clone().unwrap_or_default();
     out.push(ResolvedTemplate {
         name: name.to_owned(),

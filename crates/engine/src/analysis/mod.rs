@@ -19,7 +19,7 @@ use std::time::Duration;
 
 pub use build::{
     ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_templates,
-    resolve_nested, run_name,
+    not_found, resolve_nested, run_name,
 };
 pub use retention::{Disposal, in_flight_measurement, measurements_kept};
 pub use run::{RunAssessment, assess, is_terminating, next_tasks};

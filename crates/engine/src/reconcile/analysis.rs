@@ -23,7 +23,7 @@ use super::pause::{add_pause, has_pause};
 use super::prepare::Strategy;
 use crate::analysis::{self as build, RunKind};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
-use crate::observed::{AnalysisTemplates, TemplateKey, rollout_analyses};
+use crate::observed::{AnalysisTemplates, TemplateKey};
 use crate::plan::{Action, Event, Plan};
 use crate::steps;
 
@@ -408,10 +408,38 @@ impl<'a> World<'a> {
     }
 
     /// Every template the Rollout's analyses need is present and they merge: otherwise the
-    /// spec is invalid, and nothing is decided.
+    /// spec is invalid, and nothing is decided. The problem reads as Argo's controller reports
+    /// it (a field error at the analysis's `templates`), found in its order.
     pub(super) fn check_analysis_templates(&self) -> Result<(), String> {
-        for analysis in rollout_analyses(self.ro) {
-            resolve_rollout_analysis(analysis, self.analysis_templates)?;
+        for (path, analysis) in analyses_by_field(self.ro) {
+            let refs = analysis.templates.as_deref().unwrap_or_default();
+            let missing = refs
+                .iter()
+                .map(TemplateKey::of)
+                .find(|key| !self.analysis_templates.contains_key(key));
+            if let Some(key) = missing {
+                return Err(format!(
+                    "{path}: Invalid value: {:?}: {}",
+                    key.name,
+                    build::not_found(key.cluster_scope, &key.name)
+                ));
+            }
+            if let Err(e) = resolve_rollout_analysis(analysis, self.analysis_templates) {
+                // Argo shows the names of the templates, namespaced ones first, as Go prints a
+                // list of strings.
+                let names: Vec<&str> = [false, true]
+                    .into_iter()
+                    .flat_map(|cluster| {
+                        refs.iter()
+                            .filter(move |r| r.is_cluster_scoped() == cluster)
+                            .map(|r| r.template_name.as_deref().unwrap_or_default())
+                    })
+                    .collect();
+                return Err(format!(
+                    "{path}: Invalid value: \"templateNames: [{}]\": {e}",
+                    names.join(" ")
+                ));
+            }
         }
         Ok(())
     }
@@ -469,6 +497,45 @@ impl<'a> World<'a> {
 }
 
 /// The merged template of one of the Rollout's analyses, from the observed templates.
+/// The Rollout's analyses with the path of their `templates`, in the order Argo's controller
+/// looks their templates up: blue-green pre- then post-promotion, canary steps, then the
+/// background analysis.
+fn analyses_by_field(ro: &sluice_api::Rollout) -> Vec<(String, &RolloutAnalysis)> {
+    let Some(strategy) = ro.spec.strategy.as_ref() else {
+        return Vec::new();
+    };
+    let mut analyses = Vec::new();
+    if let Some(bg) = &strategy.blue_green {
+        for (field, analysis) in [
+            ("prePromotionAnalysis", &bg.pre_promotion_analysis),
+            ("postPromotionAnalysis", &bg.post_promotion_analysis),
+        ] {
+            if let Some(analysis) = analysis {
+                analyses.push((
+                    format!("spec.strategy.blueGreen.{field}.templates"),
+                    analysis,
+                ));
+            }
+        }
+    } else if let Some(canary) = &strategy.canary {
+        for (i, step) in canary.steps.iter().flatten().enumerate() {
+            if let Some(analysis) = &step.analysis {
+                analyses.push((
+                    format!("spec.strategy.canary.steps[{i}].analysis.templates"),
+                    analysis,
+                ));
+            }
+        }
+        if let Some(background) = &canary.analysis {
+            analyses.push((
+                "spec.strategy.canary.analysis.templates".to_owned(),
+                &background.analysis,
+            ));
+        }
+    }
+    analyses
+}
+
 fn resolve_rollout_analysis(
     analysis: &RolloutAnalysis,
     templates: &AnalysisTemplates,

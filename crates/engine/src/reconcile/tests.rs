@@ -1583,14 +1583,12 @@ fn a_missing_template_is_an_invalid_spec_that_changes_nothing() {
     w.set_image("app:v2");
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Degraded);
-    assert!(
-        w.status()
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("AnalysisTemplate \"health\" not found"),
-        "{:?}",
-        w.status().message
+    // Argo's controller reports it as a field error at the analysis's templates.
+    assert_eq!(
+        w.status().message.as_deref(),
+        Some(
+            "InvalidSpec: The Rollout \"demo\" is invalid: spec.strategy.canary.analysis.templates: Invalid value: \"health\": AnalysisTemplate 'health' not found"
+        )
     );
     assert!(w.runs.is_empty());
 }

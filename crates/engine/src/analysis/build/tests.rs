@@ -659,11 +659,11 @@ fn nested_template_errors() {
     );
     assert_eq!(
         resolve_nested(&refs(json!([{"templateName": "c"}])), &lookup).unwrap_err(),
-        r#"ClusterAnalysisTemplate "gone" not found"#
+        "ClusterAnalysisTemplate 'gone' not found"
     );
     assert_eq!(
         resolve_nested(&refs(json!([{"templateName": "missing"}])), &lookup).unwrap_err(),
-        r#"AnalysisTemplate "missing" not found"#
+        "AnalysisTemplate 'missing' not found"
     );
     assert!(resolve_nested(&refs(json!([{}])), &lookup).is_err());
 }

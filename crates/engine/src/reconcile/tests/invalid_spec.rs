@@ -42,3 +42,34 @@ fn a_missing_active_service_reads_as_argos_field_error() {
         )
     );
 }
+
+#[test]
+fn a_step_out_of_range_reads_as_argos_field_error() {
+    let mut w = World::new(rollout(2, json!([{"setWeight": 120}])));
+    let plan = w.reconcile();
+    assert!(plan.actions.is_empty());
+    assert_eq!(
+        invalid_spec_message(&w).as_deref(),
+        Some(
+            "The Rollout \"demo\" is invalid: spec.strategy.steps[0].setWeight: Invalid value: 120: SetWeight needs to be between 0 and 100"
+        )
+    );
+}
+
+#[test]
+fn templates_that_do_not_merge_read_as_argos_field_error() {
+    let steps = json!([
+        {"setWeight": 50},
+        {"analysis": {"templates": [{"templateName": "a"}, {"templateName": "b"}]}}
+    ]);
+    let mut w = World::new(rollout(2, steps));
+    w.add_template("a");
+    w.add_template("b");
+    w.reconcile();
+    assert_eq!(
+        invalid_spec_message(&w).as_deref(),
+        Some(
+            "The Rollout \"demo\" is invalid: spec.strategy.canary.steps[1].analysis.templates: Invalid value: \"templateNames: [a b]\": two metrics have the same name 'm'"
+        )
+    );
+}
