@@ -136,6 +136,24 @@ pub struct Args {
     /// Requests that may exceed --qps in a burst.
     #[arg(long, default_value_t = 80)]
     pub burst: u32,
+
+    /// API version of Istio's VirtualService and DestinationRule (networking.istio.io).
+    #[arg(
+        long = "istio-api-version",
+        default_value = "v1alpha3",
+        value_name = "VERSION"
+    )]
+    pub istio_api_version: String,
+
+    /// API version of the SMI TrafficSplit (split.smi-spec.io): v1alpha1, v1alpha2, v1alpha3
+    /// or v1alpha4.
+    #[arg(
+        long = "traffic-split-api-version",
+        default_value = "v1alpha1",
+        value_parser = ["v1alpha1", "v1alpha2", "v1alpha3", "v1alpha4"],
+        value_name = "VERSION"
+    )]
+    pub traffic_split_api_version: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -152,6 +170,14 @@ impl Default for Args {
 }
 
 impl Args {
+    /// The API versions of the router kinds, from the flags.
+    pub fn router_versions(&self) -> sluice_routers::kinds::ApiVersions {
+        sluice_routers::kinds::ApiVersions {
+            istio: self.istio_api_version.clone(),
+            smi: self.traffic_split_api_version.clone(),
+        }
+    }
+
     pub fn resync(&self) -> Duration {
         Duration::from_secs(self.rollout_resync.max(1))
     }

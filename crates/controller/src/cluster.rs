@@ -10,7 +10,8 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{
-    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+    ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams, Preconditions,
 };
 use kube::{Api, Client, Resource};
 use serde::Serialize;
@@ -21,6 +22,7 @@ use sluice_api::analysis::{
     AnalysisRun, AnalysisTemplate, AnalysisTemplateSpec, ClusterAnalysisTemplate,
 };
 use sluice_engine::observed::TemplateKey;
+use sluice_routers::kinds::{ApiVersions, ObjectRef};
 
 use crate::leader::fence::{Fenced, WriteGate};
 use crate::loops::driver::{Requeue, requeue_after_error};
@@ -198,6 +200,40 @@ pub trait ClusterAccess: Send + Sync {
         name: &str,
         uid: Option<&str>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Which API versions of the router kinds to speak (`--istio-api-version`,
+    /// `--traffic-split-api-version`).
+    fn router_versions(&self) -> ApiVersions {
+        ApiVersions::default()
+    }
+
+    /// Reads a router object (a VirtualService, an Ingress, ...); `None` when it is absent.
+    fn get_router_object(
+        &self,
+        _target: &ObjectRef,
+    ) -> impl Future<Output = Result<Option<Value>, WriteError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Creates a router object the Rollout owns (a canary Ingress, a TrafficSplit).
+    fn create_router_object(
+        &self,
+        target: &ObjectRef,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Replaces a router object; refused with a conflict when its resourceVersion is stale.
+    fn replace_router_object(
+        &self,
+        target: &ObjectRef,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
 }
 
 /// [`ClusterAccess`] against a real API server.
@@ -207,6 +243,7 @@ pub struct KubeCluster {
     gate: WriteGate,
     /// The leadership term the current plan was decided in, when pinned.
     term: Option<u64>,
+    versions: ApiVersions,
 }
 
 /// Field manager recorded on every write.
@@ -224,7 +261,26 @@ impl KubeCluster {
             client,
             gate,
             term: None,
+            versions: ApiVersions::default(),
         }
+    }
+
+    /// This writer, speaking these API versions of the router kinds.
+    pub fn with_router_versions(self, versions: ApiVersions) -> Self {
+        Self { versions, ..self }
+    }
+
+    fn router_api(&self, target: &ObjectRef) -> Api<DynamicObject> {
+        let kind = target.kind;
+        let version = kind.version(&self.versions);
+        let resource = ApiResource {
+            group: kind.group().to_string(),
+            version: version.to_string(),
+            api_version: kind.api_version(&self.versions),
+            kind: kind.kind().to_string(),
+            plural: kind.plural().to_string(),
+        };
+        Api::namespaced_with(self.client.clone(), &target.namespace, &resource)
     }
 
     /// This writer, writing only while the leadership term is still `term`.
@@ -475,5 +531,48 @@ impl ClusterAccess for KubeCluster {
         uid: Option<&str>,
     ) -> Result<(), WriteError> {
         self.delete::<AnalysisRun>(namespace, name, uid).await
+    }
+
+    fn router_versions(&self) -> ApiVersions {
+        self.versions.clone()
+    }
+
+    async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
+        let found = self.router_api(target).get_opt(&target.name).await?;
+        found
+            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
+            .transpose()
+    }
+
+    async fn create_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.router_api(target).create(&pp, &object).await?;
+        Ok(())
+    }
+
+    async fn replace_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.router_api(target)
+            .replace(&target.name, &pp, &object)
+            .await?;
+        Ok(())
     }
 }

@@ -18,6 +18,8 @@ use tokio::task::JoinHandle;
 
 pub use sluice_testenv::harness;
 
+pub mod routing;
+
 /// Generous bound for anything that should happen within a few reconciles.
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 

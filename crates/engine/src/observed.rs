@@ -10,6 +10,8 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::common::AnalysisTemplateRef;
 use sluice_api::rollout::{Rollout, RolloutAnalysis};
 
+use sluice_routers::kinds::{ApiVersions, ObjectRef};
+
 use crate::labels::{MANAGED_BY, POD_TEMPLATE_HASH, REVISION};
 
 /// One Rollout and the objects it owns, as seen at `now`.
@@ -32,6 +34,11 @@ pub struct Observed {
     /// The templates the Rollout's analyses name, and the templates those nest. A missing one
     /// is simply absent; the engine reports it.
     pub analysis_templates: AnalysisTemplates,
+    /// The router objects the Rollout's traffic routing names ([`crate::router_references`]),
+    /// as found; a missing one is absent.
+    pub router_objects: BTreeMap<ObjectRef, serde_json::Value>,
+    /// Which API versions of the router kinds this cluster serves (controller flags).
+    pub router_versions: ApiVersions,
     pub now: Timestamp,
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::RolloutStatus;
+use sluice_routers::kinds::ObjectRef;
 
 /// One write against the API server. Each names the object and the resourceVersion it was
 /// decided on, so that the apply layer can refuse to write over newer state (a 409 makes the
@@ -92,6 +93,18 @@ pub enum Action {
     },
     /// Delete a finished run beyond the Rollout's history limits.
     DeleteAnalysisRun { name: String, uid: Option<String> },
+    /// Create a router object the Rollout owns (a canary Ingress, a TrafficSplit).
+    CreateRouterObject {
+        target: ObjectRef,
+        object: Box<serde_json::Value>,
+    },
+    /// Replace a router object with its edited copy. The copy carries the resourceVersion it
+    /// was read at, so a concurrent change makes the write fail with a conflict instead of
+    /// being overwritten.
+    UpdateRouterObject {
+        target: ObjectRef,
+        object: Box<serde_json::Value>,
+    },
 }
 
 /// Event severity, as Kubernetes names it.

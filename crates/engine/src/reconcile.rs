@@ -30,11 +30,13 @@ mod prepare;
 mod progress;
 mod restart;
 mod rollback_window;
+mod routed_canary;
 mod scale_down_delay;
 mod scaling;
 mod services;
 #[cfg(test)]
 mod tests;
+mod traffic;
 mod world;
 
 use jiff::Timestamp;
@@ -51,6 +53,8 @@ use analysis::{AnalysisState, Verdicts};
 use prepare::{Strategy, adopt_equal_template, prepare};
 use progress::{Progress, counts_of_status};
 use world::World;
+
+pub use traffic::references as router_references;
 
 /// Decides what to do for one Rollout.
 pub fn reconcile(observed: &Observed) -> Plan {
@@ -134,6 +138,15 @@ impl World<'_> {
     fn run(&mut self, plan: &mut Plan) -> Result<(), String> {
         let services = self.blue_green_services()?;
         let canary_services = self.canary_services()?;
+        let p = self.p;
+        let routers = match p.canary().traffic_routing.as_ref() {
+            Some(routing) if matches!(p.strategy, Strategy::Canary(_)) => {
+                let desired = self.router_desired("", "", 0);
+                traffic::resolve(self.ro, routing, self.router_objects, &desired)?
+            }
+            _ => Vec::new(),
+        };
+        self.routed_hashes = traffic::routed_hashes(self, &routers);
         self.check_analysis_templates()?;
         self.release_unnamed_services(plan);
         let old = plan.status.clone();
@@ -214,8 +227,26 @@ impl World<'_> {
         };
         let (outcome, completed) = match &self.p.strategy {
             Strategy::Canary(_) => {
-                self.route_canary_services(&canary_services, aborted, plan, &mut events);
-                let outcome = self.canary(status, plan, &mut events, &update, &mut analysis);
+                // With dynamicStableScale an aborted canary keeps its Service until the
+                // router has drained it.
+                let draining = aborted
+                    && p.canary().dynamic_stable_scale == Some(true)
+                    && !routers.is_empty()
+                    && status
+                        .canary
+                        .as_ref()
+                        .and_then(|c| c.weights.as_ref())
+                        .and_then(|w| w.canary.as_ref())
+                        .and_then(|c| c.weight)
+                        .is_some_and(|w| w > 0);
+                self.route_canary_services(
+                    &canary_services,
+                    aborted && !draining,
+                    plan,
+                    &mut events,
+                );
+                let outcome =
+                    self.canary(status, plan, &mut events, &update, &mut analysis, &routers);
                 (outcome, self.canary_completed(status))
             }
             Strategy::BlueGreen(_) => {

@@ -324,6 +324,8 @@ fn scale_down_then_fit(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoutedCanaryInputs {
     pub replicas: i32,
+    /// The canary weight the counts follow: the current step's `setWeight`, or while aborted
+    /// with dynamicStableScale the weight traffic is stepping down through.
     pub weight: i32,
     pub max_weight: i32,
     /// `setCanaryScale.replicas` in force, if any.
@@ -337,37 +339,57 @@ pub struct RoutedCanaryInputs {
     /// `abortScaleDownDelaySeconds` is explicitly 0: keep the canary up after an abort.
     pub keep_canary_on_abort: bool,
     pub min_pods_per_replica_set: Option<i32>,
+    /// `dynamicStableScale`: the stable shrinks as traffic leaves it.
+    pub dynamic_stable_scale: bool,
+    /// `status.canary.weights` (canary, stable) as last recorded: with dynamicStableScale the
+    /// stable keeps what its recorded weight needs, and an aborted canary what its weight
+    /// still needs, until the router has moved the traffic.
+    pub previous_weights: Option<(i32, i32)>,
 }
 
-/// Traffic-routed canary: the stable stays at full size; the canary is sized to the weight (or
-/// the explicit `setCanaryScale`). Non-zero counts are raised to `minPodsPerReplicaSet` (capped
-/// at the replica count).
+/// Traffic-routed canary. Without dynamicStableScale the stable stays at full size and the
+/// canary is sized to the weight (or the explicit `setCanaryScale`); with it, the stable is
+/// sized to the larger of its new and its recorded weight. Non-zero counts are raised to
+/// `minPodsPerReplicaSet` (capped at the replica count), except an explicit replica count
+/// without dynamicStableScale.
 pub fn routed_canary_counts(i: RoutedCanaryInputs) -> CanaryCounts {
     let r = i.replicas.max(0);
-    let stable = r;
-    let mut canary = if i.promote_full {
-        r
-    } else if let (false, Some(n)) = (i.match_traffic_weight, i.canary_scale_replicas) {
-        n.max(0)
-    } else if let (false, Some(w)) = (i.match_traffic_weight, i.canary_scale_weight) {
-        ceil_div(i64::from(w.max(0)) * i64::from(r), 100)
-    } else {
-        ceil_div(
-            i64::from(i.weight.max(0)) * i64::from(r),
-            i64::from(i.max_weight.max(1)),
-        )
-    };
-    if i.aborted && !i.keep_canary_on_abort {
-        canary = 0;
-    }
+    let max = i64::from(i.max_weight.max(1));
+    let count = |w: i32| ceil_div(i64::from(w.max(0)) * i64::from(r), max);
     let floor = |n: i32| match i.min_pods_per_replica_set {
         Some(min) if n > 0 => n.max(min.min(r)),
         _ => n,
     };
-    CanaryCounts {
-        canary: floor(canary),
-        stable: floor(stable),
+    let explicit = !i.match_traffic_weight && (!i.aborted || i.keep_canary_on_abort);
+    let mut canary = if i.promote_full {
+        floor(r)
+    } else if let (true, Some(n)) = (explicit, i.canary_scale_replicas) {
+        if i.dynamic_stable_scale {
+            floor(n.max(0))
+        } else {
+            n.max(0)
+        }
+    } else if let (true, Some(w)) = (explicit, i.canary_scale_weight) {
+        floor(count(w))
+    } else if i.aborted && !i.dynamic_stable_scale {
+        0
+    } else {
+        floor(count(i.weight))
+    };
+    let mut stable = floor(r);
+    if i.dynamic_stable_scale {
+        if i.aborted {
+            // Back to stable: the stable grows to full at once (growing is always safe), the
+            // canary keeps what its recorded weight needs until the router has moved it.
+            if let Some((c, _)) = i.previous_weights {
+                canary = canary.max(floor(count(c)));
+            }
+        } else {
+            let recorded = i.previous_weights.map_or(0, |(_, s)| count(s));
+            stable = floor(count(i.max_weight - i.weight).max(recorded));
+        }
     }
+    CanaryCounts { canary, stable }
 }
 
 fn ceil_div(num: i64, den: i64) -> i32 {

@@ -11,6 +11,7 @@
 
 pub mod gateway;
 pub mod istio;
+pub mod kinds;
 pub mod nginx;
 pub mod smi;
 

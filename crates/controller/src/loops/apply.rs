@@ -150,6 +150,12 @@ pub async fn apply_plan<W: ClusterAccess>(
             Action::DeleteAnalysisRun { name: run, uid } => {
                 writer.delete_analysis_run(ns, run, uid.as_deref()).await?;
             }
+            Action::CreateRouterObject { target, object } => {
+                writer.create_router_object(target, object).await?;
+            }
+            Action::UpdateRouterObject { target, object } => {
+                writer.replace_router_object(target, object).await?;
+            }
         }
         applied.writes += 1;
     }

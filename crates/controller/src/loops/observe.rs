@@ -39,6 +39,13 @@ pub async fn observe<W: ClusterAccess>(
         .filter(|svc| Observed::wants_service(rollout, svc))
         .collect();
     let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
+    // Router objects are read fresh: the weight they route now decides what may scale down.
+    let mut router_objects = std::collections::BTreeMap::new();
+    for target in sluice_engine::router_references(rollout) {
+        if let Some(object) = writer.get_router_object(&target).await? {
+            router_objects.insert(target, object);
+        }
+    }
     Ok(Observed {
         rollout: rollout.clone(),
         replica_sets,
@@ -46,6 +53,8 @@ pub async fn observe<W: ClusterAccess>(
         services,
         analysis_runs,
         analysis_templates,
+        router_objects,
+        router_versions: writer.router_versions(),
         now,
     })
 }

@@ -122,7 +122,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .touched_objects();
 
     let ctx = Arc::new(Context {
-        writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone()),
+        writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
+            .with_router_versions(args.router_versions()),
         replica_sets: rs_reader,
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
         rollouts: ro_reader.clone(),

@@ -13,6 +13,7 @@ use super::analysis::{AnalysisState, Role, Verdict};
 use super::pause::{add_pause, has_pause, remove_pause};
 use super::prepare::step_kind;
 use super::scaling::counts_of;
+use super::traffic::Router;
 use super::{Outcome, Update, World};
 use crate::observed::ReplicaSetExt;
 use crate::plan::{Event, Plan, set_requeue};
@@ -28,12 +29,63 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
+        routers: &[Router<'_>],
     ) -> Outcome {
+        if self.p.canary().traffic_routing.is_some() {
+            return self.routed_canary(status, plan, events, u, analysis, routers);
+        }
         let weight = self.canary_weight(status, u);
         let scaled = self.size_canary(status, plan, events, u, weight);
-        let advanced = self.step_machine(status, plan, events, u, analysis, weight);
+        let at_desired = self.basic_at_desired(weight, u.new_is_stable);
+        let advanced = self.step_machine(status, plan, events, u, analysis, at_desired);
         self.fill_counts(status, None);
         Outcome { scaled, advanced }
+    }
+
+    /// A canary with a traffic router: the counts the current step asks for, then the
+    /// router writes (traffic follows pods that are up), then the ReplicaSets, then the steps.
+    fn routed_canary(
+        &mut self,
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        analysis: &mut AnalysisState,
+        routers: &[Router<'_>],
+    ) -> Outcome {
+        let previous = previous_weights(status);
+        let step_counts = self.routed_counts(status, u, 0, None);
+        let at_step_counts = self.routed_at_desired(&step_counts);
+        let traffic = self.route_traffic(routers, status, plan, events, u, at_step_counts);
+        let counts = self.routed_counts(status, u, traffic.weight, previous);
+        let held = !u.aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        // Held by an Inconclusive run, or paused by a user once the new pods exist: nothing
+        // is resized.
+        let frozen = held || (u.manually_paused && self.new_rs.is_some());
+        let scaled = !frozen && self.size_routed_canary(status, plan, events, u, &counts);
+        let at_desired =
+            !scaled && self.routed_at_desired(&counts) && traffic.verified != Some(false);
+        let advanced = self.step_machine(status, plan, events, u, analysis, at_desired);
+        self.fill_counts(status, None);
+        Outcome { scaled, advanced }
+    }
+
+    /// Whether the basic canary's ReplicaSets have the counts `weight` asks for.
+    fn basic_at_desired(&self, weight: i32, new_is_stable: bool) -> bool {
+        let new_counts = self.new_rs.map(counts_of).unwrap_or_default();
+        let target = replicas::approximate_weighted_counts(
+            self.p.replicas,
+            weight,
+            100,
+            self.p.limits.max_surge,
+        );
+        self.new_rs.is_some_and(|rs| {
+            rs.status_is_current()
+                && rs.spec_replicas() == target.0
+                && new_counts.available >= self.progress_threshold(target.0)
+        }) && self.stable_rs.is_none_or(|rs| {
+            new_is_stable || (rs.spec_replicas() == target.1 && rs.available_replicas() >= target.1)
+        }) && self.older.iter().all(|rs| rs.spec_replicas() == 0)
     }
 
     /// Whether the canary update is complete: the new ReplicaSet is stable, at full size and
@@ -137,27 +189,13 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
-        weight: i32,
+        at_desired: bool,
     ) -> bool {
         let (revision, new_is_stable, aborted, manually_paused) =
             (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
         let steps_len = steps::steps(self.p.canary()).len() as i32;
         let step_index = status.current_step_index.unwrap_or(0);
         let mut step_advanced = false;
-        let new_counts = self.new_rs.map(counts_of).unwrap_or_default();
-        let target = replicas::approximate_weighted_counts(
-            self.p.replicas,
-            weight,
-            100,
-            self.p.limits.max_surge,
-        );
-        let at_desired = self.new_rs.is_some_and(|rs| {
-            rs.status_is_current()
-                && rs.spec_replicas() == target.0
-                && new_counts.available >= self.progress_threshold(target.0)
-        }) && self.stable_rs.is_none_or(|rs| {
-            new_is_stable || (rs.spec_replicas() == target.1 && rs.available_replicas() >= target.1)
-        }) && self.older.iter().all(|rs| rs.spec_replicas() == 0);
 
         // Paused on an Inconclusive analysis: the pods stay as they are and the update does not
         // complete until a user resumes or aborts. Only a timed pause step runs out meanwhile,
@@ -198,7 +236,13 @@ impl World<'_> {
             let promote_full = status.promote_full == Some(true) || u.rollback_window;
             if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
                 let complete = match step.action() {
-                    Some(CanaryStepAction::SetWeight(_)) => at_desired,
+                    Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::SetCanaryScale(_)) => {
+                        at_desired
+                    }
+                    // Applied to the routers in this reconcile (routing comes first).
+                    Some(
+                        CanaryStepAction::SetHeaderRoute(_) | CanaryStepAction::SetMirrorRoute(_),
+                    ) => true,
                     Some(CanaryStepAction::Pause(pause)) => {
                         self.pause_step(status, events, &mut plan.requeue_after, pause)
                     }
@@ -281,7 +325,7 @@ impl World<'_> {
         step_advanced
     }
 
-    fn progress_threshold(&self, desired: i32) -> i32 {
+    pub(super) fn progress_threshold(&self, desired: i32) -> i32 {
         let Some(t) = &self.p.canary().replica_progress_threshold else {
             return desired;
         };
@@ -356,4 +400,13 @@ fn describe_step(action: Option<CanaryStepAction<'_>>) -> String {
         Some(other) => step_kind(&other).into(),
         None => "empty".into(),
     }
+}
+
+/// `status.canary.weights` (canary, stable) as recorded before this reconcile.
+fn previous_weights(status: &RolloutStatus) -> Option<(i32, i32)> {
+    let w = status.canary.as_ref()?.weights.as_ref()?;
+    let of = |d: &Option<sluice_api::rollout::WeightDestination>| {
+        d.as_ref().and_then(|d| d.weight).unwrap_or(0)
+    };
+    Some((of(&w.canary), of(&w.stable)))
 }

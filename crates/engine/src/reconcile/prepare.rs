@@ -48,12 +48,10 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
     let Some(canary) = strategy.canary else {
         return Err("a canary or blueGreen strategy is required".into());
     };
-    if canary.traffic_routing.is_some() {
-        return Err(
-            "canary trafficRouting is not supported by this version of Sluice; remove it to use replica-weighted canary"
-                .into(),
-        );
+    if let Some(routing) = &canary.traffic_routing {
+        super::traffic::check_supported(routing)?;
     }
+    let routed = canary.traffic_routing.is_some();
     for (i, step) in steps::steps(&canary).iter().enumerate() {
         match step.action() {
             Some(
@@ -61,6 +59,12 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
                 | CanaryStepAction::Pause(_)
                 | CanaryStepAction::Analysis(_),
             ) => {}
+            // Validation has made sure these come with a router that supports them.
+            Some(
+                CanaryStepAction::SetCanaryScale(_)
+                | CanaryStepAction::SetHeaderRoute(_)
+                | CanaryStepAction::SetMirrorRoute(_),
+            ) if routed => {}
             Some(other) => {
                 return Err(format!(
                     "step {i}: {} steps are not supported by this version of Sluice",

@@ -80,6 +80,11 @@ impl World<'_> {
                 set_requeue(&mut plan.requeue_after, left);
                 false
             }
+            Delayed::ScaleDownNow if self.traffic_floor(rs) > 0 => {
+                // A router still sends it traffic: look again once that has moved.
+                set_requeue(&mut plan.requeue_after, Duration::from_secs(5));
+                false
+            }
             Delayed::ScaleDownNow => {
                 let mut extra = BTreeMap::new();
                 extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);

@@ -39,6 +39,12 @@ impl World<'_> {
         extra: BTreeMap<String, Option<String>>,
     ) -> bool {
         let from = rs.spec_replicas();
+        // Never below what the router objects still send it (traffic routing only).
+        let to = if to < from {
+            to.max(self.traffic_floor(rs).min(from))
+        } else {
+            to
+        };
         let desired = self.p.replicas.to_string();
         let extra_pending = extra.iter().any(|(k, v)| rs.annotation(k) != v.as_deref());
         if from == to && rs.annotation(DESIRED_REPLICAS) == Some(desired.as_str()) && !extra_pending

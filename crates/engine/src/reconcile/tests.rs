@@ -31,6 +31,8 @@ struct World {
     services: Vec<k8s_openapi::api::core::v1::Service>,
     runs: Vec<AnalysisRun>,
     templates: crate::observed::AnalysisTemplates,
+    /// Router objects, as an API server would hold them (resourceVersion bumped on writes).
+    routers: BTreeMap<sluice_routers::kinds::ObjectRef, serde_json::Value>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -64,6 +66,7 @@ impl World {
             services: Vec::new(),
             runs: Vec::new(),
             templates: Default::default(),
+            routers: BTreeMap::new(),
         }
     }
 
@@ -145,6 +148,8 @@ impl World {
             services: self.services.clone(),
             analysis_runs: self.runs.clone(),
             analysis_templates: self.templates.clone(),
+            router_objects: self.routers.clone(),
+            router_versions: Default::default(),
             now: self.now,
         });
         for action in &plan.actions {
@@ -283,6 +288,28 @@ impl World {
                             None => a.remove(k),
                         };
                     }
+                }
+                Action::CreateRouterObject { target, object } => {
+                    assert!(!self.routers.contains_key(target), "{target} exists");
+                    let mut object = (**object).clone();
+                    object["metadata"]["resourceVersion"] = json!("1");
+                    self.routers.insert(target.clone(), object);
+                }
+                Action::UpdateRouterObject { target, object } => {
+                    let stored = self.routers.get(target).expect("router object exists");
+                    assert_eq!(
+                        stored["metadata"]["resourceVersion"],
+                        object["metadata"]["resourceVersion"],
+                        "{target} written over newer state"
+                    );
+                    let next = stored["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                        + 1;
+                    let mut object = (**object).clone();
+                    object["metadata"]["resourceVersion"] = json!(next.to_string());
+                    self.routers.insert(target.clone(), object);
                 }
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
@@ -1599,6 +1626,7 @@ mod invalid_spec;
 mod metadata;
 mod rollback_window;
 mod services;
+mod traffic;
 
 /// A healthy blue-green Rollout whose `hook` (`prePromotionAnalysis` or
 /// `postPromotionAnalysis`) runs the "health" template.

@@ -1,6 +1,8 @@
 //! The world of one reconcile: the Rollout, the prepared spec, the time, and its ReplicaSets
 //! sorted into their roles (new, stable, older), with what else was observed.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -8,6 +10,9 @@ use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::Rollout;
 
 use super::prepare::Prepared;
+use sluice_routers::kinds::{ApiVersions, ObjectRef};
+
+use crate::labels::POD_TEMPLATE_HASH;
 use crate::observed::{AnalysisTemplates, Observed, ReplicaSetExt};
 use crate::replicaset;
 
@@ -25,6 +30,11 @@ pub(super) struct World<'a> {
     pub(super) services: &'a [Service],
     pub(super) analysis_runs: &'a [AnalysisRun],
     pub(super) analysis_templates: &'a AnalysisTemplates,
+    pub(super) router_objects: &'a BTreeMap<ObjectRef, serde_json::Value>,
+    pub(super) router_versions: &'a ApiVersions,
+    /// The weight the router objects give each pod-template hash right now (traffic routing
+    /// only): no ReplicaSet is scaled below what it needs.
+    pub(super) routed_hashes: BTreeMap<String, i32>,
 }
 
 impl<'a> World<'a> {
@@ -63,6 +73,9 @@ impl<'a> World<'a> {
             services: &observed.services,
             analysis_runs: &observed.analysis_runs,
             analysis_templates: &observed.analysis_templates,
+            router_objects: &observed.router_objects,
+            router_versions: &observed.router_versions,
+            routed_hashes: BTreeMap::new(),
         }
     }
 
@@ -77,6 +90,38 @@ impl<'a> World<'a> {
 
     pub(super) fn new_rs_name(&self) -> String {
         replicaset::replica_set_name(self.rollout_name(), &self.p.pod_hash)
+    }
+
+    /// The pod-template hashes the canary's Services select now.
+    pub(super) fn service_hashes(&self) -> Vec<String> {
+        let canary = self.p.canary();
+        let names = [
+            canary.canary_service.as_ref(),
+            canary.stable_service.as_ref(),
+        ];
+        self.services
+            .iter()
+            .filter(|s| names.contains(&s.metadata.name.as_ref()))
+            .filter_map(|s| s.spec.as_ref()?.selector.as_ref()?.get(POD_TEMPLATE_HASH))
+            .cloned()
+            .collect()
+    }
+
+    /// The fewest pods `rs` may have while the router objects send it their current weight.
+    pub(super) fn traffic_floor(&self, rs: &ReplicaSet) -> i32 {
+        let Some(weight) = rs.pod_hash().and_then(|h| self.routed_hashes.get(h)) else {
+            return 0;
+        };
+        let max = self
+            .p
+            .canary()
+            .traffic_routing
+            .as_ref()
+            .map_or(100, |t| t.max_traffic_weight())
+            .max(1);
+        let need = (i64::from((*weight).max(0)) * i64::from(self.p.replicas) + i64::from(max) - 1)
+            / i64::from(max);
+        i32::try_from(need).unwrap_or(i32::MAX)
     }
 
     pub(super) fn max_revision(&self, excluding_new: bool) -> i64 {

@@ -161,6 +161,8 @@ fn routed(r: i32, w: i32) -> RoutedCanaryInputs {
         aborted: false,
         keep_canary_on_abort: false,
         min_pods_per_replica_set: None,
+        dynamic_stable_scale: false,
+        previous_weights: None,
     }
 }
 
@@ -235,6 +237,66 @@ fn routed_canary_matches_argo_cases() {
             },
             expect_stable: 1,
             expect_canary: 1,
+        },
+    ];
+    for c in cases {
+        let got = routed_canary_counts(c.input);
+        assert_eq!(
+            (got.stable, got.canary),
+            (c.expect_stable, c.expect_canary),
+            "case {}",
+            c.id
+        );
+    }
+}
+
+#[test]
+fn dynamic_stable_scale_follows_the_larger_of_new_and_recorded_weight() {
+    let dynamic = |w: i32, previous: Option<(i32, i32)>, aborted: bool| RoutedCanaryInputs {
+        dynamic_stable_scale: true,
+        previous_weights: previous,
+        aborted,
+        ..routed(10, w)
+    };
+    let cases = [
+        // Going to 30%: the canary grows at once, the stable shrinks only once the router
+        // recorded 70% for it.
+        Routed {
+            id: 1,
+            input: dynamic(30, Some((0, 100)), false),
+            expect_stable: 10,
+            expect_canary: 3,
+        },
+        Routed {
+            id: 2,
+            input: dynamic(30, Some((30, 70)), false),
+            expect_stable: 7,
+            expect_canary: 3,
+        },
+        // Aborted at 30% recorded, the abort weight down to 0: the canary keeps what the
+        // recorded weight needs; the stable is back to full.
+        Routed {
+            id: 3,
+            input: dynamic(0, Some((30, 70)), true),
+            expect_stable: 10,
+            expect_canary: 3,
+        },
+        Routed {
+            id: 4,
+            input: dynamic(0, Some((0, 100)), true),
+            expect_stable: 10,
+            expect_canary: 0,
+        },
+        // minPodsPerReplicaSet applies to both, and to an explicit count with dynamic scale.
+        Routed {
+            id: 5,
+            input: RoutedCanaryInputs {
+                min_pods_per_replica_set: Some(2),
+                canary_scale_replicas: Some(1),
+                ..dynamic(5, Some((5, 95)), false)
+            },
+            expect_stable: 10,
+            expect_canary: 2,
         },
     ];
     for c in cases {

@@ -35,6 +35,17 @@ impl RouteKind {
         }
     }
 
+    /// The router object kind, as the engine and the controller name it.
+    pub fn router_kind(self) -> crate::kinds::RouterKind {
+        use crate::kinds::RouterKind;
+        match self {
+            Self::Http => RouterKind::HttpRoute,
+            Self::Grpc => RouterKind::GrpcRoute,
+            Self::Tcp => RouterKind::TcpRoute,
+            Self::Tls => RouterKind::TlsRoute,
+        }
+    }
+
     /// Resource name, for listing and writing through a dynamic client.
     pub fn plural(self) -> &'static str {
         match self {

@@ -31,11 +31,13 @@ pub fn traffic_split_name(cfg: &SmiTrafficRouting, rollout: &str) -> String {
 }
 
 /// The TrafficSplit `apiVersion` for the `--traffic-split-api-version` flag: `v1alpha1`
-/// (also when the flag is empty), `v1alpha2` or `v1alpha3`.
+/// (also when the flag is empty), `v1alpha2`, `v1alpha3`, or `v1alpha4` (the version current
+/// SMI implementations serve, with integer weights like v1alpha2 and v1alpha3; Sluice accepts
+/// it where Argo stops at v1alpha3).
 pub fn api_version(version_flag: &str) -> Result<String, RouterError> {
     match version_flag {
         "" => Ok(format!("{GROUP}/{DEFAULT_VERSION}")),
-        "v1alpha1" | "v1alpha2" | "v1alpha3" => Ok(format!("{GROUP}/{version_flag}")),
+        "v1alpha1" | "v1alpha2" | "v1alpha3" | "v1alpha4" => Ok(format!("{GROUP}/{version_flag}")),
         other => Err(RouterError::new(format!(
             "Unsupported TrafficSplit API version `{other}`"
         ))),
@@ -108,9 +110,10 @@ mod tests {
             ("v1alpha1", Ok("split.smi-spec.io/v1alpha1")),
             ("v1alpha2", Ok("split.smi-spec.io/v1alpha2")),
             ("v1alpha3", Ok("split.smi-spec.io/v1alpha3")),
+            ("v1alpha4", Ok("split.smi-spec.io/v1alpha4")),
             (
-                "v1alpha4",
-                Err("Unsupported TrafficSplit API version `v1alpha4`"),
+                "v1alpha5",
+                Err("Unsupported TrafficSplit API version `v1alpha5`"),
             ),
             ("v1", Err("Unsupported TrafficSplit API version `v1`")),
         ];

@@ -56,6 +56,11 @@ impl TestNamespace {
         &self.name
     }
 
+    /// The control plane the namespace is in.
+    pub fn env(&self) -> &TestEnv {
+        &self.env
+    }
+
     /// The API of a namespaced kind in this namespace.
     pub fn api<K>(&self) -> Api<K>
     where

@@ -1,0 +1,130 @@
+//! Support for the traffic-routing scenarios: the routers' CRDs (Istio and SMI as Argo's own
+//! end-to-end suite installs them, the Gateway API v1.6.1), reading router objects, and a
+//! recorder of what a router object routed over time.
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use sluice_testenv::harness::{TestEnv, TestNamespace, gateway_api_crds_dir};
+use tokio::task::JoinHandle;
+
+/// Installs the router CRDs: Argo's e2e CRDs (Istio, SMI, APISIX) and the Gateway API's.
+pub async fn install_router_crds(env: &TestEnv) {
+    let argo = sluice_api::corpus::require_argo_corpus_dir()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .join("test/e2e/crds");
+    env.install_crds(&argo).await.expect("Argo's router CRDs");
+    env.install_crds(&gateway_api_crds_dir().expect("Gateway API CRDs"))
+        .await
+        .expect("Gateway API CRDs");
+}
+
+/// The API of one router kind in the test namespace.
+pub fn router_api(
+    ns: &TestNamespace,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let resource =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(ns.env().client(), ns.name(), &resource)
+}
+
+pub fn virtual_services(ns: &TestNamespace) -> Api<DynamicObject> {
+    router_api(
+        ns,
+        "networking.istio.io",
+        "v1alpha3",
+        "VirtualService",
+        "virtualservices",
+    )
+}
+
+pub fn ingresses(ns: &TestNamespace) -> Api<DynamicObject> {
+    router_api(ns, "networking.k8s.io", "v1", "Ingress", "ingresses")
+}
+
+pub fn traffic_splits(ns: &TestNamespace) -> Api<DynamicObject> {
+    router_api(
+        ns,
+        "split.smi-spec.io",
+        "v1alpha4",
+        "TrafficSplit",
+        "trafficsplits",
+    )
+}
+
+pub fn http_routes(ns: &TestNamespace) -> Api<DynamicObject> {
+    router_api(
+        ns,
+        "gateway.networking.k8s.io",
+        "v1",
+        "HTTPRoute",
+        "httproutes",
+    )
+}
+
+/// The object as plain JSON.
+pub fn json_of(o: &DynamicObject) -> Value {
+    serde_json::to_value(o).unwrap_or(Value::Null)
+}
+
+/// Records `extract(object)` every time one router object changes, keeping each value once in
+/// a row: the sequence of weights a router was given.
+pub struct Recorder<T> {
+    seen: Arc<Mutex<Vec<T>>>,
+    task: JoinHandle<()>,
+}
+
+impl<T: Clone + PartialEq + Send + 'static> Recorder<T> {
+    pub fn start(
+        api: Api<DynamicObject>,
+        name: &str,
+        extract: impl Fn(&Value) -> Option<T> + Send + 'static,
+    ) -> Self {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, config).applied_objects().boxed();
+            while let Some(item) = stream.next().await {
+                let Ok(object) = item else { continue };
+                if let Some(value) = extract(&json_of(&object)) {
+                    let mut seen = sink.lock().expect("recorder lock");
+                    if seen.last() != Some(&value) {
+                        seen.push(value);
+                    }
+                }
+            }
+        });
+        Self { seen, task }
+    }
+
+    pub fn values(&self) -> Vec<T> {
+        self.seen.lock().expect("recorder lock").clone()
+    }
+}
+
+impl<T> Drop for Recorder<T> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `(canary weight, stable weight)` of the first HTTP route of a VirtualService, by host.
+pub fn vs_weights(vs: &Value, canary_host: &str, stable_host: &str) -> Option<(i64, i64)> {
+    let route = vs.pointer("/spec/http/0/route")?.as_array()?;
+    let weight = |host: &str| {
+        route
+            .iter()
+            .find(|d| d.pointer("/destination/host").and_then(Value::as_str) == Some(host))
+            .map(|d| d.get("weight").and_then(Value::as_i64).unwrap_or(0))
+    };
+    Some((weight(canary_host)?, weight(stable_host)?))
+}

@@ -1,0 +1,320 @@
+//! Traffic routing of a canary: which weight the routers give the new pods in this reconcile,
+//! the router objects' edits that put it there (in the plan, like any other write), and
+//! `status.canary.weights` with its `TrafficWeightUpdated` event.
+//!
+//! Argo's order within one reconcile is kept: Service selectors, then the routers (managed
+//! routes, header and mirror routes, subset hashes, weights), then analysis, then scaling.
+
+mod read_back;
+mod routers;
+mod weight;
+
+use sluice_api::rollout::{
+    CanaryStatus, CanaryStepAction, RolloutStatus, RolloutTrafficRouting, TrafficWeights,
+    WeightDestination,
+};
+use sluice_routers::{Desired, Destination};
+
+pub(super) use read_back::routed_hashes;
+pub use routers::references;
+pub(super) use routers::{Router, resolve};
+pub(super) use weight::set_weight_at;
+
+use super::{Update, World};
+use crate::plan::{Event, Plan};
+use crate::steps;
+use routers::{Calls, Edits};
+
+/// What the routers were told in this reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TrafficDecision {
+    /// The canary weight decided (also while aborted: the weight traffic steps down through).
+    pub weight: i32,
+    /// `weights.verified` as the routers report it (`None`: nothing to verify, or not routed
+    /// in this reconcile).
+    pub verified: Option<bool>,
+}
+
+/// The Gateway API plugin, which Sluice runs built in.
+pub(crate) const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
+
+/// Refuses the routers this version does not drive, naming them. Istio, NGINX, SMI and the
+/// Gateway API plugin are built in.
+pub(super) fn check_supported(routing: &RolloutTrafficRouting) -> Result<(), String> {
+    const PATH: &str = "spec.strategy.canary.trafficRouting";
+    let unsupported = [
+        ("alb", routing.alb.is_some()),
+        ("ambassador", routing.ambassador.is_some()),
+        ("appMesh", routing.app_mesh.is_some()),
+        ("traefik", routing.traefik.is_some()),
+        ("apisix", routing.apisix.is_some()),
+    ];
+    if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "{PATH}.{field}: Unsupported value: \"{field}\": supported traffic routers: \"istio\", \"nginx\", \"smi\", \"plugins.{GATEWAY_API_PLUGIN}\""
+        ));
+    }
+    for name in routing.plugins.iter().flat_map(|p| p.keys()) {
+        if name != GATEWAY_API_PLUGIN {
+            return Err(format!(
+                "{PATH}.plugins: Unsupported value: \"{name}\": traffic router plugins are not loaded by Sluice; built in: \"{GATEWAY_API_PLUGIN}\""
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl World<'_> {
+    /// The router writes of this reconcile, and `status.canary.weights` with its event.
+    /// Nothing is sent to a router before the stable pods can carry the stable share (on a
+    /// first deploy there is no stable yet, so routers are first touched by the first update).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn route_traffic(
+        &self,
+        routers: &[Router<'_>],
+        status: &mut RolloutStatus,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+        at_desired_counts: bool,
+    ) -> TrafficDecision {
+        let canary = self.p.canary();
+        let routing = canary.traffic_routing.clone().unwrap_or_default();
+        let max = routing.max_traffic_weight();
+        let previous = status.canary.as_ref().and_then(|c| c.weights.clone());
+        let previous_canary = previous.as_ref().and_then(|w| w.canary.as_ref());
+        let step_index = status.current_step_index.unwrap_or(0);
+        let facts = weight::Facts {
+            replicas: self.p.replicas,
+            max,
+            steps: canary.steps.as_deref(),
+            step_index,
+            new_is_stable: u.new_is_stable,
+            aborted: u.aborted,
+            promote_full: status.promote_full == Some(true) || u.rollback_window,
+            dynamic_stable_scale: canary.dynamic_stable_scale == Some(true),
+            new_available: self
+                .new_rs
+                .map(crate::observed::ReplicaSetExt::available_replicas),
+            stable_available: self
+                .stable_rs
+                .map(crate::observed::ReplicaSetExt::available_replicas),
+            at_desired_counts,
+            previous_canary: previous_canary
+                .map(|c| (c.weight.unwrap_or(0), c.pod_template_hash.as_deref())),
+            pod_hash: &self.p.pod_hash,
+        };
+        let decided = weight::desired(&facts);
+        let mut decision = TrafficDecision {
+            weight: decided.weight,
+            verified: previous.as_ref().and_then(|w| w.verified),
+        };
+        // The stable pods must be able to take what is left to them.
+        let Some(stable) = self.stable_rs else {
+            return decision;
+        };
+        let stable_available = crate::observed::ReplicaSetExt::available_replicas(stable);
+        let stable_needs = ((i64::from(max - decided.weight).max(0) * i64::from(self.p.replicas))
+            / i64::from(max.max(1))) as i32;
+        if stable_available < stable_needs
+            && stable_available < self.progress_threshold(stable_needs)
+        {
+            return decision;
+        }
+        let canary_hash = if decided.for_previous_canary {
+            previous_canary
+                .and_then(|c| c.pod_template_hash.clone())
+                .unwrap_or_default()
+        } else {
+            self.p.pod_hash.clone()
+        };
+        let stable_hash = crate::observed::ReplicaSetExt::pod_hash(stable)
+            .unwrap_or_default()
+            .to_string();
+        let desired = self.router_desired(&canary_hash, &stable_hash, decided.weight);
+        // Header and mirror routes: only for the current step, never on a first revision.
+        let current = steps::current_step(canary, step_index).and_then(|s| s.action());
+        let not_first = u.revision > 1;
+        let header_route = match current {
+            Some(CanaryStepAction::SetHeaderRoute(h)) if not_first && !u.aborted => Some(h),
+            _ => None,
+        };
+        let mirror_route = match current {
+            Some(CanaryStepAction::SetMirrorRoute(m)) if not_first && !u.aborted => Some(m),
+            _ => None,
+        };
+        let versions = self.router_versions.clone();
+        let calls = Calls {
+            desired: &desired,
+            remove_managed_routes: decided.remove_managed_routes,
+            step_route_names: step_route_names(canary, &desired.managed_routes),
+            header_route,
+            mirror_route,
+            previous_additional: previous
+                .as_ref()
+                .and_then(|w| w.additional.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.service_name.clone())
+                .collect(),
+            versions: &versions,
+            rollout_name: self.rollout_name(),
+        };
+        let mut edits = Edits::default();
+        for router in routers {
+            if let Err(message) = router.edit(&calls, &mut edits) {
+                // Argo fails the reconcile with this warning; nothing of this pass's routing
+                // is written, and the next reconcile tries again.
+                events.push(Event::warning("TrafficRoutingError", message));
+                return decision;
+            }
+        }
+        events.extend(std::mem::take(&mut edits.events));
+        plan.actions.extend(edits.into_actions());
+        decision.verified = routers.iter().any(Router::verifies).then_some(true);
+        self.record_weights(status, events, &desired, previous, decision.verified);
+        decision
+    }
+
+    pub(super) fn router_desired(
+        &self,
+        canary_hash: &str,
+        stable_hash: &str,
+        weight: i32,
+    ) -> Desired {
+        let canary = self.p.canary();
+        let routing = canary.traffic_routing.clone().unwrap_or_default();
+        Desired {
+            rollout: self.rollout_name().to_string(),
+            namespace: self.ro.metadata.namespace.clone().unwrap_or_default(),
+            rollout_uid: self.ro.metadata.uid.clone().unwrap_or_default(),
+            canary_service: canary.canary_service.clone().unwrap_or_default(),
+            stable_service: canary.stable_service.clone().unwrap_or_default(),
+            canary_hash: canary_hash.to_string(),
+            stable_hash: stable_hash.to_string(),
+            weight,
+            additional: Vec::<Destination>::new(),
+            max_weight: routing.max_traffic_weight(),
+            managed_routes: routing
+                .managed_routes
+                .iter()
+                .flatten()
+                .filter_map(|r| r.name.clone())
+                .collect(),
+        }
+    }
+
+    /// `status.canary.weights` and, when they changed, `TrafficWeightUpdated`.
+    fn record_weights(
+        &self,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+        desired: &Desired,
+        previous: Option<TrafficWeights>,
+        verified: Option<bool>,
+    ) {
+        let destination = |weight: i32, service: &str, hash: &str| WeightDestination {
+            weight: Some(weight),
+            service_name: (!service.is_empty()).then(|| service.to_string()),
+            pod_template_hash: (!hash.is_empty()).then(|| hash.to_string()),
+        };
+        let additional: Vec<WeightDestination> = desired
+            .additional
+            .iter()
+            .map(|d| destination(d.weight, &d.service_name, &d.pod_template_hash))
+            .collect();
+        let weights = TrafficWeights {
+            canary: Some(destination(
+                desired.weight,
+                &desired.canary_service,
+                &desired.canary_hash,
+            )),
+            stable: Some(destination(
+                desired.stable_weight(),
+                &desired.stable_service,
+                &desired.stable_hash,
+            )),
+            additional: (!additional.is_empty()).then_some(additional),
+            verified,
+        };
+        let changed = previous.as_ref().is_none_or(|p| {
+            p.canary != weights.canary
+                || p.stable != weights.stable
+                || p.additional != weights.additional
+        });
+        if changed {
+            let mut details = match previous.as_ref().and_then(|p| p.canary.as_ref()) {
+                None => format!("to {}", desired.weight),
+                Some(p) if p.weight != Some(desired.weight) => {
+                    format!("from {} to {}", p.weight.unwrap_or(0), desired.weight)
+                }
+                Some(_) => String::new(),
+            };
+            if previous.as_ref().and_then(|p| p.additional.clone()) != weights.additional {
+                let list: Vec<String> = desired
+                    .additional
+                    .iter()
+                    .map(|d| format!("{}: {}", d.service_name, d.weight))
+                    .collect();
+                details.push_str(&format!(", additional: [{}]", list.join(", ")));
+            }
+            events.push(Event::normal(
+                "TrafficWeightUpdated",
+                format!("Traffic weight updated {details}"),
+            ));
+        }
+        status
+            .canary
+            .get_or_insert_with(CanaryStatus::default)
+            .weights = Some(weights);
+    }
+}
+
+/// The names of every route a header or mirror step manages, then `managedRoutes`: removed
+/// together when the update ends.
+fn step_route_names(
+    canary: &sluice_api::rollout::CanaryStrategy,
+    managed: &[String],
+) -> Vec<String> {
+    let mut names: Vec<String> = steps::steps(canary)
+        .iter()
+        .filter_map(|s| match s.action() {
+            Some(CanaryStepAction::SetHeaderRoute(h)) => h.name.clone(),
+            Some(CanaryStepAction::SetMirrorRoute(m)) => m.name.clone(),
+            _ => None,
+        })
+        .collect();
+    for m in managed {
+        if !names.contains(m) {
+            names.push(m.clone());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(v: serde_json::Value) -> Result<(), String> {
+        check_supported(&serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn built_in_routers_pass_and_others_are_named() {
+        assert_eq!(check(json!({"istio": {}, "nginx": {}, "smi": {}})), Ok(()));
+        assert_eq!(
+            check(json!({"plugins": {"argoproj-labs/gatewayAPI": {}}})),
+            Ok(())
+        );
+        let err = check(json!({"alb": {"ingress": "x"}})).unwrap_err();
+        assert!(
+            err.starts_with("spec.strategy.canary.trafficRouting.alb: Unsupported value: \"alb\""),
+            "{err}"
+        );
+        let err = check(json!({"plugins": {"acme/router": {}}})).unwrap_err();
+        assert!(err.contains("\"acme/router\""), "{err}");
+    }
+}

@@ -1,0 +1,70 @@
+//! The weight each ReplicaSet gets *now*, read back from the router objects as observed: the
+//! scale-down safety rule. Traffic reaches a ReplicaSet through the Service (or the
+//! DestinationRule subset) that selects its pod-template hash; a ReplicaSet is never scaled
+//! below what that weight needs, whatever the plan thinks it last wrote. A router that has not
+//! yet taken a lower weight therefore holds the pods behind it, and the scale-down follows on
+//! the reconcile that reads the lower weight back.
+
+use std::collections::BTreeMap;
+
+use super::World;
+use super::routers::Router;
+use crate::labels::POD_TEMPLATE_HASH;
+
+/// Weight per pod-template hash, the largest any router gives it.
+pub(in crate::reconcile) fn routed_hashes(
+    world: &World<'_>,
+    routers: &[Router<'_>],
+) -> BTreeMap<String, i32> {
+    let canary = world.p.canary();
+    let routing = canary.traffic_routing.clone().unwrap_or_default();
+    let selected = |service: Option<&String>| -> Option<String> {
+        let name = service.filter(|n| !n.is_empty())?;
+        world
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_ref() == Some(name))?
+            .spec
+            .as_ref()?
+            .selector
+            .as_ref()?
+            .get(POD_TEMPLATE_HASH)
+            .cloned()
+    };
+    let canary_svc_hash = selected(canary.canary_service.as_ref());
+    let stable_svc_hash = selected(canary.stable_service.as_ref());
+    let desired = world.router_desired("", "", 0);
+    let mut out: BTreeMap<String, i32> = BTreeMap::new();
+    for router in routers {
+        let Some(weight) = router.observed_weight(&desired) else {
+            continue;
+        };
+        let (canary_hash, stable_hash) = if router.subset_mode() {
+            let dr = routing
+                .istio
+                .as_ref()
+                .and_then(|i| i.destination_rule.as_ref());
+            let subset = |name: Option<&String>| name.and_then(|n| router.subset_hash(n));
+            (
+                subset(dr.and_then(|d| d.canary_subset_name.as_ref())).or(canary_svc_hash.clone()),
+                subset(dr.and_then(|d| d.stable_subset_name.as_ref())).or(stable_svc_hash.clone()),
+            )
+        } else {
+            (canary_svc_hash.clone(), stable_svc_hash.clone())
+        };
+        let mut mine: BTreeMap<String, i32> = BTreeMap::new();
+        for (hash, w) in [(canary_hash, weight.canary), (stable_hash, weight.stable)] {
+            if let Some(hash) = hash {
+                *mine.entry(hash).or_default() += w.max(0);
+            }
+        }
+        for hash in router.subset_hashes() {
+            mine.entry(hash).or_default();
+        }
+        for (hash, w) in mine {
+            let e = out.entry(hash).or_default();
+            *e = (*e).max(w);
+        }
+    }
+    out
+}
