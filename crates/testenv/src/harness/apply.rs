@@ -18,8 +18,23 @@ static KINDS: LazyLock<Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabili
 
 /// Splits multi-document YAML into JSON values, skipping empty documents.
 pub fn parse_documents(yaml: &str) -> anyhow::Result<Vec<Value>> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).context("parsing YAML")?;
+    let docs: Vec<Value> = match serde_saphyr::from_multiple(yaml) {
+        Ok(docs) => docs,
+        // Some published manifests (Istio's CRDs among them) continue quoted scalars on lines
+        // indented less than YAML allows; kubectl's libyaml-based parser takes them, and so
+        // does this fallback, which is libyaml's.
+        Err(strict) => parse_leniently(yaml)
+            .map_err(|_| anyhow::Error::new(strict))
+            .context("parsing YAML")?,
+    };
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+fn parse_leniently(yaml: &str) -> Result<Vec<Value>, serde_yaml::Error> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(Value::deserialize)
+        .collect()
 }
 
 /// Looks up the API resource serving `apiVersion` + `kind` (one discovery request per kind and
