@@ -128,3 +128,11 @@ pub fn vs_weights(vs: &Value, canary_host: &str, stable_host: &str) -> Option<(i
     };
     Some((weight(canary_host)?, weight(stable_host)?))
 }
+
+/// The API resource of Istio's VirtualService (v1alpha3), for watches and reflectors.
+pub fn virtual_services_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("networking.istio.io", "v1alpha3", "VirtualService"),
+        "virtualservices",
+    )
+}
