@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::analysis::AnalysisRun;
-use sluice_api::rollout::{Rollout, RolloutPhase, RolloutStatus};
+use sluice_api::rollout::{DEFAULT_MAX_TRAFFIC_WEIGHT, Rollout, RolloutPhase, RolloutStatus};
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION, SCALE_DOWN_DEADLINE};
 
@@ -276,6 +276,12 @@ fn created(meta: &ObjectMeta) -> Option<Timestamp> {
 }
 
 /// Step `i/n`, the weight set by the current step, and the weight the canary really gets.
+///
+/// The set weight is the last `setWeight` at or before the current step (0 before any, 0 once
+/// aborted, 100 without steps or past the last one). The actual weight is the router's weight
+/// recorded in `status.canary.weights` under traffic routing, else the share of available pods
+/// that are canary pods; past the last step it is the full weight. Weights are shown as they are,
+/// in the scale of `maxTrafficWeight`.
 fn canary_progress(
     rollout: &Rollout,
     status: &RolloutStatus,
@@ -299,22 +305,14 @@ fn canary_progress(
             .find_map(|s| s.set_weight)
             .unwrap_or(0)
     };
-    let traffic_routed = rollout
-        .canary()
-        .is_some_and(|c| c.traffic_routing.is_some());
+    let routing = rollout.canary().and_then(|c| c.traffic_routing.as_ref());
     let available = status.available_replicas.unwrap_or(0);
     let actual_weight = if !in_steps {
-        100
+        routing.map_or(DEFAULT_MAX_TRAFFIC_WEIGHT, |r| r.max_traffic_weight())
     } else if available <= 0 {
         0
-    } else if traffic_routed {
-        status
-            .canary
-            .as_ref()
-            .and_then(|c| c.weights.as_ref())
-            .and_then(|w| w.canary.as_ref())
-            .and_then(|d| d.weight)
-            .unwrap_or(set_weight)
+    } else if routing.is_some() {
+        routed_weight(status).unwrap_or(set_weight)
     } else {
         replica_sets
             .iter()
@@ -323,6 +321,13 @@ fn canary_progress(
             .unwrap_or(0)
     };
     (step, Some(set_weight), Some(actual_weight))
+}
+
+/// The canary weight the traffic router was last set to, once the controller has recorded
+/// weights (a recorded entry without a canary weight counts as 0).
+fn routed_weight(status: &RolloutStatus) -> Option<i32> {
+    let weights = status.canary.as_ref()?.weights.as_ref()?;
+    Some(weights.canary.as_ref().and_then(|d| d.weight).unwrap_or(0))
 }
 
 fn replica_set_info(
@@ -641,6 +646,44 @@ pub(crate) mod fixtures {
         ];
         (ro, rss, pods)
     }
+
+    /// Gives the rollout's canary the traffic routing `routing` (e.g. `{"nginx": {...}}`).
+    pub fn route_traffic(ro: &mut Rollout, routing: serde_json::Value) {
+        let canary = ro
+            .spec
+            .strategy
+            .as_mut()
+            .and_then(|s| s.canary.as_mut())
+            .expect("a canary rollout");
+        canary.traffic_routing = Some(serde_json::from_value(routing).unwrap());
+    }
+
+    /// Records in the status the weights last set on the router.
+    pub fn record_weights(ro: &mut Rollout, canary: i32, stable: i32) {
+        let status = ro.status.as_mut().expect("a status");
+        status.canary = Some(
+            serde_json::from_value(json!({"weights": {
+                "canary": {"weight": canary, "podTemplateHash": "h2", "serviceName": "demo-canary"},
+                "stable": {"weight": stable, "podTemplateHash": "h1", "serviceName": "demo-stable"}
+            }}))
+            .unwrap(),
+        );
+    }
+
+    /// The canary world routed by NGINX: at step 2 of 3 (setWeight 60) while the router still
+    /// sends 20 to the canary.
+    pub fn routed_canary_world() -> (Rollout, Vec<ReplicaSet>, Vec<Pod>) {
+        let (mut ro, rss, pods) = canary_world();
+        route_traffic(&mut ro, json!({"nginx": {"stableIngress": "demo"}}));
+        let status = ro.status.as_mut().unwrap();
+        status.current_step_index = Some(2);
+        status.pause_conditions = None;
+        status.controller_pause = None;
+        status.phase = None;
+        status.message = None;
+        record_weights(&mut ro, 20, 80);
+        (ro, rss, pods)
+    }
 }
 
 #[cfg(test)]
@@ -721,7 +764,123 @@ mod tests {
     }
 
     #[test]
-    fn traffic_routed_weight_comes_from_status() {
+    fn basic_canary_weight_is_the_share_of_available_pods() {
+        let (mut ro, mut rss, pods) = canary_world();
+        // Two stable pods and one canary pod available: 100 * 1 / 3, rounded down.
+        rss[1].status.as_mut().unwrap().available_replicas = Some(2);
+        ro.status.as_mut().unwrap().available_replicas = Some(3);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!((info.set_weight, info.actual_weight), (Some(20), Some(33)));
+    }
+
+    #[test]
+    fn basic_canary_without_available_pods_has_no_weight() {
+        let (mut ro, rss, pods) = canary_world();
+        ro.status.as_mut().unwrap().available_replicas = Some(0);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.actual_weight, Some(0));
+    }
+
+    #[test]
+    fn routed_canary_weight_comes_from_the_recorded_router_weight() {
+        let (ro, rss, pods) = routed_canary_world();
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.step.as_deref(), Some("2/3"));
+        // The step asks for 60; the router still sends 20 until the canary pods are up.
+        assert_eq!((info.set_weight, info.actual_weight), (Some(60), Some(20)));
+    }
+
+    #[test]
+    fn routed_canary_ignores_the_pod_share() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        record_weights(&mut ro, 60, 40);
+        // One canary pod of five would be 20 by pods; the router says 60.
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.actual_weight, Some(60));
+    }
+
+    #[test]
+    fn routed_canary_before_any_recorded_weight_shows_the_set_weight() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        ro.status.as_mut().unwrap().canary = None;
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!((info.set_weight, info.actual_weight), (Some(60), Some(60)));
+    }
+
+    #[test]
+    fn routed_canary_unverified_weight_is_shown_as_recorded() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        let weights = ro
+            .status
+            .as_mut()
+            .and_then(|s| s.canary.as_mut())
+            .and_then(|c| c.weights.as_mut())
+            .unwrap();
+        weights.verified = Some(false);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(info.actual_weight, Some(20));
+    }
+
+    #[test]
+    fn routed_weights_keep_the_max_traffic_weight_scale() {
+        let (mut ro, rss, pods) = canary_world();
+        route_traffic(
+            &mut ro,
+            json!({"nginx": {"stableIngress": "demo"}, "maxTrafficWeight": 1000}),
+        );
+        let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.steps = Some(
+            serde_json::from_value(json!([{"setWeight": 5}, {"pause": {}}, {"setWeight": 250}]))
+                .unwrap(),
+        );
+        ro.status.as_mut().unwrap().current_step_index = Some(2);
+        record_weights(&mut ro, 5, 995);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!((info.set_weight, info.actual_weight), (Some(250), Some(5)));
+
+        record_weights(&mut ro, 250, 750);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(
+            (info.set_weight, info.actual_weight),
+            (Some(250), Some(250))
+        );
+    }
+
+    #[test]
+    fn completed_routed_canary_gets_the_full_weight() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        let status = ro.status.as_mut().unwrap();
+        status.current_step_index = Some(3);
+        status.stable_rs = Some("h2".into());
+        // After promotion the router's canary weight goes back to 0.
+        record_weights(&mut ro, 0, 100);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!(
+            (info.set_weight, info.actual_weight),
+            (Some(100), Some(100))
+        );
+    }
+
+    #[test]
+    fn completed_canary_with_max_traffic_weight_shows_it_as_the_actual_weight() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        route_traffic(
+            &mut ro,
+            json!({"nginx": {"stableIngress": "demo"}, "maxTrafficWeight": 1000}),
+        );
+        ro.status.as_mut().unwrap().current_step_index = Some(3);
+        record_weights(&mut ro, 0, 1000);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        // The set weight past the last step is always 100; the actual weight is the full
+        // weight in the router's scale.
+        assert_eq!(
+            (info.set_weight, info.actual_weight),
+            (Some(100), Some(1000))
+        );
+    }
+
+    #[test]
+    fn canary_without_steps_is_at_full_weight() {
         let (mut ro, rss, pods) = canary_world();
         ro.spec
             .strategy
@@ -730,16 +889,35 @@ mod tests {
             .canary
             .as_mut()
             .unwrap()
-            .traffic_routing =
-            Some(serde_json::from_value(json!({"nginx": {"stableIngress": "web"}})).unwrap());
-        ro.status.as_mut().unwrap().canary = Some(
-            serde_json::from_value(
-                json!({"weights": {"canary": {"weight": 15}, "stable": {"weight": 85}}}),
-            )
-            .unwrap(),
-        );
+            .steps = None;
+        ro.status.as_mut().unwrap().current_step_index = None;
         let info = RolloutInfo::new(&ro, &rss, &pods, now());
-        assert_eq!(info.actual_weight, Some(15));
+        assert_eq!(info.step, None);
+        assert_eq!(
+            (info.set_weight, info.actual_weight),
+            (Some(100), Some(100))
+        );
+    }
+
+    #[test]
+    fn aborted_routed_canary_shows_the_weight_taken_away() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        ro.status.as_mut().unwrap().abort = Some(true);
+        record_weights(&mut ro, 0, 100);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!((info.set_weight, info.actual_weight), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn step_before_any_set_weight_sets_zero() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.steps =
+            Some(serde_json::from_value(json!([{"pause": {}}, {"setWeight": 50}])).unwrap());
+        ro.status.as_mut().unwrap().current_step_index = Some(0);
+        record_weights(&mut ro, 0, 100);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        assert_eq!((info.set_weight, info.actual_weight), (Some(0), Some(0)));
     }
 
     #[test]

@@ -281,7 +281,9 @@ impl<K: Resource> Mirror<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::info::fixtures::{canary_world, now, running_pod};
+    use crate::info::fixtures::{
+        canary_world, now, record_weights, route_traffic, routed_canary_world, running_pod,
+    };
 
     #[test]
     fn get_output_is_header_blank_line_tree() {
@@ -290,6 +292,57 @@ mod tests {
         assert!(text.starts_with("Name:            demo\n"));
         assert!(text.contains("  Available:     5\n\nNAME "));
         assert!(text.ends_with("└──⧉ demo-h0           ReplicaSet  • ScaledDown  24h\n"));
+    }
+
+    #[test]
+    fn routed_rollout_output_shows_weights_in_the_router_scale() {
+        let (mut ro, rss, pods) = routed_canary_world();
+        route_traffic(
+            &mut ro,
+            serde_json::json!({"nginx": {"stableIngress": "demo"}, "maxTrafficWeight": 1000}),
+        );
+        let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.steps = Some(
+            serde_json::from_value(
+                serde_json::json!([{"setWeight": 200}, {"pause": {}}, {"setWeight": 600}]),
+            )
+            .unwrap(),
+        );
+        record_weights(&mut ro, 200, 800);
+        let text = render(&ro, &rss, &pods, &[], now(), &Style::PLAIN);
+        let expected = "\
+Name:            demo
+Namespace:       shop
+Status:          ◌ Progressing
+Message:         more replicas need to be updated
+Strategy:        Canary
+  Step:          2/3
+  SetWeight:     600
+  ActualWeight:  200
+Images:          demo:v1 (stable)
+                 demo:v2 (canary)
+Replicas:
+  Desired:       4
+  Current:       5
+  Updated:       1
+  Ready:         5
+  Available:     5
+
+NAME                      KIND        STATUS         AGE  INFO
+⟳ demo                    Rollout     ◌ Progressing  60m
+├──# revision:3
+│  └──⧉ demo-h2           ReplicaSet  ✔ Healthy      90s  canary
+│     └──□ demo-h2-eeeee  Pod         ✔ Running      80s  ready:1/1
+├──# revision:2
+│  └──⧉ demo-h1           ReplicaSet  ✔ Healthy      60m  stable
+│     ├──□ demo-h1-aaaaa  Pod         ✔ Running      59m  ready:1/1
+│     ├──□ demo-h1-bbbbb  Pod         ✔ Running      59m  ready:1/1,restarts:2
+│     ├──□ demo-h1-ccccc  Pod         ✔ Running      59m  ready:1/1
+│     └──□ demo-h1-ddddd  Pod         ✔ Running      59m  ready:1/1
+└──# revision:1
+   └──⧉ demo-h0           ReplicaSet  • ScaledDown   24h
+";
+        assert_eq!(text, expected);
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub fn render_header(info: &RolloutInfo, style: &Style) -> String {
 mod tests {
     use super::*;
     use crate::info::RolloutInfo;
-    use crate::info::fixtures::{canary_world, now};
+    use crate::info::fixtures::{canary_world, now, routed_canary_world};
 
     #[test]
     fn canary_header() {
@@ -64,6 +64,31 @@ Message:         CanaryPauseStep
 Strategy:        Canary
   Step:          1/3
   SetWeight:     20
+  ActualWeight:  20
+Images:          demo:v1 (stable)
+                 demo:v2 (canary)
+Replicas:
+  Desired:       4
+  Current:       5
+  Updated:       1
+  Ready:         5
+  Available:     5
+";
+        assert_eq!(render_header(&info, &Style::PLAIN), expected);
+    }
+
+    #[test]
+    fn routed_canary_header_shows_the_router_weight() {
+        let (ro, rss, pods) = routed_canary_world();
+        let info = RolloutInfo::new(&ro, &rss, &pods, now());
+        let expected = "\
+Name:            demo
+Namespace:       shop
+Status:          ◌ Progressing
+Message:         more replicas need to be updated
+Strategy:        Canary
+  Step:          2/3
+  SetWeight:     60
   ActualWeight:  20
 Images:          demo:v1 (stable)
                  demo:v2 (canary)
