@@ -4,7 +4,8 @@
 //! (`null` deletes a key, objects merge key by key, anything else is replaced), the status
 //! subresource split (the main endpoint ignores status, the status endpoint ignores the rest),
 //! `metadata.generation` bumped on spec changes only, and no new resourceVersion or watch event
-//! for a write that changes nothing.
+//! for a write that changes nothing. Router objects (VirtualServices, Ingresses, ...) are
+//! stored like any other kind and written by whole-object updates (PUT).
 //!
 //! Objects are kept as JSON so that patches apply exactly as they would on the wire; typed
 //! views are made where the engine or the checks need them.
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value};
+use sluice_routers::kinds::RouterKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -24,6 +26,8 @@ pub enum Kind {
     AnalysisRun,
     AnalysisTemplate,
     ClusterAnalysisTemplate,
+    /// A traffic router's object (the simulated cluster has one namespace).
+    Router(RouterKind),
 }
 
 impl Kind {
@@ -31,6 +35,9 @@ impl Kind {
     pub fn has_status_subresource(self) -> bool {
         match self {
             Kind::Rollout | Kind::ReplicaSet | Kind::Pod | Kind::Service => true,
+            // As their CRDs define them: Istio's, the Gateway API's and Ingress have one,
+            // SMI's TrafficSplit does not.
+            Kind::Router(kind) => kind != RouterKind::TrafficSplit,
             Kind::Lease
             | Kind::AnalysisRun
             | Kind::AnalysisTemplate
@@ -111,6 +118,28 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The merge patch that turns `old` into `new`: keys `new` leaves out become `null`, objects
+/// present on both sides are compared key by key, anything else is taken from `new`.
+fn replacing_patch(old: &Value, new: &Value) -> Value {
+    let (Value::Object(o), Value::Object(n)) = (old, new) else {
+        return new.clone();
+    };
+    let mut patch = Map::new();
+    for (k, v) in n {
+        let p = match o.get(k) {
+            Some(before) if before.is_object() && v.is_object() => replacing_patch(before, v),
+            _ => v.clone(),
+        };
+        patch.insert(k.clone(), p);
+    }
+    for k in o.keys() {
+        if !n.contains_key(k) {
+            patch.insert(k.clone(), Value::Null);
+        }
+    }
+    Value::Object(patch)
+}
+
 fn timestamp(now: Timestamp) -> Value {
     // The API server stores metav1.Time with second precision.
     let t = sluice_api::time::whole_seconds(now);
@@ -141,6 +170,15 @@ impl ApiServer {
             .range((kind, String::new())..)
             .take_while(|((k, _), _)| *k == kind)
             .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Every router object, by kind and name.
+    pub fn routers(&self) -> Vec<(Kind, String)> {
+        self.objects
+            .keys()
+            .filter(|(k, _)| matches!(k, Kind::Router(_)))
+            .cloned()
             .collect()
     }
 
@@ -306,12 +344,13 @@ impl ApiServer {
         if rv_of(obj).is_some_and(|rv| Some(rv) != rv_of(old)) {
             return Err(ApiError::Conflict);
         }
-        let mut patch = obj.clone();
-        // A PUT replaces everything: keys it leaves out are removed.
-        if let (Some(p), Some(o)) = (patch.as_object_mut(), old.as_object()) {
-            for k in o.keys() {
-                p.entry(k.clone()).or_insert(Value::Null);
-            }
+        // A PUT replaces everything: keys it leaves out are removed, at any depth. Without a
+        // resourceVersion it is unconditional (the identity fields are kept in any case).
+        let mut patch = replacing_patch(old, obj);
+        if rv_of(obj).is_none()
+            && let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.shift_remove("resourceVersion");
         }
         self.patch(kind, &name, &patch, Endpoint::Main)
     }
@@ -507,6 +546,38 @@ mod tests {
             ),
             Err(ApiError::NotFound)
         );
+    }
+
+    #[test]
+    fn replace_is_a_whole_object_update() {
+        let mut api = ApiServer::new();
+        let kind = Kind::Router(RouterKind::VirtualService);
+        let vs = json!({"metadata": {"name": "vs", "annotations": {"a": "1"}},
+                        "spec": {"http": [{"name": "primary"}], "tcp": [{"name": "t"}]},
+                        "status": {"observedGeneration": 9}});
+        let created = api.create(kind, vs, now()).unwrap();
+        assert_eq!(created.get("status"), None, "status is the subresource's");
+        let mut next = created.clone();
+        next["spec"].as_object_mut().unwrap().shift_remove("tcp");
+        next["metadata"]["annotations"] = json!({"b": "2"});
+        let after = api.replace(kind, &next).unwrap();
+        assert_eq!(after.pointer("/spec/tcp"), None);
+        assert_eq!(
+            after.pointer("/metadata/annotations"),
+            Some(&json!({"b": "2"}))
+        );
+        assert_eq!(after.pointer("/metadata/generation"), Some(&json!(2)));
+        assert_ne!(rv_of(&after), rv_of(&created));
+        // Sent again, it names a resourceVersion that is no longer current.
+        assert_eq!(api.replace(kind, &next), Err(ApiError::Conflict));
+        // Without one it is unconditional.
+        next["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("resourceVersion");
+        next["spec"]["http"] = json!([]);
+        let forced = api.replace(kind, &next).unwrap();
+        assert_eq!(forced.pointer("/spec/http"), Some(&json!([])));
     }
 
     #[test]

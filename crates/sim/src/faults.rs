@@ -15,12 +15,13 @@ pub struct Faults {
     /// Chance, per event, that a watch breaks (events in flight lost, re-list follows).
     pub watch_break: f64,
     pub relist_backoff_ms: (u64, u64),
-    /// Chance that somebody else writes a ReplicaSet just before a controller's patch of it
-    /// lands, so the patch meets a genuine 409.
+    /// Chance that somebody else writes a ReplicaSet (or a router object) just before a
+    /// controller's patch (or update) of it lands, so the write meets a genuine 409.
     pub conflict_before_patch: f64,
     /// Chance a write is applied but its reply is lost (the client sees a timeout).
     pub lost_reply: f64,
-    /// Third-party writes to ReplicaSets (as kubectl or Argo CD would): every so often.
+    /// Third-party writes to ReplicaSets and router objects (as kubectl or Argo CD would):
+    /// every so often.
     pub meddle_every_ms: Option<(u64, u64)>,
     /// Controller process crashes: every so often, and how long until it is back.
     pub crash_every_ms: Option<(u64, u64)>,

@@ -1,8 +1,9 @@
 //! What must hold in every schedule. Checked on every committed change, on every controller
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
-//! The checks of AnalysisRuns are in [`analysis`].
+//! The checks of AnalysisRuns are in [`analysis`], those of traffic routing in [`traffic`].
 
 mod analysis;
+mod traffic;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,9 @@ pub use analysis::{
     INCONCLUSIVE_PAUSE, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE, ONE_LIVE_RUN,
     PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED, RUNS_AT_END, RunKey,
     UPDATE_HELD, background_runs,
+};
+pub use traffic::{
+    ROUTED_REPLICA_SETS_KEEP_THEIR_PODS, Routed, TRAFFIC_WAITS_FOR_PODS, routed_weights,
 };
 
 pub const ANNOTATION_NEVER_EMPTY: &str = "annotation-never-empty";
@@ -60,6 +64,7 @@ pub struct Checker {
     armed: BTreeMap<String, bool>,
     writers_per_term: BTreeMap<i64, BTreeSet<String>>,
     analysis: analysis::AnalysisChecks,
+    traffic: traffic::TrafficChecks,
 }
 
 /// `spec.replicas` and the availability floor `replicas - maxUnavailable` of a Rollout.
@@ -292,6 +297,8 @@ impl Checker {
             }
         }
         let found = self.analysis.after_change(api);
+        self.fail_all(at_ms, found);
+        let found = self.traffic.after_change(api);
         self.fail_all(at_ms, found);
     }
 

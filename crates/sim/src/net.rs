@@ -16,6 +16,7 @@ use serde_json::Value;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_controller::cluster::{ClusterAccess, WriteError};
 use sluice_engine::observed::TemplateKey;
+use sluice_routers::kinds::ObjectRef;
 
 use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
 
@@ -37,6 +38,9 @@ pub enum Request {
     CreateAnalysisRun(Box<AnalysisRun>),
     PatchAnalysisRun { name: String, patch: Value },
     DeleteAnalysisRun { name: String, uid: Option<String> },
+    GetRouterObject { target: ObjectRef },
+    CreateRouterObject { target: ObjectRef, object: Value },
+    ReplaceRouterObject { target: ObjectRef, object: Value },
 }
 
 impl Request {
@@ -49,6 +53,7 @@ impl Request {
                 | Request::ListServices
                 | Request::ListAnalysisRuns
                 | Request::GetAnalysisTemplate { .. }
+                | Request::GetRouterObject { .. }
         )
     }
 
@@ -76,11 +81,16 @@ impl Request {
             Request::PatchAnalysisRun { name, .. } | Request::DeleteAnalysisRun { name, .. } => {
                 Some((Kind::AnalysisRun, name.clone()))
             }
+            Request::CreateRouterObject { target, .. }
+            | Request::ReplaceRouterObject { target, .. } => {
+                Some((Kind::Router(target.kind), target.name.clone()))
+            }
             Request::ListPods { .. }
             | Request::GetService { .. }
             | Request::ListServices
             | Request::ListAnalysisRuns
-            | Request::GetAnalysisTemplate { .. } => None,
+            | Request::GetAnalysisTemplate { .. }
+            | Request::GetRouterObject { .. } => None,
         }
     }
 
@@ -112,6 +122,18 @@ impl Request {
                 format!("patch analysisrun/{name} {patch}")
             }
             Request::DeleteAnalysisRun { name, .. } => format!("delete analysisrun/{name}"),
+            Request::GetRouterObject { target } => format!("get {target}"),
+            Request::CreateRouterObject { target, object } => {
+                format!(
+                    "create {target} {}",
+                    object.get("spec").unwrap_or(&Value::Null)
+                )
+            }
+            Request::ReplaceRouterObject { target, object } => {
+                let rv = crate::api_model::rv_of(object).unwrap_or("-");
+                let spec = object.get("spec").unwrap_or(&Value::Null);
+                format!("replace {target} at rv {rv} {spec}")
+            }
         }
     }
 }
@@ -125,6 +147,7 @@ pub enum Reply {
     Services(Vec<Service>),
     AnalysisRuns(Vec<AnalysisRun>),
     Template(Option<Box<AnalysisTemplateSpec>>),
+    RouterObject(Option<Box<Value>>),
 }
 
 pub type Response = Result<Reply, WriteError>;
@@ -393,6 +416,42 @@ impl ClusterAccess for SimWriter {
         })
         .await
     }
+
+    async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
+        match self
+            .call(Request::GetRouterObject {
+                target: target.clone(),
+            })
+            .await?
+        {
+            Reply::RouterObject(o) => Ok(o.map(|o| *o)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn create_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        self.done(Request::CreateRouterObject {
+            target: target.clone(),
+            object: object.clone(),
+        })
+        .await
+    }
+
+    async fn replace_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        self.done(Request::ReplaceRouterObject {
+            target: target.clone(),
+            object: object.clone(),
+        })
+        .await
+    }
 }
 
 impl SimWriter {
@@ -413,6 +472,9 @@ fn to_write_error(e: ApiError) -> WriteError {
 fn rv_reply(v: &Value) -> Reply {
     Reply::ResourceVersion(crate::api_model::rv_of(v).map(str::to_string))
 }
+
+/// The one namespace of the simulated cluster: router objects elsewhere do not exist.
+pub const NAMESPACE: &str = "default";
 
 /// Whether `labels` satisfy a `k=v,k2=v2` selector (the only form the engine produces here).
 fn matches_selector(labels: Option<&Value>, selector: &str) -> bool {
@@ -517,5 +579,104 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
                 Err(e) => Err(to_write_error(e)),
             }
         }
+        Request::GetRouterObject { target } => Ok(Reply::RouterObject(
+            (target.namespace == NAMESPACE)
+                .then(|| api.get(Kind::Router(target.kind), &target.name).cloned())
+                .flatten()
+                .map(Box::new),
+        )),
+        // The object is created or replaced under the name the request is addressed to.
+        Request::CreateRouterObject { target, object } => {
+            let object = addressed(&target, object)?;
+            api.create(Kind::Router(target.kind), object, now)
+                .map(|_| Reply::Done)
+                .map_err(to_write_error)
+        }
+        Request::ReplaceRouterObject { target, object } => {
+            let object = addressed(&target, object)?;
+            api.replace(Kind::Router(target.kind), &object)
+                .map(|_| Reply::Done)
+                .map_err(to_write_error)
+        }
+    }
+}
+
+/// A router object written to `target`: refused outside the cluster's namespace (404) or when
+/// its name is not the target's (the API server's 400 for a body naming another object).
+fn addressed(target: &ObjectRef, object: Value) -> Result<Value, WriteError> {
+    if target.namespace != NAMESPACE {
+        return Err(WriteError::NotFound);
+    }
+    if crate::api_model::name_of(&object) != target.name {
+        return Err(WriteError::Api(format!(
+            "{target}: the body names {:?}",
+            crate::api_model::name_of(&object)
+        )));
+    }
+    Ok(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use sluice_routers::kinds::RouterKind;
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn vs_ref(namespace: &str) -> ObjectRef {
+        ObjectRef::new(RouterKind::VirtualService, namespace, "vs")
+    }
+
+    fn get(api: &mut ApiServer, target: ObjectRef) -> Option<Value> {
+        match serve(api, Request::GetRouterObject { target }, now()) {
+            Ok(Reply::RouterObject(o)) => o.map(|o| *o),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn router_objects_are_created_once_read_and_replaced_at_their_version() {
+        let mut api = ApiServer::new();
+        let object = json!({"metadata": {"name": "vs"}, "spec": {"http": []}});
+        let create = |object: &Value| Request::CreateRouterObject {
+            target: vs_ref(NAMESPACE),
+            object: object.clone(),
+        };
+        assert!(serve(&mut api, create(&object), now()).is_ok());
+        assert!(matches!(
+            serve(&mut api, create(&object), now()),
+            Err(WriteError::Conflict)
+        ));
+        let read = get(&mut api, vs_ref(NAMESPACE)).unwrap();
+        assert_eq!(get(&mut api, vs_ref("elsewhere")), None);
+        let mut changed = read.clone();
+        changed["spec"]["http"] = json!([{"name": "primary"}]);
+        let replace = |object: &Value| Request::ReplaceRouterObject {
+            target: vs_ref(NAMESPACE),
+            object: object.clone(),
+        };
+        assert!(serve(&mut api, replace(&changed), now()).is_ok());
+        let stored = get(&mut api, vs_ref(NAMESPACE)).unwrap();
+        assert_eq!(stored.pointer("/spec/http/0/name"), Some(&json!("primary")));
+        assert_ne!(
+            crate::api_model::rv_of(&stored),
+            crate::api_model::rv_of(&read)
+        );
+        // Written from the first read, it is stale now.
+        assert!(matches!(
+            serve(&mut api, replace(&read), now()),
+            Err(WriteError::Conflict)
+        ));
+        let elsewhere = Request::ReplaceRouterObject {
+            target: vs_ref("elsewhere"),
+            object: changed,
+        };
+        assert!(matches!(
+            serve(&mut api, elsewhere, now()),
+            Err(WriteError::NotFound)
+        ));
     }
 }

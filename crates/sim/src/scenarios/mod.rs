@@ -4,6 +4,7 @@
 mod analysis;
 mod bluegreen;
 mod chaos;
+mod istio;
 mod known;
 
 use serde_json::{Value, json};
@@ -19,8 +20,8 @@ use crate::rng::Rng;
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub rollout: Value,
-    /// Objects the Rollout depends on, created with it: Services it routes through
-    /// (blue-green), AnalysisTemplates its analyses name.
+    /// Objects the Rollout depends on, created with it: Services it routes through,
+    /// AnalysisTemplates its analyses name, router objects (a VirtualService).
     pub objects: Vec<(Kind, Value)>,
     pub controllers: usize,
     pub leases: bool,
@@ -70,6 +71,9 @@ pub enum Op {
     /// A user promotes in full, as `kubectl argo rollouts promote --full` does: sets
     /// `status.promoteFull`.
     PromoteFull,
+    /// A user aborts the update, as `kubectl argo rollouts abort` does: sets `status.abort`
+    /// through the status endpoint.
+    Abort,
     /// The Rollout must still be paused for `reason`, with exactly `background_runs`
     /// background AnalysisRuns for its current pod template.
     ExpectPaused {
@@ -95,6 +99,7 @@ pub fn all() -> Vec<Scenario> {
     let mut v = known::scenarios();
     v.push(bluegreen::scenario());
     v.extend(analysis::scenarios());
+    v.extend(istio::scenarios());
     v.push(chaos::scenario());
     v
 }

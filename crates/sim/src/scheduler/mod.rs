@@ -430,15 +430,17 @@ impl Sim {
             }
             Ev::Meddle => {
                 if !self.calm {
-                    let names: Vec<String> = self
+                    let mut targets: Vec<(Kind, String)> = self
                         .api
                         .list(Kind::ReplicaSet)
                         .iter()
-                        .map(|v| name_of(v).to_string())
+                        .map(|v| (Kind::ReplicaSet, name_of(v).to_string()))
                         .collect();
-                    if !names.is_empty() {
-                        let n = names[self.rng.below(names.len() as u64) as usize].clone();
-                        self.meddle(&n);
+                    targets.extend(self.api.routers());
+                    if !targets.is_empty() {
+                        let (kind, n) =
+                            targets[self.rng.below(targets.len() as u64) as usize].clone();
+                        self.meddle(kind, &n);
                     }
                     if let Some(every) = self.setup.faults.meddle_every_ms {
                         self.after(every, Ev::Meddle);
@@ -470,18 +472,19 @@ impl Sim {
         }
     }
 
-    /// Someone else (kubectl, Argo CD) writes a ReplicaSet: a new resourceVersion that any
-    /// controller decision based on the old one must not write over.
-    fn meddle(&mut self, rs: &str) {
+    /// Someone else (kubectl, Argo CD) writes a ReplicaSet or a router object: a new
+    /// resourceVersion that any controller decision based on the old one must not write over.
+    /// Only an annotation changes: what the object routes or runs is the controller's.
+    fn meddle(&mut self, kind: Kind, name: &str) {
         self.seq += 1;
         let patch =
             json!({"metadata": {"annotations": {"example.com/touched": self.seq.to_string()}}});
-        if self
-            .api
-            .patch(Kind::ReplicaSet, rs, &patch, Endpoint::Main)
-            .is_ok()
-        {
-            self.log(format!("meddler: annotate rs/{rs}"));
+        if self.api.patch(kind, name, &patch, Endpoint::Main).is_ok() {
+            let what = match kind {
+                Kind::ReplicaSet => "rs".to_string(),
+                other => format!("{other:?}"),
+            };
+            self.log(format!("meddler: annotate {what}/{name}"));
         }
     }
 
@@ -643,12 +646,17 @@ impl Sim {
     }
 
     fn arrive(&mut self, from: Addr, identity: String, request: Request) {
-        if let Request::PatchReplicaSet { name, .. } = &request
+        let contested = match &request {
+            Request::PatchReplicaSet { .. } | Request::ReplaceRouterObject { .. } => {
+                request.target()
+            }
+            _ => None,
+        };
+        if let Some((kind, name)) = contested
             && self.rng.chance(self.setup.faults.conflict_before_patch)
             && !self.calm
         {
-            let name = name.clone();
-            self.meddle(&name);
+            self.meddle(kind, &name);
         }
         let what = request.describe();
         let is_write = request.is_write();

@@ -93,6 +93,13 @@ impl Sim {
                     .patch(Kind::Rollout, "demo", &patch, Endpoint::Status);
                 self.log("user: promote --full rollout/demo".into());
             }
+            Op::Abort => {
+                let patch = json!({"status": {"abort": true}});
+                let _ = self
+                    .api
+                    .patch(Kind::Rollout, "demo", &patch, Endpoint::Status);
+                self.log("user: abort rollout/demo".into());
+            }
             Op::ExpectPaused {
                 reason,
                 background_runs,
