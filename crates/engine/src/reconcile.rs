@@ -147,6 +147,7 @@ impl World<'_> {
             _ => Vec::new(),
         };
         self.routed_hashes = traffic::routed_hashes(self, &routers);
+        self.routed_canary_weight = traffic::routed_canary_weight(self, &routers);
         self.check_analysis_templates()?;
         self.release_unnamed_services(plan);
         let old = plan.status.clone();

@@ -27,6 +27,35 @@ fn stale_scale_down_budget_seeds_keep_availability() {
     }
 }
 
+/// Fixed, traffic routing: past the last step the router was given all traffic before the
+/// canary had its pods; a setWeight below the routed weight never completed (the scale-down
+/// floor held the canary while the step waited for it to shrink); with dynamicStableScale an
+/// abort raised the stable's weight from a stale cache, and a superseding revision took over
+/// the canary Service while the router still sent the previous canary's weight. The weight
+/// now waits for the pods (a lower one goes at once), router writes confirm the counted
+/// ReplicaSets first, and the canary Service moves only to pods that carry the routed weight.
+#[test]
+fn traffic_routing_seeds_never_route_ahead_of_the_pods() {
+    for (scenario, seeds) in [
+        ("istio-host-split", &[1u64, 2, 4][..]),
+        (
+            "istio-host-split-dynamic-stable-scale",
+            &[1, 2, 4, 7, 14, 27, 38, 46, 51, 78][..],
+        ),
+        ("istio-weight-steps-down", &[1, 2, 4, 7, 11, 16][..]),
+    ] {
+        let s = scenarios::find(scenario).unwrap();
+        for &seed in seeds {
+            let outcome = run(&s, seed, real_apply);
+            assert!(
+                outcome.passed(),
+                "{scenario} seed {seed}:\n{}",
+                outcome.report()
+            );
+        }
+    }
+}
+
 /// Fixed: a blue-green promotion was lost when the active-Service switch landed but a later
 /// write of the same plan conflicted; the next reconcile now records the promotion.
 #[test]

@@ -103,15 +103,21 @@ impl World<'_> {
         wrote
     }
 
-    /// A scale-down spends availability counted on other ReplicaSets. Those counts may come from
-    /// a cache that has not yet seen this controller's last write, so the plan first confirms
-    /// that every ReplicaSet it counted is still at the observed resourceVersion.
+    /// A scale-down spends availability counted on other ReplicaSets, and a router write sends
+    /// traffic by those counts. They may come from a cache that has not yet seen this
+    /// controller's last write, so the plan first confirms that every ReplicaSet it counted is
+    /// still at the observed resourceVersion.
     pub(super) fn confirm_counted_replica_sets(&self, plan: &mut Plan) {
-        let scales_down = plan
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from));
-        if !scales_down {
+        // A router's weights are decided on the same counts: traffic must not move onto pods
+        // a stale cache still shows.
+        let spends_availability = plan.actions.iter().any(|a| {
+            matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from)
+                || matches!(
+                    a,
+                    Action::UpdateRouterObject { .. } | Action::CreateRouterObject { .. }
+                )
+        });
+        if !spends_availability {
             return;
         }
         let confirms: Vec<Action> = self

@@ -89,11 +89,15 @@ impl<'a> World<'a> {
         events: &mut Vec<Event>,
     ) {
         if let Some(svc) = services.stable {
-            self.ensure_selects(svc, self.stable_rs, plan, events);
+            self.ensure_selects(svc, self.stable_rs, 1, plan, events);
         }
         if let Some(svc) = services.canary {
             let target = if aborted { self.stable_rs } else { self.new_rs };
-            self.ensure_selects(svc, target, plan, events);
+            // With a router, the canary Service moves only to pods that can carry the canary
+            // weight routed now (a newer revision supersedes a canary at 50%: the router
+            // first takes the weight to 0, then the Service moves).
+            let needed = self.pods_for_weight(self.routed_canary_weight).max(1);
+            self.ensure_selects(svc, target, needed, plan, events);
         }
     }
 
@@ -101,6 +105,7 @@ impl<'a> World<'a> {
         &self,
         svc: &Service,
         rs: Option<&ReplicaSet>,
+        needed: i32,
         plan: &mut Plan,
         events: &mut Vec<Event>,
     ) {
@@ -113,7 +118,7 @@ impl<'a> World<'a> {
         if managed_by(svc).is_none() && !fully_available(rs) {
             return;
         }
-        if rs.available_replicas() < 1 {
+        if rs.available_replicas().min(rs.spec_replicas()) < needed {
             return;
         }
         let name = svc.metadata.name.clone().unwrap_or_default();

@@ -15,7 +15,7 @@ use sluice_api::rollout::{
 };
 use sluice_routers::{Desired, Destination};
 
-pub(super) use read_back::routed_hashes;
+pub(super) use read_back::{routed_canary_weight, routed_hashes};
 pub use routers::references;
 pub(super) use routers::{Router, resolve};
 pub(super) use weight::set_weight_at;
@@ -93,12 +93,8 @@ impl World<'_> {
             aborted: u.aborted,
             promote_full: status.promote_full == Some(true) || u.rollback_window,
             dynamic_stable_scale: canary.dynamic_stable_scale == Some(true),
-            new_available: self
-                .new_rs
-                .map(crate::observed::ReplicaSetExt::available_replicas),
-            stable_available: self
-                .stable_rs
-                .map(crate::observed::ReplicaSetExt::available_replicas),
+            new_available: self.new_rs.map(up),
+            stable_available: self.stable_rs.map(up),
             at_desired_counts,
             previous_canary: previous_canary
                 .map(|c| (c.weight.unwrap_or(0), c.pod_template_hash.as_deref())),
@@ -113,7 +109,7 @@ impl World<'_> {
         let Some(stable) = self.stable_rs else {
             return decision;
         };
-        let stable_available = crate::observed::ReplicaSetExt::available_replicas(stable);
+        let stable_available = up(stable);
         let stable_needs = ((i64::from(max - decided.weight).max(0) * i64::from(self.p.replicas))
             / i64::from(max.max(1))) as i32;
         if stable_available < stable_needs
@@ -268,6 +264,13 @@ impl World<'_> {
             .get_or_insert_with(CanaryStatus::default)
             .weights = Some(weights);
     }
+}
+
+/// Pods of a ReplicaSet that can take traffic: available, and not about to go (a ReplicaSet
+/// just scaled down still counts its terminating pods as available for a moment).
+fn up(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> i32 {
+    use crate::observed::ReplicaSetExt;
+    rs.available_replicas().min(rs.spec_replicas())
 }
 
 /// The names of every route a header or mirror step manages, then `managedRoutes`: removed

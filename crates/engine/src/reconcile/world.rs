@@ -35,6 +35,8 @@ pub(super) struct World<'a> {
     /// The weight the router objects give each pod-template hash right now (traffic routing
     /// only): no ReplicaSet is scaled below what it needs.
     pub(super) routed_hashes: BTreeMap<String, i32>,
+    /// The canary weight the router objects route now (the largest, over all routers).
+    pub(super) routed_canary_weight: i32,
 }
 
 impl<'a> World<'a> {
@@ -76,6 +78,7 @@ impl<'a> World<'a> {
             router_objects: &observed.router_objects,
             router_versions: &observed.router_versions,
             routed_hashes: BTreeMap::new(),
+            routed_canary_weight: 0,
         }
     }
 
@@ -112,6 +115,11 @@ impl<'a> World<'a> {
         let Some(weight) = rs.pod_hash().and_then(|h| self.routed_hashes.get(h)) else {
             return 0;
         };
+        self.pods_for_weight(*weight)
+    }
+
+    /// ceil(weight × replicas / maxTrafficWeight): the pods a weight needs.
+    pub(super) fn pods_for_weight(&self, weight: i32) -> i32 {
         let max = self
             .p
             .canary()
@@ -119,7 +127,7 @@ impl<'a> World<'a> {
             .as_ref()
             .map_or(100, |t| t.max_traffic_weight())
             .max(1);
-        let need = (i64::from((*weight).max(0)) * i64::from(self.p.replicas) + i64::from(max) - 1)
+        let need = (i64::from(weight.max(0)) * i64::from(self.p.replicas) + i64::from(max) - 1)
             / i64::from(max);
         i32::try_from(need).unwrap_or(i32::MAX)
     }

@@ -11,6 +11,17 @@ use super::World;
 use super::routers::Router;
 use crate::labels::POD_TEMPLATE_HASH;
 
+/// The largest canary weight any router gives now.
+pub(in crate::reconcile) fn routed_canary_weight(world: &World<'_>, routers: &[Router<'_>]) -> i32 {
+    let desired = world.router_desired("", "", 0);
+    routers
+        .iter()
+        .filter_map(|r| r.observed_weight(&desired))
+        .map(|w| w.canary)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Weight per pod-template hash, the largest any router gives it.
 pub(in crate::reconcile) fn routed_hashes(
     world: &World<'_>,

@@ -8,8 +8,9 @@
 //! 4. no new pods available yet: 0;
 //! 5. promoted in full: with dynamicStableScale the share of the new pods that is up, otherwise
 //!    the weight as it was;
-//! 6. the pods of the current step not up yet: the weight of the step before, so that traffic
-//!    never goes ahead of the pods;
+//! 6. the pods of the current step (or, past the last step, of all of it) not up yet: the
+//!    weight of the step before, so that traffic never goes ahead of the pods (a lower weight
+//!    goes at once: it needs no new pods);
 //! 7. during the steps: the current step's `setWeight`;
 //! 8. after the last step: all of it (`maxTrafficWeight`);
 //! 9. no steps at all: 0 (traffic moves with the Service switch at promotion).
@@ -91,13 +92,18 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
         return plain(0);
     };
     let len = steps.len() as i32;
-    if f.step_index >= len {
-        return plain(f.max);
-    }
+    let target = if f.step_index >= len {
+        f.max
+    } else {
+        set_weight_at(steps, f.step_index)
+    };
     if !f.at_desired_counts {
-        return plain(set_weight_before(steps, f.step_index));
+        // The pods for the new weight are not all up: traffic stays where it was. A lower
+        // weight needs no new pods and goes at once (the canary keeps its pods until the
+        // router has taken it, and only then shrinks to the lower count).
+        return plain(set_weight_before(steps, f.step_index).min(target));
     }
-    plain(set_weight_at(steps, f.step_index))
+    plain(target)
 }
 
 /// floor(max × available / replicas).
@@ -128,7 +134,7 @@ fn set_weight_before(steps: &[CanaryStep], index: i32) -> i32 {
     if index <= 0 {
         return 0;
     }
-    set_weight_at(steps, index - 1)
+    set_weight_at(steps, index.min(steps.len() as i32) - 1)
 }
 
 /// The weight while aborted (or rolling back) with dynamicStableScale: traffic leaves the
@@ -237,6 +243,17 @@ mod tests {
             ..facts(&s)
         };
         assert_eq!(weight(f), 1000);
+    }
+
+    #[test]
+    fn a_lower_weight_goes_at_once() {
+        let s = steps(json!([{"setWeight": 50}, {"pause": {}}, {"setWeight": 20}, {"pause": {}}]));
+        let f = Facts {
+            step_index: 2,
+            at_desired_counts: false,
+            ..facts(&s)
+        };
+        assert_eq!(weight(f), 20);
     }
 
     #[test]
