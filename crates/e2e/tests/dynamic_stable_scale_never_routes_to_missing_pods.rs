@@ -108,6 +108,10 @@ async fn dynamic_stable_scale_update_and_abort_never_route_to_pods_that_are_not_
             futures::stream::select(futures::stream::select(rs_events, svc_events), vs_events)
                 .boxed();
         while all.next().await.is_some() {
+            // Until each watch has listed its objects, a sample would see a partial world.
+            if rs_s.state().is_empty() || svc_s.state().len() < 2 || vs_s.state().is_empty() {
+                continue;
+            }
             let wrong = violations(&rs_s, &svc_s, &vs_s);
             let mut s = sink.lock().unwrap();
             s.0 += 1;

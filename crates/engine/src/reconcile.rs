@@ -56,6 +56,13 @@ use world::World;
 
 pub use traffic::references as router_references;
 
+/// Whether this version of Sluice drives the Rollout's spec: `Err` carries the `InvalidSpec`
+/// message it would get (its first problem, or what is not supported yet). Objects the
+/// Rollout names (Services, templates, router objects) are not looked at.
+pub fn supports(rollout: &sluice_api::Rollout) -> Result<(), String> {
+    prepare(rollout).map(|_| ())
+}
+
 /// Decides what to do for one Rollout.
 pub fn reconcile(observed: &Observed) -> Plan {
     let now = whole_seconds(observed.now);

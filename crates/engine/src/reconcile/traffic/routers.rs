@@ -254,7 +254,10 @@ impl Edits {
                 }
                 let create = create && self.objects.get(key).is_none_or(|(_, c)| *c);
                 self.objects.insert(key.clone(), (object, create));
-                self.events.push(Event::normal(event.0, event.1));
+                // Argo publishes nothing when it updates a TrafficSplit.
+                if event.0 != smi::UPDATED_REASON {
+                    self.events.push(Event::normal(event.0, event.1));
+                }
             }
         }
         Ok(())
