@@ -311,11 +311,9 @@ impl KubeCluster {
         K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
         K::DynamicType: Default,
     {
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        self.api::<K>(namespace).create(&pp, object).await?;
+        self.api::<K>(namespace)
+            .create(&post_params(), object)
+            .await?;
         Ok(())
     }
 
@@ -358,6 +356,19 @@ impl KubeCluster {
             },
         }
     }
+}
+
+/// Create and replace options naming the field manager.
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// A router object as the dynamic client sends it.
+fn dynamic_object(object: &Value) -> Result<DynamicObject, WriteError> {
+    serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))
 }
 
 /// Delete options that refuse to delete a newer object of the same name.
@@ -549,13 +560,10 @@ impl ClusterAccess for KubeCluster {
         target: &ObjectRef,
         object: &Value,
     ) -> Result<(), WriteError> {
-        let object: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        self.router_api(target).create(&pp, &object).await?;
+        let object = dynamic_object(object)?;
+        self.router_api(target)
+            .create(&post_params(), &object)
+            .await?;
         Ok(())
     }
 
@@ -564,14 +572,9 @@ impl ClusterAccess for KubeCluster {
         target: &ObjectRef,
         object: &Value,
     ) -> Result<(), WriteError> {
-        let object: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
+        let object = dynamic_object(object)?;
         self.router_api(target)
-            .replace(&target.name, &pp, &object)
+            .replace(&target.name, &post_params(), &object)
             .await?;
         Ok(())
     }

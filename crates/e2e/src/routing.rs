@@ -136,3 +136,24 @@ pub fn virtual_services_resource() -> ApiResource {
         "virtualservices",
     )
 }
+
+/// Waits until the VirtualService `name` gives `(canary, stable)` to the two hosts.
+pub async fn wait_vs_weights(
+    ns: &TestNamespace,
+    name: &str,
+    hosts: (&str, &str),
+    expected: (i64, i64),
+) {
+    sluice_testenv::harness::wait_for(
+        &format!("VirtualService {name} at {expected:?}"),
+        crate::TIMEOUT,
+        || async {
+            let vs = json_of(&virtual_services(ns).get(name).await?);
+            let w = vs_weights(&vs, hosts.0, hosts.1);
+            anyhow::ensure!(w == Some(expected), "{w:?}");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+}

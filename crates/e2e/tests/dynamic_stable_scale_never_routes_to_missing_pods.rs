@@ -17,7 +17,6 @@ use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::routing::*;
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
-use sluice_testenv::harness::wait_for;
 
 const REPLICAS: i64 = 4;
 
@@ -129,17 +128,7 @@ async fn dynamic_stable_scale_update_and_abort_never_route_to_pods_that_are_not_
     )
     .await;
     promote(&api, "dss").await;
-    wait_for("the 75% step", TIMEOUT, || async {
-        let w = vs_weights(
-            &json_of(&virtual_services(&ns).get("dss-vsvc").await?),
-            "dss-canary",
-            "dss-stable",
-        );
-        anyhow::ensure!(w == Some((75, 25)), "{w:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    wait_vs_weights(&ns, "dss-vsvc", ("dss-canary", "dss-stable"), (75, 25)).await;
     wait_replicas(
         &ns,
         "dss",
@@ -149,17 +138,7 @@ async fn dynamic_stable_scale_update_and_abort_never_route_to_pods_that_are_not_
     .await;
 
     abort(&api, "dss").await;
-    wait_for("all traffic back on stable", TIMEOUT, || async {
-        let w = vs_weights(
-            &json_of(&virtual_services(&ns).get("dss-vsvc").await?),
-            "dss-canary",
-            "dss-stable",
-        );
-        anyhow::ensure!(w == Some((0, 100)), "{w:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    wait_vs_weights(&ns, "dss-vsvc", ("dss-canary", "dss-stable"), (0, 100)).await;
     wait_replicas(
         &ns,
         "dss",

@@ -132,17 +132,13 @@ async fn istio_host_split_weights_follow_the_steps_and_an_abort_returns_traffic_
     let (_, aborted_hash) = rollout_hashes(&ns, name).await;
     let aborted_hash = aborted_hash.unwrap();
     abort(&api, name).await;
-    wait_for("the weight back on stable", TIMEOUT, || async {
-        let w = vs_weights(
-            &vs(&ns, "istio-host-split-vsvc").await,
-            canary_svc,
-            stable_svc,
-        );
-        anyhow::ensure!(w == Some((0, 100)), "{w:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    wait_vs_weights(
+        &ns,
+        "istio-host-split-vsvc",
+        (canary_svc, stable_svc),
+        (0, 100),
+    )
+    .await;
     assert_eq!(
         replicas_of(&ns, &aborted_hash).await,
         1,
