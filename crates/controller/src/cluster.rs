@@ -22,7 +22,7 @@ use sluice_api::analysis::{
     AnalysisRun, AnalysisTemplate, AnalysisTemplateSpec, ClusterAnalysisTemplate,
 };
 use sluice_engine::observed::TemplateKey;
-use sluice_routers::kinds::{ApiVersions, ObjectRef};
+use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
 use crate::leader::fence::{Fenced, WriteGate};
 use crate::loops::driver::{Requeue, requeue_after_error};
@@ -213,6 +213,16 @@ pub trait ClusterAccess: Send + Sync {
         _target: &ObjectRef,
     ) -> impl Future<Output = Result<Option<Value>, WriteError>> + Send {
         async { Ok(None) }
+    }
+
+    /// Lists the router objects of one kind in `namespace` that `label_selector` selects.
+    fn list_router_objects(
+        &self,
+        _kind: RouterKind,
+        _namespace: &str,
+        _label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, WriteError>> + Send {
+        async { Ok(Vec::new()) }
     }
 
     /// Creates a router object the Rollout owns (a canary Ingress, a TrafficSplit).
@@ -553,6 +563,23 @@ impl ClusterAccess for KubeCluster {
         found
             .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
             .transpose()
+    }
+
+    async fn list_router_objects(
+        &self,
+        kind: RouterKind,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Value>, WriteError> {
+        let api = self.router_api(&ObjectRef::new(kind, namespace, ""));
+        let listed = api
+            .list(&ListParams::default().labels(label_selector))
+            .await?;
+        listed
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
+            .collect()
     }
 
     async fn create_router_object(

@@ -1,6 +1,7 @@
 //! A Rollout written for the Gateway API traffic-router plugin (`argoproj-labs/gatewayAPI`)
 //! runs unchanged, with no plugin binary and no plugin ConfigMap: the HTTPRoute's backendRefs
-//! carry the step weights, the route is labelled in progress while the canary has traffic, a
+//! carry the step weights (also on a route found by the configuration's selector), the route
+//! is labelled in progress while the canary has traffic, a
 //! header step adds a rule sending matching requests to the canary, and promotion leaves all
 //! traffic on stable with the managed rule gone.
 
@@ -51,7 +52,10 @@ fn manifests() -> String {
                 "stableService": "web-stable",
                 "trafficRouting": {
                     "managedRoutes": [{"name": "beta-users"}],
-                    "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web-route"}}
+                    "plugins": {"argoproj-labs/gatewayAPI": {
+                        "httpRoute": "web-route",
+                        "httpRouteSelector": {"matchLabels": {"shifted-by": "web"}}
+                    }}
                 },
                 "steps": [
                     {"setWeight": 30},
@@ -65,10 +69,14 @@ fn manifests() -> String {
             }}
         }
     });
+    // A second route, found by the configuration's selector.
+    let mut internal = route.clone();
+    internal["metadata"] = json!({"name": "web-internal", "labels": {"shifted-by": "web"}});
     [
         services[0].clone(),
         services[1].clone(),
         route.to_string(),
+        internal.to_string(),
         rollout.to_string(),
     ]
     .join("\n---\n")
@@ -111,6 +119,10 @@ async fn gateway_api_plugin_rollout_runs_built_in_with_weights_labels_and_header
         json!([{"name": "x-beta", "type": "Exact", "value": "yes"}])
     );
     assert_eq!(rules[1]["backendRefs"][0]["name"], "web-canary");
+    // The selected route gets the weights, not the header rule (as the plugin does it).
+    let internal = json_of(&http_routes(&ns).get("web-internal").await.unwrap());
+    assert_eq!(weights(&internal), Some((30, 70)));
+    assert_eq!(internal["spec"]["rules"].as_array().map(Vec::len), Some(1));
     // The plugin reports weights as verified.
     let status = api.get("web").await.unwrap().status.unwrap();
     assert_eq!(status.canary.unwrap().weights.unwrap().verified, Some(true));
@@ -147,7 +159,8 @@ async fn gateway_api_plugin_rollout_runs_built_in_with_weights_labels_and_header
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_router_plugins_are_refused_naming_the_plugin() {
-    let (_env, ns, _controller) = setup("plugin").await;
+    let (env, ns, _controller) = setup("plugin").await;
+    install_router_crds(&env).await;
     let manifest = manifests().replace("argoproj-labs/gatewayAPI", "acme/router");
     ns.apply_yaml(&manifest).await.unwrap();
     let api = rollouts(&ns);

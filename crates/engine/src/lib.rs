@@ -17,4 +17,4 @@ pub mod steps;
 
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
-pub use reconcile::{reconcile, router_references, supports};
+pub use reconcile::{reconcile, router_references, router_selections, supports};

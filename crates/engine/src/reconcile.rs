@@ -54,7 +54,7 @@ use prepare::{Strategy, adopt_equal_template, prepare};
 use progress::{Progress, counts_of_status};
 use world::World;
 
-pub use traffic::references as router_references;
+pub use traffic::{references as router_references, selections as router_selections};
 
 /// Whether this version of Sluice drives the Rollout's spec: `Err` carries the `InvalidSpec`
 /// message it would get (its first problem, or what is not supported yet). Objects the

@@ -46,6 +46,16 @@ pub async fn observe<W: ClusterAccess>(
             router_objects.insert(target, object);
         }
     }
+    for (kind, namespace, selector) in sluice_engine::router_selections(rollout) {
+        for object in writer
+            .list_router_objects(kind, &namespace, &selector)
+            .await?
+        {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            let target = sluice_routers::kinds::ObjectRef::new(kind, &namespace, name);
+            router_objects.insert(target, object);
+        }
+    }
     Ok(Observed {
         rollout: rollout.clone(),
         replica_sets,

@@ -82,7 +82,10 @@ impl World<'_> {
             }
             Delayed::ScaleDownNow if self.traffic_floor(rs) > 0 => {
                 // A router still sends it traffic: look again once that has moved.
-                set_requeue(&mut plan.requeue_after, Duration::from_secs(5));
+                set_requeue(
+                    &mut plan.requeue_after,
+                    super::scaling::HELD_BY_TRAFFIC_RETRY,
+                );
                 false
             }
             Delayed::ScaleDownNow => {

@@ -14,6 +14,9 @@ use crate::plan::{Action, Event, Plan};
 use crate::replicas::RsCounts;
 use crate::selector::format_selector;
 
+/// How soon a scale-down held by the weight a router still sends is looked at again.
+pub(super) const HELD_BY_TRAFFIC_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl World<'_> {
     /// Scales `rs` to `to` if it is not there; returns whether it wrote.
     pub(super) fn scale(
@@ -39,9 +42,14 @@ impl World<'_> {
         extra: BTreeMap<String, Option<String>>,
     ) -> bool {
         let from = rs.spec_replicas();
-        // Never below what the router objects still send it (traffic routing only).
+        // Never below what the router objects still send it (traffic routing only); look
+        // again soon, as the router's change may not touch anything this controller watches.
         let to = if to < from {
-            to.max(self.traffic_floor(rs).min(from))
+            let held = to.max(self.traffic_floor(rs).min(from));
+            if held != to {
+                crate::plan::set_requeue(&mut plan.requeue_after, HELD_BY_TRAFFIC_RETRY);
+            }
+            held
         } else {
             to
         };

@@ -16,8 +16,8 @@ use sluice_api::rollout::{
 use sluice_routers::{Desired, Destination};
 
 pub(super) use read_back::{routed_canary_weight, routed_hashes};
-pub use routers::references;
 pub(super) use routers::{Router, resolve};
+pub use routers::{references, selections};
 pub(super) use weight::set_weight_at;
 
 use super::{Update, World};

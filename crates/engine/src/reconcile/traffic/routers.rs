@@ -90,6 +90,30 @@ pub fn references(rollout: &Rollout) -> Vec<ObjectRef> {
     refs
 }
 
+/// Router objects found by label selector (the Gateway API's route selectors): kind,
+/// namespace and selector, for the controller to list before reconciling.
+pub fn selections(rollout: &Rollout) -> Vec<(RouterKind, String, String)> {
+    let namespace = rollout.metadata.namespace.clone().unwrap_or_default();
+    let Some(Some(Ok(cfg))) = rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+        .and_then(|c| c.traffic_routing.as_ref())
+        .map(gateway_config)
+    else {
+        return Vec::new();
+    };
+    let route_ns = cfg.namespace(&namespace).to_string();
+    cfg.selectors
+        .iter()
+        .map(|s| {
+            let text = crate::selector::format_selector(&s.selector);
+            (s.kind.router_kind(), route_ns.clone(), text)
+        })
+        .collect()
+}
+
 fn virtual_services(i: &sluice_api::rollout::IstioTrafficRouting) -> Vec<&IstioVirtualService> {
     i.virtual_service
         .iter()
@@ -202,8 +226,25 @@ pub(crate) fn resolve<'a>(
         });
     }
     if let Some(cfg) = gateway_config(routing) {
-        let cfg = cfg.map_err(|e| format!("{PATH}.plugins.{GATEWAY_API_PLUGIN}: {e}"))?;
+        let mut cfg = cfg.map_err(|e| format!("{PATH}.plugins.{GATEWAY_API_PLUGIN}: {e}"))?;
         let route_ns = cfg.namespace(&namespace).to_string();
+        // Routes a selector finds join the named ones (the controller listed them).
+        for selector in cfg.selectors.clone() {
+            let kind = selector.kind.router_kind();
+            for (key, object) in objects {
+                let labels = object
+                    .pointer("/metadata/labels")
+                    .and_then(|l| serde_json::from_value(l.clone()).ok());
+                if key.kind == kind
+                    && key.namespace == route_ns
+                    && crate::selector::matches(&selector.selector, labels.as_ref())
+                {
+                    cfg.add_selected(selector.kind, &key.name);
+                }
+            }
+        }
+        cfg.require_routes()
+            .map_err(|e| format!("{PATH}.plugins.{GATEWAY_API_PLUGIN}: {e}"))?;
         let mut routes = Vec::new();
         for route in cfg.routes() {
             let key = ObjectRef::new(route.kind.router_kind(), &route_ns, &route.name);
