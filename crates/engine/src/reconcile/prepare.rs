@@ -51,6 +51,12 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
     if let Some(routing) = &canary.traffic_routing {
         super::traffic::check_supported(routing)?;
     }
+    if canary.ping_pong.is_some() {
+        return Err(
+            "spec.strategy.canary.pingPong: Unsupported value: \"pingPong\": ping-pong Services are not supported by this version of Sluice; name canaryService and stableService instead"
+                .into(),
+        );
+    }
     let routed = canary.traffic_routing.is_some();
     for (i, step) in steps::steps(&canary).iter().enumerate() {
         match step.action() {
