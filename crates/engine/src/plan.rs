@@ -131,6 +131,24 @@ impl Event {
         }
     }
 
+    /// Whether the event reports a write of the plan's actions (a scale, a Service switch, a
+    /// router edit) rather than a change of status: such an event is published once the
+    /// actions are written even if the status patch then fails, since the next reconcile
+    /// finds the write done and would not report it again.
+    pub fn reports_a_write(&self) -> bool {
+        matches!(
+            self.reason,
+            "ScalingReplicaSet"
+                | "NewReplicaSetCreated"
+                | "SwitchService"
+                | "Updated VirtualService"
+                | "UpdatedDestinationRule"
+                | "CreatingCanaryIngress"
+                | "PatchingCanaryIngress"
+                | "TrafficSplitCreated"
+        ) || (self.reason.starts_with("Updated") && self.reason.ends_with("Route"))
+    }
+
     pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             type_: EventType::Warning,
@@ -158,4 +176,29 @@ pub struct Plan {
 pub(crate) fn set_requeue(requeue: &mut Option<Duration>, after: Duration) {
     let after = after.max(Duration::from_secs(1));
     *requeue = Some(requeue.map_or(after, |r| r.min(after)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+
+    #[test]
+    fn events_of_writes_are_told_from_events_of_status() {
+        for reason in [
+            "SwitchService",
+            "ScalingReplicaSet",
+            "Updated VirtualService",
+            "UpdatedHTTPRoute",
+        ] {
+            assert!(Event::normal(reason, "").reports_a_write(), "{reason}");
+        }
+        for reason in [
+            "RolloutStepCompleted",
+            "RolloutPaused",
+            "TrafficWeightUpdated",
+            "RolloutCompleted",
+        ] {
+            assert!(!Event::normal(reason, "").reports_a_write(), "{reason}");
+        }
+    }
 }

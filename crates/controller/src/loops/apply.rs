@@ -6,6 +6,7 @@
 //! conflict, after which the controller observes again.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value, json};
 use sluice_api::Rollout;
@@ -25,6 +26,17 @@ pub async fn apply_plan<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
     plan: &Plan,
+) -> Result<Applied, WriteError> {
+    apply_plan_counting(writer, rollout, plan, &AtomicUsize::new(0)).await
+}
+
+/// [`apply_plan`], counting in `actions_done` the plan's actions that were written, so that a
+/// caller whose plan stopped at the status patch knows its writes all landed.
+pub async fn apply_plan_counting<W: ClusterAccess>(
+    writer: &W,
+    rollout: &Rollout,
+    plan: &Plan,
+    actions_done: &AtomicUsize,
 ) -> Result<Applied, WriteError> {
     let ns = rollout.metadata.namespace.as_deref().unwrap_or("default");
     let name = rollout.metadata.name.as_deref().unwrap_or_default();
@@ -158,6 +170,7 @@ pub async fn apply_plan<W: ClusterAccess>(
             }
         }
         applied.writes += 1;
+        actions_done.fetch_add(1, Ordering::Relaxed);
     }
 
     let old_status =

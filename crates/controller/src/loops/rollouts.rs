@@ -3,6 +3,7 @@
 //! expected under concurrency and lead to a quick, quiet retry with fresh state.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use tracing::{debug, info, warn};
 
 use crate::args::Args;
 use crate::cluster::{KubeCluster, WriteError};
-use crate::loops::apply::apply_plan;
+use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
 use crate::loops::events::EventPublisher;
 use crate::runtime::Hooks;
@@ -240,38 +241,77 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro);
     let pinned = ctx.writer.for_term(term);
     let rollout: &Rollout = &ro;
-    let apply = |plan: Plan| async move { apply_plan(&pinned, rollout, &plan).await };
+    // What a plan that stops at its status patch has written, so that the events of those
+    // writes are not lost with it.
+    let actions_done = AtomicUsize::new(0);
+    let stopped_plan = Mutex::new(None::<Plan>);
+    let apply = |plan: Plan| {
+        let (done, stopped) = (&actions_done, &stopped_plan);
+        async move {
+            let result = apply_plan_counting(&pinned, rollout, &plan, done).await;
+            if result.is_err() {
+                *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(plan);
+            }
+            result
+        }
+    };
     let result = driver::reconcile(&ctx.writer, &ro, replica_sets, Timestamp::now(), apply).await;
     match result {
         Ok((plan, applied)) => {
             if applied.writes > 0 {
                 debug!(rollout = %ro.name_any(), writes = applied.writes, "applied plan");
             }
-            let reference = ro.object_ref(&());
-            for ev in &plan.events {
-                info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), reason = ev.reason, "{}", ev.message);
-                let type_name = match ev.type_ {
-                    EventType::Normal => "Normal",
-                    EventType::Warning => "Warning",
-                };
-                ctx.hooks.count_event(&ro, type_name, ev.reason);
-                if let Err(e) = ctx
-                    .events
-                    .publish(&reference, ev.type_, ev.reason, &ev.message)
-                    .await
-                {
-                    debug!(error = %e, "could not publish event");
-                }
-            }
+            publish_events(&ctx, &ro, plan.events.iter()).await;
             Ok(driver::requeue(&Ok(plan), ctx.resync).into())
         }
-        Err(e) => match e.expected_outcome() {
-            Some(action) => {
-                debug!(rollout = %ro.name_any(), reason = %e, "plan stopped; the rollout is looked at again");
-                Ok(action)
+        Err(e) => {
+            let stopped = stopped_plan
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(plan) = stopped
+                && actions_done.load(Ordering::Relaxed) == plan.actions.len()
+            {
+                let writes = plan.events.iter().filter(|e| e.reports_a_write());
+                publish_events(&ctx, &ro, writes).await;
             }
-            None => Err(e.into()),
-        },
+            stopped_outcome(&ro, e)
+        }
+    }
+}
+
+/// Publishes a reconcile's events on the Rollout (and counts them for the metrics).
+async fn publish_events<'a>(
+    ctx: &Context,
+    ro: &Rollout,
+    events: impl Iterator<Item = &'a sluice_engine::Event>,
+) {
+    let reference = ro.object_ref(&());
+    for ev in events {
+        info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), reason = ev.reason, "{}", ev.message);
+        let type_name = match ev.type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        ctx.hooks.count_event(ro, type_name, ev.reason);
+        if let Err(e) = ctx
+            .events
+            .publish(&reference, ev.type_, ev.reason, &ev.message)
+            .await
+        {
+            debug!(error = %e, "could not publish event");
+        }
+    }
+}
+
+/// How a reconcile whose plan stopped goes on.
+fn stopped_outcome(ro: &Rollout, e: WriteError) -> Result<Action, ReconcileError> {
+    match e.expected_outcome() {
+        Some(action) => {
+            debug!(rollout = %ro.name_any(), reason = %e, "plan stopped; the rollout is looked at again");
+            Ok(action)
+        }
+        None => Err(e.into()),
     }
 }
 
