@@ -1,6 +1,8 @@
 //! The router objects Sluice reads and writes, and which API version of each it speaks. The
-//! versions that differ between installations (Istio's, SMI's) come from controller flags,
-//! with Argo's defaults.
+//! versions that differ between installations (Istio's, SMI's, Traefik's, Ambassador's, App
+//! Mesh's) come from controller flags, with Argo's defaults. A kind whose API group differs
+//! between releases of its project (Traefik, Ambassador) is two kinds here, so that a kind
+//! always has one group.
 
 /// A kind of router object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -13,10 +15,23 @@ pub enum RouterKind {
     GrpcRoute,
     TcpRoute,
     TlsRoute,
+    /// Traefik's `TraefikService`, group `traefik.io` (Traefik 3, Argo 1.10's default).
+    TraefikService,
+    /// The same in the older group `traefik.containo.us`.
+    TraefikServiceContainous,
+    /// Ambassador's `Mapping` in `getambassador.io`.
+    AmbassadorMapping,
+    /// Emissary's `AmbassadorMapping` in `x.getambassador.io`.
+    AmbassadorXMapping,
+    ApisixRoute,
+    /// App Mesh's `VirtualService` (not Istio's).
+    AppMeshVirtualService,
+    AppMeshVirtualRouter,
+    AppMeshVirtualNode,
 }
 
 impl RouterKind {
-    pub const ALL: [RouterKind; 8] = [
+    pub const ALL: [RouterKind; 16] = [
         RouterKind::VirtualService,
         RouterKind::DestinationRule,
         RouterKind::Ingress,
@@ -25,6 +40,14 @@ impl RouterKind {
         RouterKind::GrpcRoute,
         RouterKind::TcpRoute,
         RouterKind::TlsRoute,
+        RouterKind::TraefikService,
+        RouterKind::TraefikServiceContainous,
+        RouterKind::AmbassadorMapping,
+        RouterKind::AmbassadorXMapping,
+        RouterKind::ApisixRoute,
+        RouterKind::AppMeshVirtualService,
+        RouterKind::AppMeshVirtualRouter,
+        RouterKind::AppMeshVirtualNode,
     ];
 
     pub fn kind(self) -> &'static str {
@@ -37,6 +60,13 @@ impl RouterKind {
             RouterKind::GrpcRoute => "GRPCRoute",
             RouterKind::TcpRoute => "TCPRoute",
             RouterKind::TlsRoute => "TLSRoute",
+            RouterKind::TraefikService | RouterKind::TraefikServiceContainous => "TraefikService",
+            RouterKind::AmbassadorMapping => "Mapping",
+            RouterKind::AmbassadorXMapping => "AmbassadorMapping",
+            RouterKind::ApisixRoute => "ApisixRoute",
+            RouterKind::AppMeshVirtualService => "VirtualService",
+            RouterKind::AppMeshVirtualRouter => "VirtualRouter",
+            RouterKind::AppMeshVirtualNode => "VirtualNode",
         }
     }
 
@@ -49,6 +79,14 @@ impl RouterKind {
             | RouterKind::GrpcRoute
             | RouterKind::TcpRoute
             | RouterKind::TlsRoute => "gateway.networking.k8s.io",
+            RouterKind::TraefikService => "traefik.io",
+            RouterKind::TraefikServiceContainous => "traefik.containo.us",
+            RouterKind::AmbassadorMapping => "getambassador.io",
+            RouterKind::AmbassadorXMapping => "x.getambassador.io",
+            RouterKind::ApisixRoute => "apisix.apache.org",
+            RouterKind::AppMeshVirtualService
+            | RouterKind::AppMeshVirtualRouter
+            | RouterKind::AppMeshVirtualNode => "appmesh.k8s.aws",
         }
     }
 
@@ -63,6 +101,13 @@ impl RouterKind {
             RouterKind::GrpcRoute => "grpcroutes",
             RouterKind::TcpRoute => "tcproutes",
             RouterKind::TlsRoute => "tlsroutes",
+            RouterKind::TraefikService | RouterKind::TraefikServiceContainous => "traefikservices",
+            RouterKind::AmbassadorMapping => "mappings",
+            RouterKind::AmbassadorXMapping => "ambassadormappings",
+            RouterKind::ApisixRoute => "apisixroutes",
+            RouterKind::AppMeshVirtualService => "virtualservices",
+            RouterKind::AppMeshVirtualRouter => "virtualrouters",
+            RouterKind::AppMeshVirtualNode => "virtualnodes",
         }
     }
 
@@ -73,6 +118,14 @@ impl RouterKind {
             RouterKind::TrafficSplit => &versions.smi,
             RouterKind::HttpRoute | RouterKind::GrpcRoute => "v1",
             RouterKind::TcpRoute | RouterKind::TlsRoute => "v1alpha2",
+            RouterKind::TraefikService | RouterKind::TraefikServiceContainous => "v1alpha1",
+            RouterKind::AmbassadorMapping | RouterKind::AmbassadorXMapping => {
+                &versions.ambassador
+            }
+            RouterKind::ApisixRoute => "v2",
+            RouterKind::AppMeshVirtualService
+            | RouterKind::AppMeshVirtualRouter
+            | RouterKind::AppMeshVirtualNode => &versions.appmesh,
         }
     }
 
@@ -89,6 +142,17 @@ pub struct ApiVersions {
     pub istio: String,
     /// `--traffic-split-api-version`: `v1alpha1` unless told otherwise.
     pub smi: String,
+    /// `--traefik-api-group`: `traefik.io` unless told otherwise (`traefik.containo.us` for
+    /// Traefik 2).
+    pub traefik_group: String,
+    /// The version part of `--ambassador-api-version` (`getambassador.io/v2` unless told
+    /// otherwise); its group picks the Mapping kind.
+    pub ambassador: String,
+    /// `true` when `--ambassador-api-version` names `x.getambassador.io` (Emissary's
+    /// `AmbassadorMapping`).
+    pub ambassador_x: bool,
+    /// `--appmesh-crd-version`: `v1beta2` unless told otherwise.
+    pub appmesh: String,
 }
 
 impl Default for ApiVersions {
@@ -96,6 +160,30 @@ impl Default for ApiVersions {
         Self {
             istio: "v1alpha3".into(),
             smi: "v1alpha1".into(),
+            traefik_group: "traefik.io".into(),
+            ambassador: "v2".into(),
+            ambassador_x: false,
+            appmesh: "v1beta2".into(),
+        }
+    }
+}
+
+impl ApiVersions {
+    /// The TraefikService kind of the configured group.
+    pub fn traefik_kind(&self) -> RouterKind {
+        if self.traefik_group == "traefik.containo.us" {
+            RouterKind::TraefikServiceContainous
+        } else {
+            RouterKind::TraefikService
+        }
+    }
+
+    /// The Mapping kind of the configured Ambassador API.
+    pub fn ambassador_kind(&self) -> RouterKind {
+        if self.ambassador_x {
+            RouterKind::AmbassadorXMapping
+        } else {
+            RouterKind::AmbassadorMapping
         }
     }
 }

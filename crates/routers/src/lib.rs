@@ -90,3 +90,15 @@ pub struct Edit {
 }
 
 pub type EditResult = Result<Option<Edit>, RouterError>;
+
+/// An edit of a router object that Sluice may also remove: an Ambassador canary Mapping once
+/// its weight is 0, an APISIX header route when its step ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Create the object (when it does not exist) or replace it.
+    Write(Edit),
+    /// Delete the object, publishing the event once it is gone.
+    Delete { event: (&'static str, String) },
+}
+
+pub type ChangeResult = Result<Option<Change>, RouterError>;
