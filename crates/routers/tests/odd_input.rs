@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use sluice_api::rollout::{
-    HeaderRoutingMatch, NginxTrafficRouting, SetHeaderRoute, SmiTrafficRouting, StringMatch,
+    AlbTrafficRouting, HeaderRoutingMatch, NginxTrafficRouting, SetHeaderRoute, SmiTrafficRouting,
+    StickinessConfig, StringMatch,
 };
-use sluice_routers::{Desired, Destination, gateway, nginx, smi};
+use sluice_routers::{Desired, Destination, alb, gateway, nginx, smi};
 
 fn odd_objects() -> Vec<Value> {
     let mut values = vec![
@@ -34,6 +35,16 @@ fn odd_objects() -> Vec<Value> {
         json!({"spec": {"backends": [1, {"service": 1, "weight": {}}, {"service": "canary", "weight": 1e300}]}}),
         json!({"spec": {"ports": [{"name": "http", "port": 1e30}, 7]}}),
     ];
+    // An ALB Ingress with a header route and an action whose weights are out of range.
+    values.push(json!({
+        "apiVersion": "extensions/v1beta1",
+        "metadata": {"name": "i", "annotations": {
+            "alb.ingress.kubernetes.io/actions.stable": "{\"ForwardConfig\":{\"TargetGroups\":[{\"ServiceName\":\"canary\",\"Weight\":1e300},{\"ServiceName\":\"stable\",\"Weight\":\"-9223372036854775809\"}]}}",
+            "alb.ingress.kubernetes.io/actions.managed": 7,
+            "rollouts.argoproj.io/managed-alb-annotations": "{\"ro\":[1]}"}},
+        "spec": {"rules": [{"http": {"paths": {}}}, {"http": null},
+            {"http": {"paths": [{"backend": {"serviceName": "stable"}}, {"backend": {"serviceName": "managed"}}]}}]}
+    }));
     // A well-formed route whose rules reference both Services, so edits get past the checks.
     values.push(json!({
         "metadata": {"name": "r", "labels": null,
@@ -197,6 +208,48 @@ fn gateway_never_panics() {
                 }
                 let _ = gateway::remove_managed_routes(&route, kind, &desired);
                 let _ = gateway::observed_weight(&route, kind, &desired);
+            }
+        }
+    }
+}
+
+#[test]
+fn alb_never_panics() {
+    let cfgs = [
+        AlbTrafficRouting::default(),
+        AlbTrafficRouting {
+            ingress: Some(String::new()),
+            ingresses: Some(vec![String::new()]),
+            service_port: Some(i32::MIN),
+            root_service: Some(String::new()),
+            annotation_prefix: Some(String::new()),
+            stickiness_config: Some(StickinessConfig {
+                enabled: Some(true),
+                duration_seconds: Some(i64::MIN),
+            }),
+        },
+        AlbTrafficRouting {
+            root_service: Some("stable".into()),
+            service_port: Some(80),
+            stickiness_config: Some(StickinessConfig {
+                enabled: Some(true),
+                duration_seconds: None,
+            }),
+            ..AlbTrafficRouting::default()
+        },
+    ];
+    for cfg in &cfgs {
+        let _ = alb::ingresses(cfg);
+        let _ = alb::annotation_prefix(cfg);
+        for ingress in odd_objects() {
+            for desired in desireds() {
+                let _ = alb::action_service(cfg, &desired);
+                let _ = alb::set_weight(&ingress, cfg, &desired);
+                let _ = alb::observed_weight(&ingress, cfg, &desired);
+                let _ = alb::remove_managed_routes(&ingress, cfg, &desired);
+                for step in header_steps() {
+                    let _ = alb::set_header_route(&ingress, cfg, &step, &desired);
+                }
             }
         }
     }
