@@ -119,9 +119,7 @@ impl RouterKind {
             RouterKind::HttpRoute | RouterKind::GrpcRoute => "v1",
             RouterKind::TcpRoute | RouterKind::TlsRoute => "v1alpha2",
             RouterKind::TraefikService | RouterKind::TraefikServiceContainous => "v1alpha1",
-            RouterKind::AmbassadorMapping | RouterKind::AmbassadorXMapping => {
-                &versions.ambassador
-            }
+            RouterKind::AmbassadorMapping | RouterKind::AmbassadorXMapping => &versions.ambassador,
             RouterKind::ApisixRoute => "v2",
             RouterKind::AppMeshVirtualService
             | RouterKind::AppMeshVirtualRouter
