@@ -9,6 +9,7 @@
 //! `observed_weight`, which reads the canary weight back out of an object: the scale-down
 //! safety rule trusts what the router object says, never what was last written.
 
+pub mod ambassador;
 pub mod gateway;
 pub mod istio;
 pub mod kinds;
