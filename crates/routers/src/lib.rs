@@ -10,6 +10,8 @@
 //! safety rule trusts what the router object says, never what was last written.
 
 pub mod ambassador;
+pub mod apisix;
+mod cautious;
 pub mod gateway;
 pub mod istio;
 pub mod kinds;
