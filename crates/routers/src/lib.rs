@@ -11,6 +11,7 @@
 
 pub mod ambassador;
 pub mod apisix;
+pub mod appmesh;
 mod cautious;
 pub mod gateway;
 pub mod istio;
