@@ -10,11 +10,16 @@
 //! safety rule trusts what the router object says, never what was last written.
 
 pub mod alb;
+pub mod ambassador;
+pub mod apisix;
+pub mod appmesh;
+mod cautious;
 pub mod gateway;
 pub mod istio;
 pub mod kinds;
 pub mod nginx;
 pub mod smi;
+pub mod traefik;
 
 use serde_json::Value;
 
@@ -53,6 +58,15 @@ impl Desired {
     pub fn stable_weight(&self) -> i32 {
         let additional: i32 = self.additional.iter().map(|d| d.weight).sum();
         (self.max_weight - self.weight - additional).max(0)
+    }
+
+    /// The stable weight of a router that, as in Argo, ignores experiment destinations and
+    /// splits 100 between canary and stable (Traefik, APISIX, App Mesh): validation forbids
+    /// `maxTrafficWeight` and experiment weights with them, so `max_weight` and `additional`
+    /// are not consulted, and the canary gets exactly its weight even when another router of
+    /// the same Rollout weights an experiment.
+    pub fn stable_weight_of_100(&self) -> i32 {
+        100i32.saturating_sub(self.weight).max(0)
     }
 }
 
@@ -103,3 +117,36 @@ pub enum Change {
 }
 
 pub type ChangeResult = Result<Option<Change>, RouterError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_weights() {
+        let desired = |weight, max_weight, additional: &[i32]| Desired {
+            weight,
+            max_weight,
+            additional: additional
+                .iter()
+                .map(|&weight| Destination {
+                    weight,
+                    ..Destination::default()
+                })
+                .collect(),
+            ..Desired::default()
+        };
+        let cases = [
+            (desired(10, 100, &[]), 90, 90),
+            (desired(10, 100, &[5]), 85, 90),
+            (desired(10, 200, &[]), 190, 90),
+            (desired(100, 100, &[]), 0, 0),
+            (desired(120, 100, &[]), 0, 0),
+        ];
+        for (d, stable, of_100) in cases {
+            assert_eq!(d.stable_weight(), stable, "{d:?}");
+            assert_eq!(d.stable_weight_of_100(), of_100, "{d:?}");
+        }
+        assert_eq!(desired(i32::MIN, 100, &[]).stable_weight_of_100(), i32::MAX);
+    }
+}

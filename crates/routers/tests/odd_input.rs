@@ -6,10 +6,15 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use sluice_api::rollout::{
-    AlbTrafficRouting, HeaderRoutingMatch, NginxTrafficRouting, SetHeaderRoute, SmiTrafficRouting,
-    StickinessConfig, StringMatch,
+    AlbTrafficRouting, ApisixRoute, ApisixTrafficRouting, AppMeshTrafficRouting,
+    AppMeshVirtualNodeGroup, AppMeshVirtualNodeReference, AppMeshVirtualService,
+    HeaderRoutingMatch, NginxTrafficRouting, SetHeaderRoute, SmiTrafficRouting, StickinessConfig,
+    StringMatch,
 };
-use sluice_routers::{Desired, Destination, alb, gateway, nginx, smi};
+use sluice_routers::kinds::RouterKind;
+use sluice_routers::{
+    Desired, Destination, alb, ambassador, apisix, appmesh, gateway, nginx, smi, traefik,
+};
 
 fn odd_objects() -> Vec<Value> {
     let mut values = vec![
@@ -34,6 +39,25 @@ fn odd_objects() -> Vec<Value> {
             "matches": [{"headers": 1, "path": null}], "filters": 1}]}}),
         json!({"spec": {"backends": [1, {"service": 1, "weight": {}}, {"service": "canary", "weight": 1e300}]}}),
         json!({"spec": {"ports": [{"name": "http", "port": 1e30}, 7]}}),
+        json!({"spec": {"weighted": {"services": [1, {"name": 2}, {"name": "canary", "weight": 1e300},
+            {"name": "stable", "weight": "x"}]}}}),
+        json!({"spec": {"weight": 9223372036854775807_i64, "service": 1}}),
+        json!({"spec": {"weight": 0, "service": "stable"}, "metadata": {"name": "ü".repeat(300)}}),
+        json!({"spec": {"http": [null, {"name": "r", "backends": [1, {"serviceName": "canary",
+            "weight": -9223372036854775807_i64}, {"serviceName": "stable"}], "match": 1,
+            "priority": 9223372036854775807_i64}]}}),
+        json!({"spec": {"http": [{"name": "r", "backends": [{"serviceName": "canary"},
+            {"serviceName": "stable"}], "match": null, "priority": "x"}]},
+            "metadata": {"ownerReferences": [{"uid": "uid", "controller": true}]}}),
+        json!({"spec": {"routes": [null, {"name": "r", "httpRoute": 1}, {"grpcRoute": {"action":
+            {"weightedTargets": [1, {"virtualNodeRef": 1}, {"virtualNodeRef": {"name": "canary"},
+            "weight": 1e300}]}}}]}}),
+        json!({"kind": "VirtualRouter", "spec": {"routes": [{"name": "r", "tcpRoute": {"action":
+            {"weightedTargets": [{"virtualNodeRef": {"name": "canary", "namespace": 1},
+            "weight": -9223372036854775807_i64}, {"virtualNodeRef": {"name": "stable"},
+            "weight": 9223372036854775807_i64}]}}}]}}),
+        json!({"spec": {"provider": {"virtualRouter": {"virtualRouterRef": {"name": 1,
+            "namespace": []}}}, "podSelector": {"matchLabels": null}}}),
     ];
     // An ALB Ingress with a header route and an action whose weights are out of range.
     values.push(json!({
@@ -249,6 +273,95 @@ fn alb_never_panics() {
                 let _ = alb::remove_managed_routes(&ingress, cfg, &desired);
                 for step in header_steps() {
                     let _ = alb::set_header_route(&ingress, cfg, &step, &desired);
+fn traefik_never_panics() {
+    for ts in odd_objects() {
+        for desired in desireds() {
+            let _ = traefik::set_weight(&ts, &desired);
+            let _ = traefik::observed_weight(&ts, &desired);
+        }
+    }
+}
+
+#[test]
+fn ambassador_never_panics() {
+    let kinds = [
+        RouterKind::AmbassadorMapping,
+        RouterKind::AmbassadorXMapping,
+        RouterKind::Ingress,
+    ];
+    for base in odd_objects() {
+        let _ = ambassador::check_base(&base);
+        let _ = ambassador::observed_weight(Some(&base));
+        for canary in odd_objects() {
+            for desired in desireds() {
+                for kind in kinds {
+                    let _ = ambassador::set_weight(&base, Some(&canary), kind, "", &desired);
+                    let _ = ambassador::set_weight(&base, None, kind, "", &desired);
+                }
+            }
+        }
+    }
+    let _ = ambassador::canary_mapping_name(&"ü".repeat(300));
+}
+
+#[test]
+fn apisix_never_panics() {
+    let cfgs = [
+        ApisixTrafficRouting::default(),
+        ApisixTrafficRouting {
+            route: Some(ApisixRoute {
+                name: Some(String::new()),
+                rules: Some(vec![String::new(), "r".into()]),
+            }),
+        },
+    ];
+    for cfg in &cfgs {
+        for main in odd_objects() {
+            for desired in desireds() {
+                let _ = apisix::set_weight(&main, cfg, &desired);
+                let _ = apisix::observed_weight(&main, cfg, &desired);
+                let _ = apisix::remove_managed_route(&main, &desired);
+                for step in header_steps() {
+                    let _ = apisix::set_header_route(&main, None, cfg, &step, &desired);
+                    for existing in odd_objects() {
+                        let _ =
+                            apisix::set_header_route(&main, Some(&existing), cfg, &step, &desired);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn appmesh_never_panics() {
+    let node = |name: &str| {
+        Some(AppMeshVirtualNodeReference {
+            name: Some(name.into()),
+        })
+    };
+    let cfgs = [
+        AppMeshTrafficRouting::default(),
+        AppMeshTrafficRouting {
+            virtual_service: Some(AppMeshVirtualService {
+                name: Some("vs".into()),
+                routes: Some(vec!["r".into(), String::new()]),
+            }),
+            virtual_node_group: Some(AppMeshVirtualNodeGroup {
+                canary_virtual_node_ref: node("canary"),
+                stable_virtual_node_ref: node("stable"),
+            }),
+        },
+    ];
+    for cfg in &cfgs {
+        for object in odd_objects() {
+            let _ = appmesh::virtual_router_ref(&object, "");
+            let _ = appmesh::check_routes(&object, cfg);
+            for desired in desireds() {
+                let _ = appmesh::set_weight(&object, cfg, "", &desired);
+                let _ = appmesh::observed_weight(&object, cfg, "ns", &desired);
+                for role in [appmesh::NodeRole::Canary, appmesh::NodeRole::Stable] {
+                    let _ = appmesh::update_hash(&object, role, &desired);
                 }
             }
         }
