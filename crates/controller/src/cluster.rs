@@ -244,6 +244,16 @@ pub trait ClusterAccess: Send + Sync {
         let message = format!("{target}: router objects are not supported here");
         async move { Err(WriteError::Api(message)) }
     }
+
+    /// Deletes a router object with a uid precondition; an absent object is not an error.
+    fn delete_router_object(
+        &self,
+        target: &ObjectRef,
+        _uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
 }
 
 /// [`ClusterAccess`] against a real API server.
@@ -604,5 +614,20 @@ impl ClusterAccess for KubeCluster {
             .replace(&target.name, &post_params(), &object)
             .await?;
         Ok(())
+    }
+
+    async fn delete_router_object(
+        &self,
+        target: &ObjectRef,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let params = uid_precondition(uid);
+        match self.router_api(target).delete(&target.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
     }
 }

@@ -105,6 +105,13 @@ pub enum Action {
         target: ObjectRef,
         object: Box<serde_json::Value>,
     },
+    /// Delete a router object the Rollout made and no longer needs (an Ambassador canary
+    /// Mapping at weight 0, an APISIX header route). `uid` is the one observed, so that an
+    /// object recreated in between is not deleted by mistake.
+    DeleteRouterObject {
+        target: ObjectRef,
+        uid: Option<String>,
+    },
 }
 
 /// Event severity, as Kubernetes names it.

@@ -273,6 +273,13 @@ fn alb_never_panics() {
                 let _ = alb::remove_managed_routes(&ingress, cfg, &desired);
                 for step in header_steps() {
                     let _ = alb::set_header_route(&ingress, cfg, &step, &desired);
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn traefik_never_panics() {
     for ts in odd_objects() {
         for desired in desireds() {

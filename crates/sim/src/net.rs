@@ -23,24 +23,69 @@ use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
 #[derive(Debug, Clone)]
 pub enum Request {
     CreateReplicaSet(Box<ReplicaSet>),
-    PatchReplicaSet { name: String, patch: Value },
-    DeleteReplicaSet { name: String, uid: Option<String> },
-    EvictPod { name: String, uid: Option<String> },
-    PatchPod { name: String, patch: Value },
-    ListPods { selector: String },
-    GetService { name: String },
+    PatchReplicaSet {
+        name: String,
+        patch: Value,
+    },
+    DeleteReplicaSet {
+        name: String,
+        uid: Option<String>,
+    },
+    EvictPod {
+        name: String,
+        uid: Option<String>,
+    },
+    PatchPod {
+        name: String,
+        patch: Value,
+    },
+    ListPods {
+        selector: String,
+    },
+    GetService {
+        name: String,
+    },
     ListServices,
-    PatchService { name: String, patch: Value },
-    PatchRollout { name: String, patch: Value },
-    PatchRolloutStatus { name: String, patch: Value },
+    PatchService {
+        name: String,
+        patch: Value,
+    },
+    PatchRollout {
+        name: String,
+        patch: Value,
+    },
+    PatchRolloutStatus {
+        name: String,
+        patch: Value,
+    },
     ListAnalysisRuns,
-    GetAnalysisTemplate { key: TemplateKey },
+    GetAnalysisTemplate {
+        key: TemplateKey,
+    },
     CreateAnalysisRun(Box<AnalysisRun>),
-    PatchAnalysisRun { name: String, patch: Value },
-    DeleteAnalysisRun { name: String, uid: Option<String> },
-    GetRouterObject { target: ObjectRef },
-    CreateRouterObject { target: ObjectRef, object: Value },
-    ReplaceRouterObject { target: ObjectRef, object: Value },
+    PatchAnalysisRun {
+        name: String,
+        patch: Value,
+    },
+    DeleteAnalysisRun {
+        name: String,
+        uid: Option<String>,
+    },
+    GetRouterObject {
+        target: ObjectRef,
+    },
+    CreateRouterObject {
+        target: ObjectRef,
+        object: Value,
+    },
+    ReplaceRouterObject {
+        target: ObjectRef,
+        object: Value,
+    },
+    DeleteRouterObject {
+        target: ObjectRef,
+        uid: Option<String>,
+    },
 }
 
 impl Request {
@@ -82,7 +127,8 @@ impl Request {
                 Some((Kind::AnalysisRun, name.clone()))
             }
             Request::CreateRouterObject { target, .. }
-            | Request::ReplaceRouterObject { target, .. } => {
+            | Request::ReplaceRouterObject { target, .. }
+            | Request::DeleteRouterObject { target, .. } => {
                 Some((Kind::Router(target.kind), target.name.clone()))
             }
             Request::ListPods { .. }
@@ -134,6 +180,7 @@ impl Request {
                 let spec = object.get("spec").unwrap_or(&Value::Null);
                 format!("replace {target} at rv {rv} {spec}")
             }
+            Request::DeleteRouterObject { target, .. } => format!("delete {target}"),
         }
     }
 }
@@ -452,6 +499,18 @@ impl ClusterAccess for SimWriter {
         })
         .await
     }
+
+    async fn delete_router_object(
+        &self,
+        target: &ObjectRef,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.done(Request::DeleteRouterObject {
+            target: target.clone(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+    }
 }
 
 impl SimWriter {
@@ -597,6 +656,15 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             api.replace(Kind::Router(target.kind), &object)
                 .map(|_| Reply::Done)
                 .map_err(to_write_error)
+        }
+        Request::DeleteRouterObject { target, uid } => {
+            if target.namespace != NAMESPACE {
+                return Ok(Reply::Done);
+            }
+            match api.delete(Kind::Router(target.kind), &target.name, uid.as_deref()) {
+                Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
+                Err(e) => Err(to_write_error(e)),
+            }
         }
     }
 }

@@ -168,6 +168,9 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             Action::UpdateRouterObject { target, object } => {
                 writer.replace_router_object(target, object).await?;
             }
+            Action::DeleteRouterObject { target, uid } => {
+                writer.delete_router_object(target, uid.as_deref()).await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

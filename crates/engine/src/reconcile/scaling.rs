@@ -122,7 +122,9 @@ impl World<'_> {
             matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from)
                 || matches!(
                     a,
-                    Action::UpdateRouterObject { .. } | Action::CreateRouterObject { .. }
+                    Action::UpdateRouterObject { .. }
+                        | Action::CreateRouterObject { .. }
+                        | Action::DeleteRouterObject { .. }
                 )
         });
         if !spends_availability {

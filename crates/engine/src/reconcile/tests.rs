@@ -311,6 +311,9 @@ impl World {
                     object["metadata"]["resourceVersion"] = json!(next.to_string());
                     self.routers.insert(target.clone(), object);
                 }
+                Action::DeleteRouterObject { target, .. } => {
+                    self.routers.remove(target);
+                }
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
                 }
