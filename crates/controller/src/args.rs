@@ -154,6 +154,40 @@ pub struct Args {
         value_name = "VERSION"
     )]
     pub traffic_split_api_version: String,
+
+    /// API group of Traefik's TraefikService: traefik.io (Traefik 3) or traefik.containo.us
+    /// (Traefik 2). The version is v1alpha1 in both.
+    #[arg(
+        long = "traefik-api-group",
+        default_value = "traefik.io",
+        value_parser = ["traefik.io", "traefik.containo.us"],
+        value_name = "GROUP"
+    )]
+    pub traefik_api_group: String,
+
+    /// API version of Ambassador's Mapping, as GROUP/VERSION: getambassador.io/v2 (Mapping)
+    /// or x.getambassador.io/VERSION (Emissary's AmbassadorMapping).
+    #[arg(
+        long = "ambassador-api-version",
+        default_value = "getambassador.io/v2",
+        value_name = "GROUP/VERSION"
+    )]
+    pub ambassador_api_version: String,
+
+    /// API version of AWS App Mesh's VirtualService, VirtualRouter and VirtualNode
+    /// (appmesh.k8s.aws).
+    #[arg(
+        long = "appmesh-crd-version",
+        default_value = "v1beta2",
+        value_name = "VERSION"
+    )]
+    pub appmesh_crd_version: String,
+
+    /// Accepted for compatibility with Argo Rollouts' flag. Verifying ALB target groups needs
+    /// the AWS API, which Sluice does not call: with ALB, `weights.verified` stays unset and
+    /// a warning is logged at start.
+    #[arg(long = "aws-verify-target-group", visible_alias = "alb-verify-weight")]
+    pub aws_verify_target_group: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,6 +209,16 @@ impl Args {
         sluice_routers::kinds::ApiVersions {
             istio: self.istio_api_version.clone(),
             smi: self.traffic_split_api_version.clone(),
+            traefik_group: self.traefik_api_group.clone(),
+            ambassador: self
+                .ambassador_api_version
+                .rsplit_once('/')
+                .map_or("v2", |(_, v)| v)
+                .to_string(),
+            ambassador_x: self
+                .ambassador_api_version
+                .starts_with("x.getambassador.io/"),
+            appmesh: self.appmesh_crd_version.clone(),
         }
     }
 

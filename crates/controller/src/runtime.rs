@@ -280,6 +280,12 @@ pub async fn start(
     if let Some(path) = &args.ports_file {
         write_ports_file(path, ports)?;
     }
+    if args.aws_verify_target_group {
+        warn!(
+            "--aws-verify-target-group is accepted but not performed: Sluice does not call the \
+             AWS API, so ALB target groups are not verified and weights.verified stays unset"
+        );
+    }
     let servers_stop = CancellationToken::new();
     let servers = listeners.serve(health.clone(), metrics.clone(), servers_stop.clone());
 

@@ -1,6 +1,7 @@
-//! Support for the traffic-routing scenarios: the routers' CRDs (Istio and SMI as Argo's own
-//! end-to-end suite installs them, the Gateway API v1.6.1), reading router objects, and a
-//! recorder of what a router object routed over time.
+//! Support for the traffic-routing scenarios: the routers' CRDs (Istio, SMI and APISIX as
+//! Argo's own end-to-end suite installs them, the Gateway API v1.6.1, and minimal structural
+//! definitions of Traefik's, Ambassador's and App Mesh's kinds from `crates/e2e/crds`),
+//! reading router objects, and a recorder of what a router object routed over time.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +13,13 @@ use serde_json::Value;
 use sluice_testenv::harness::{TestEnv, TestNamespace, gateway_api_crds_dir};
 use tokio::task::JoinHandle;
 
-/// Installs the router CRDs: Argo's e2e CRDs (Istio, SMI, APISIX) and the Gateway API's.
+/// Installs the router CRDs: Argo's e2e CRDs (Istio, SMI, APISIX), the Gateway API's, and
+/// this crate's minimal ones for the routers whose projects' CRDs the corpus lacks.
 pub async fn install_router_crds(env: &TestEnv) {
+    let own = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    env.install_crds(&own)
+        .await
+        .expect("Traefik, Ambassador and App Mesh CRDs");
     let argo = sluice_api::corpus::require_argo_corpus_dir()
         .unwrap_or_else(|e| panic!("{e}"))
         .join("test/e2e/crds");

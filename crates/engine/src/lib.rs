@@ -17,4 +17,6 @@ pub mod steps;
 
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
-pub use reconcile::{reconcile, router_references, router_selections, supports};
+pub use reconcile::{
+    reconcile, router_dependent_references, router_references, router_selections, supports,
+};

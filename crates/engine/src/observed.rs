@@ -74,7 +74,7 @@ pub type AnalysisTemplates = BTreeMap<TemplateKey, AnalysisTemplateSpec>;
 
 impl Observed {
     /// Names of the Services the Rollout routes traffic through: blue-green's active and
-    /// preview Services, a canary's canary and stable Services.
+    /// preview Services, a canary's canary and stable Services and ping-pong pair.
     pub fn service_names(rollout: &Rollout) -> Vec<String> {
         let Some(strategy) = rollout.spec.strategy.as_ref() else {
             return Vec::new();
@@ -86,6 +86,12 @@ impl Observed {
             bg.and_then(|b| b.preview_service.as_ref()),
             canary.and_then(|c| c.canary_service.as_ref()),
             canary.and_then(|c| c.stable_service.as_ref()),
+            canary
+                .and_then(|c| c.ping_pong.as_ref())
+                .and_then(|p| p.ping_service.as_ref()),
+            canary
+                .and_then(|c| c.ping_pong.as_ref())
+                .and_then(|p| p.pong_service.as_ref()),
         ]
         .into_iter()
         .flatten()

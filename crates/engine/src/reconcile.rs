@@ -26,6 +26,7 @@ mod canary;
 mod history;
 mod metadata;
 mod pause;
+mod ping_pong;
 mod prepare;
 mod progress;
 mod restart;
@@ -54,7 +55,10 @@ use prepare::{Strategy, adopt_equal_template, prepare};
 use progress::{Progress, counts_of_status};
 use world::World;
 
-pub use traffic::{references as router_references, selections as router_selections};
+pub use traffic::{
+    dependent_references as router_dependent_references, references as router_references,
+    selections as router_selections,
+};
 
 /// Whether this version of Sluice drives the Rollout's spec: `Err` carries the `InvalidSpec`
 /// message it would get (its first problem, or what is not supported yet). Objects the
@@ -149,7 +153,16 @@ impl World<'_> {
         let routers = match p.canary().traffic_routing.as_ref() {
             Some(routing) if matches!(p.strategy, Strategy::Canary(_)) => {
                 let desired = self.router_desired("", "", 0);
-                traffic::resolve(self.ro, routing, self.router_objects, &desired)?
+                let alb_services = self.service_roles(true);
+                let versions = self.router_versions;
+                traffic::resolve(
+                    self.ro,
+                    routing,
+                    self.router_objects,
+                    &desired,
+                    alb_services,
+                    versions,
+                )?
             }
             _ => Vec::new(),
         };
@@ -171,6 +184,9 @@ impl World<'_> {
         let mut initial_deploy = false;
         if self.stable_rs.is_none() && self.older.iter().all(|rs| rs.spec_replicas() == 0) {
             initial_deploy = old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str());
+            if initial_deploy && is_canary {
+                ping_pong::flip(self.p.canary(), status);
+            }
             status.stable_rs = Some(self.p.pod_hash.clone());
             self.stable_rs = self.new_rs;
         }
@@ -235,10 +251,10 @@ impl World<'_> {
         };
         let (outcome, completed) = match &self.p.strategy {
             Strategy::Canary(_) => {
-                // With dynamicStableScale an aborted canary keeps its Service until the
-                // router has drained it.
+                // With dynamicStableScale or a gradual abort, an aborted canary keeps its
+                // Service until the router has drained it.
                 let draining = aborted
-                    && p.canary().dynamic_stable_scale == Some(true)
+                    && (p.canary().dynamic_stable_scale == Some(true) || p.gradual_abort.is_some())
                     && !routers.is_empty()
                     && status
                         .canary

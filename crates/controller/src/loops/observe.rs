@@ -40,8 +40,17 @@ pub async fn observe<W: ClusterAccess>(
         .collect();
     let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
     // Router objects are read fresh: the weight they route now decides what may scale down.
+    let router_versions = writer.router_versions();
     let mut router_objects = std::collections::BTreeMap::new();
-    for target in sluice_engine::router_references(rollout) {
+    for target in sluice_engine::router_references(rollout, &router_versions) {
+        if let Some(object) = writer.get_router_object(&target).await? {
+            router_objects.insert(target, object);
+        }
+    }
+    // Objects named inside others (App Mesh's VirtualRouter, named by its VirtualService).
+    for target in
+        sluice_engine::router_dependent_references(rollout, &router_versions, &router_objects)
+    {
         if let Some(object) = writer.get_router_object(&target).await? {
             router_objects.insert(target, object);
         }
@@ -64,7 +73,7 @@ pub async fn observe<W: ClusterAccess>(
         analysis_runs,
         analysis_templates,
         router_objects,
-        router_versions: writer.router_versions(),
+        router_versions,
         now,
     })
 }

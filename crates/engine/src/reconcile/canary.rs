@@ -310,6 +310,7 @@ impl World<'_> {
                     format!("Completed all {steps_len} canary steps")
                 };
                 status.stable_rs = Some(self.p.pod_hash.clone());
+                super::ping_pong::flip(self.p.canary(), status);
                 status.promote_full = None;
                 status.current_step_index = Some(steps_len);
                 events.push(Event::normal(

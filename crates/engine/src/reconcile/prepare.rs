@@ -15,6 +15,8 @@ pub(super) struct Prepared {
     pub(super) strategy: Strategy,
     pub(super) replicas: i32,
     pub(super) limits: SurgeLimits,
+    /// `rollouts.sluice.dev/gradual-abort`: how long each weight is held on the way back.
+    pub(super) gradual_abort: Option<std::time::Duration>,
 }
 
 pub(super) enum Strategy {
@@ -51,13 +53,8 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
     if let Some(routing) = &canary.traffic_routing {
         super::traffic::check_supported(routing)?;
     }
-    if canary.ping_pong.is_some() {
-        return Err(
-            "spec.strategy.canary.pingPong: Unsupported value: \"pingPong\": ping-pong Services are not supported by this version of Sluice; name canaryService and stableService instead"
-                .into(),
-        );
-    }
     let routed = canary.traffic_routing.is_some();
+    let gradual_abort = super::traffic::gradual_abort::hold(ro)?.filter(|_| routed);
     for (i, step) in steps::steps(&canary).iter().enumerate() {
         match step.action() {
             Some(
@@ -92,6 +89,7 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
         strategy: Strategy::Canary(Box::new(canary)),
         replicas,
         limits,
+        gradual_abort,
     })
 }
 
@@ -109,6 +107,7 @@ fn prepare_blue_green(ro: &Rollout, bg: BlueGreenStrategy) -> Result<Prepared, S
         strategy: Strategy::BlueGreen(Box::new(bg)),
         replicas,
         limits,
+        gradual_abort: None,
     })
 }
 

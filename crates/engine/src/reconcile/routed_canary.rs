@@ -10,7 +10,8 @@
 //!   goes at once.
 //!
 //! On top of all that, `World::scale_with` never takes a ReplicaSet below what the weight
-//! read back from the router objects gives it (see `traffic`).
+//! read back from the router objects gives it (see `traffic`), and a gradual abort keeps the
+//! canary whole until the routers give it nothing.
 
 use std::collections::BTreeMap;
 
@@ -138,6 +139,10 @@ impl World<'_> {
                 scaled = true;
             }
             None => {}
+            // A gradual abort keeps every canary pod until the router reads back weight 0.
+            Some(_)
+                if u.aborted && self.p.gradual_abort.is_some() && self.routed_canary_weight > 0 => {
+            }
             Some(rs) if delay_abort => {
                 let stable_full = self
                     .stable_rs

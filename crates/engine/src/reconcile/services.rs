@@ -21,6 +21,8 @@ use crate::plan::{Action, Event, Plan};
 pub(super) struct CanaryServices<'a> {
     canary: Option<&'a Service>,
     stable: Option<&'a Service>,
+    /// The ping-pong pair in its current roles: (canary's, stable's).
+    ping_pong: Option<(&'a Service, &'a Service)>,
 }
 
 /// The hash a Service's selector picks pods by, if any.
@@ -55,6 +57,7 @@ impl<'a> World<'a> {
             return Ok(CanaryServices {
                 canary: None,
                 stable: None,
+                ping_pong: None,
             });
         };
         let services = self.services;
@@ -74,7 +77,27 @@ impl<'a> World<'a> {
         };
         let canary = find("canaryService", c.canary_service.as_deref())?;
         let stable = find("stableService", c.stable_service.as_deref())?;
-        Ok(CanaryServices { canary, stable })
+        let ping_pong = match (
+            &c.ping_pong,
+            super::ping_pong::roles(c, self.ro.status.as_ref()),
+        ) {
+            (Some(pp), Some((canary_role, stable_role))) => {
+                find("pingPong.pingService", pp.ping_service.as_deref())?;
+                find("pingPong.pongService", pp.pong_service.as_deref())?;
+                let by_name = |n: &str| {
+                    services
+                        .iter()
+                        .find(|s| s.metadata.name.as_deref() == Some(n))
+                };
+                by_name(&canary_role).zip(by_name(&stable_role))
+            }
+            _ => None,
+        };
+        Ok(CanaryServices {
+            canary,
+            stable,
+            ping_pong,
+        })
     }
 
     /// Points the stable Service at the stable pods and the canary Service at the new pods
@@ -98,6 +121,19 @@ impl<'a> World<'a> {
             // first takes the weight to 0, then the Service moves).
             let needed = self.pods_for_weight(self.routed_canary_weight).max(1);
             self.ensure_selects(svc, target, needed, plan, events);
+        }
+        // Ping-pong: the stable's Service follows the stable pods (after a promotion it
+        // already does); the canary's moves to the new pods while an update is under way and
+        // stays there on abort, where the router has taken its weight to 0 (as in Argo).
+        if let Some((canary_svc, stable_svc)) = services.ping_pong {
+            self.ensure_selects(stable_svc, self.stable_rs, 1, plan, events);
+            let updating = self
+                .new_rs
+                .is_some_and(|rs| rs.pod_hash() != self.stable_hash());
+            if updating {
+                let needed = self.pods_for_weight(self.routed_canary_weight).max(1);
+                self.ensure_selects(canary_svc, self.new_rs, needed, plan, events);
+            }
         }
     }
 

@@ -5,6 +5,7 @@
 //! Argo's order within one reconcile is kept: Service selectors, then the routers (managed
 //! routes, header and mirror routes, subset hashes, weights), then analysis, then scaling.
 
+pub(crate) mod gradual_abort;
 mod read_back;
 mod routers;
 mod weight;
@@ -17,7 +18,7 @@ use sluice_routers::{Desired, Destination};
 
 pub(super) use read_back::{routed_canary_weight, routed_hashes};
 pub(super) use routers::{Router, resolve};
-pub use routers::{references, selections};
+pub use routers::{dependent_references, references, selections};
 pub(super) use weight::set_weight_at;
 
 use super::{Update, World};
@@ -38,22 +39,11 @@ pub(super) struct TrafficDecision {
 /// The Gateway API plugin, which Sluice runs built in.
 pub(crate) const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
 
-/// Refuses the routers this version does not drive, naming them. Istio, NGINX, SMI and the
-/// Gateway API plugin are built in.
+/// Refuses the traffic router plugins this version does not run, naming them. Every router
+/// of Argo's (Istio, NGINX, ALB, SMI, Traefik, Ambassador, APISIX, App Mesh) and the Gateway
+/// API plugin are built in; no plugin binary is ever loaded.
 pub(super) fn check_supported(routing: &RolloutTrafficRouting) -> Result<(), String> {
     const PATH: &str = "spec.strategy.canary.trafficRouting";
-    let unsupported = [
-        ("alb", routing.alb.is_some()),
-        ("ambassador", routing.ambassador.is_some()),
-        ("appMesh", routing.app_mesh.is_some()),
-        ("traefik", routing.traefik.is_some()),
-        ("apisix", routing.apisix.is_some()),
-    ];
-    if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
-        return Err(format!(
-            "{PATH}.{field}: Unsupported value: \"{field}\": supported traffic routers: \"istio\", \"nginx\", \"smi\", \"plugins.{GATEWAY_API_PLUGIN}\""
-        ));
-    }
     for name in routing.plugins.iter().flat_map(|p| p.keys()) {
         if name != GATEWAY_API_PLUGIN {
             return Err(format!(
@@ -99,8 +89,16 @@ impl World<'_> {
             previous_canary: previous_canary
                 .map(|c| (c.weight.unwrap_or(0), c.pod_template_hash.as_deref())),
             pod_hash: &self.p.pod_hash,
+            gradual_abort: self.p.gradual_abort.map(|hold| {
+                let since = status.aborted_at.as_ref().map_or(self.now, |t| t.0);
+                let elapsed = self.now.duration_since(since).unsigned_abs();
+                (hold, elapsed)
+            }),
         };
         let decided = weight::desired(&facts);
+        if let Some(after) = decided.next_change {
+            crate::plan::set_requeue(&mut plan.requeue_after, after);
+        }
         let mut decision = TrafficDecision {
             weight: decided.weight,
             verified: previous.as_ref().and_then(|w| w.verified),
@@ -155,6 +153,7 @@ impl World<'_> {
                 .collect(),
             versions: &versions,
             rollout_name: self.rollout_name(),
+            now: self.now,
         };
         let mut edits = Edits::default();
         for router in routers {
@@ -166,6 +165,9 @@ impl World<'_> {
             }
         }
         events.extend(std::mem::take(&mut edits.events));
+        if let Some(after) = edits.requeue {
+            crate::plan::set_requeue(&mut plan.requeue_after, after);
+        }
         plan.actions.extend(edits.into_actions());
         decision.verified = routers.iter().any(Router::verifies).then_some(true);
         self.record_weights(status, events, &desired, previous, decision.verified);
@@ -180,12 +182,13 @@ impl World<'_> {
     ) -> Desired {
         let canary = self.p.canary();
         let routing = canary.traffic_routing.clone().unwrap_or_default();
+        let (canary_service, stable_service) = self.service_roles(false);
         Desired {
             rollout: self.rollout_name().to_string(),
             namespace: self.ro.metadata.namespace.clone().unwrap_or_default(),
             rollout_uid: self.ro.metadata.uid.clone().unwrap_or_default(),
-            canary_service: canary.canary_service.clone().unwrap_or_default(),
-            stable_service: canary.stable_service.clone().unwrap_or_default(),
+            canary_service,
+            stable_service,
             canary_hash: canary_hash.to_string(),
             stable_hash: stable_hash.to_string(),
             weight,
@@ -309,13 +312,13 @@ mod tests {
     fn built_in_routers_pass_and_others_are_named() {
         assert_eq!(check(json!({"istio": {}, "nginx": {}, "smi": {}})), Ok(()));
         assert_eq!(
-            check(json!({"plugins": {"argoproj-labs/gatewayAPI": {}}})),
+            check(json!({"alb": {"ingress": "x"}, "traefik": {}, "ambassador": {}})),
             Ok(())
         );
-        let err = check(json!({"alb": {"ingress": "x"}})).unwrap_err();
-        assert!(
-            err.starts_with("spec.strategy.canary.trafficRouting.alb: Unsupported value: \"alb\""),
-            "{err}"
+        assert_eq!(check(json!({"apisix": {}, "appMesh": {}})), Ok(()));
+        assert_eq!(
+            check(json!({"plugins": {"argoproj-labs/gatewayAPI": {}}})),
+            Ok(())
         );
         let err = check(json!({"plugins": {"acme/router": {}}})).unwrap_err();
         assert!(err.contains("\"acme/router\""), "{err}");

@@ -95,12 +95,34 @@ impl<'a> World<'a> {
         replicaset::replica_set_name(self.rollout_name(), &self.p.pod_hash)
     }
 
-    /// The pod-template hashes the canary's Services select now.
+    /// The canary and stable Services that routers weigh and selectors point: `canaryService`
+    /// and `stableService`, or the ping-pong pair in their current roles. ALB always uses the
+    /// ping-pong pair when there is one (`prefer_ping_pong`); the other routers only when
+    /// neither canaryService nor stableService is named, as in Argo.
+    pub(super) fn service_roles(&self, prefer_ping_pong: bool) -> (String, String) {
+        let canary = self.p.canary();
+        let named = |s: &Option<String>| s.as_deref().filter(|n| !n.is_empty()).is_some();
+        let plain = !named(&canary.canary_service) && !named(&canary.stable_service);
+        match super::ping_pong::roles(canary, self.ro.status.as_ref()) {
+            Some(roles) if prefer_ping_pong || plain => roles,
+            _ => (
+                canary.canary_service.clone().unwrap_or_default(),
+                canary.stable_service.clone().unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// The pod-template hashes the canary's Services select now (of a ping-pong pair, the
+    /// stable one: the canary's keeps selecting the previous stable pods after a promotion,
+    /// at weight 0, until the next update moves it).
     pub(super) fn service_hashes(&self) -> Vec<String> {
         let canary = self.p.canary();
+        let ping_pong_stable =
+            super::ping_pong::roles(canary, self.ro.status.as_ref()).map(|r| r.1);
         let names = [
             canary.canary_service.as_ref(),
             canary.stable_service.as_ref(),
+            ping_pong_stable.as_ref(),
         ];
         self.services
             .iter()

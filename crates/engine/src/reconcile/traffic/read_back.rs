@@ -42,15 +42,33 @@ pub(in crate::reconcile) fn routed_hashes(
             .get(POD_TEMPLATE_HASH)
             .cloned()
     };
-    let canary_svc_hash = selected(canary.canary_service.as_ref());
-    let stable_svc_hash = selected(canary.stable_service.as_ref());
+    let (canary_svc, stable_svc) = world.service_roles(false);
+    let canary_svc_hash = selected(Some(&canary_svc));
+    let stable_svc_hash = selected(Some(&stable_svc));
+    // A ping-pong pair's canary Service keeps selecting the previous stable pods after a
+    // promotion; at weight 0 it holds nothing.
+    let ping_pong = canary.ping_pong.is_some();
+    let named = |s: &Option<String>| s.as_deref().is_some_and(|n| !n.is_empty());
+    let plain_is_ping_pong =
+        ping_pong && !named(&canary.canary_service) && !named(&canary.stable_service);
     let desired = world.router_desired("", "", 0);
     let mut out: BTreeMap<String, i32> = BTreeMap::new();
     for router in routers {
         let Some(weight) = router.observed_weight(&desired) else {
             continue;
         };
-        let (canary_hash, stable_hash) = if router.subset_mode() {
+        let uses_ping_pong = if router.own_services().is_some() {
+            ping_pong
+        } else {
+            plain_is_ping_pong
+        };
+        let (canary_hash, stable_hash) = if let Some((canary_node, stable_node)) =
+            router.node_hashes()
+        {
+            (canary_node, stable_node)
+        } else if let Some((c, s)) = router.own_services() {
+            (selected(Some(c)), selected(Some(s)))
+        } else if router.subset_mode() {
             let dr = routing
                 .istio
                 .as_ref()
@@ -64,6 +82,8 @@ pub(in crate::reconcile) fn routed_hashes(
             (canary_svc_hash.clone(), stable_svc_hash.clone())
         };
         let mut mine: BTreeMap<String, i32> = BTreeMap::new();
+        let skip_idle_canary = uses_ping_pong && weight.canary == 0;
+        let canary_hash = canary_hash.filter(|_| !skip_idle_canary);
         for (hash, w) in [(canary_hash, weight.canary), (stable_hash, weight.stable)] {
             if let Some(hash) = hash {
                 *mine.entry(hash).or_default() += w.max(0);

@@ -36,6 +36,8 @@ pub(crate) struct Facts<'a> {
     /// `status.canary.weights` as observed: canary weight and the hash it went to.
     pub previous_canary: Option<(i32, Option<&'a str>)>,
     pub pod_hash: &'a str,
+    /// Gradual abort: how long each weight is held, and the time since the abort.
+    pub gradual_abort: Option<(std::time::Duration, std::time::Duration)>,
 }
 
 /// The decision.
@@ -46,6 +48,8 @@ pub(crate) struct Desired {
     pub remove_managed_routes: bool,
     /// Case 1: the weight is for the pods the previous canary ran, not the new ones.
     pub for_previous_canary: bool,
+    /// A gradual abort steps down again after this long.
+    pub next_change: Option<std::time::Duration>,
 }
 
 pub(crate) fn desired(f: &Facts<'_>) -> Desired {
@@ -53,11 +57,13 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
         weight,
         remove_managed_routes: false,
         for_previous_canary: false,
+        next_change: None,
     };
     let removing = |weight| Desired {
         weight,
         remove_managed_routes: true,
         for_previous_canary: false,
+        next_change: None,
     };
     let previous_hash = f.previous_canary.and_then(|(_, h)| h);
     if f.new_is_stable
@@ -69,13 +75,24 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
             weight: abort_weight(f),
             remove_managed_routes: false,
             for_previous_canary: true,
+            next_change: None,
         };
     }
     if f.new_is_stable {
         return removing(0);
     }
     if f.aborted {
-        return removing(abort_weight(f));
+        let Some((hold, elapsed)) = f.gradual_abort else {
+            return removing(abort_weight(f));
+        };
+        // Gradual abort: the reverse of the steps taken, never above where traffic was.
+        let levels = super::gradual_abort::levels(f.steps.unwrap_or_default(), f.step_index, f.max);
+        let (stepped, next_change) = super::gradual_abort::weight_at(&levels, hold, elapsed);
+        let current = f.previous_canary.map_or(stepped, |(w, _)| w);
+        return Desired {
+            next_change,
+            ..removing(stepped.min(current).max(abort_weight(f)))
+        };
     }
     if f.new_available.unwrap_or(0) == 0 {
         return removing(0);
@@ -198,6 +215,7 @@ mod tests {
             at_desired_counts: true,
             previous_canary: Some((0, Some("new"))),
             pod_hash: "new",
+            gradual_abort: None,
         }
     }
 
@@ -295,7 +313,8 @@ mod tests {
                 Desired {
                     weight: 0,
                     remove_managed_routes: true,
-                    for_previous_canary: false
+                    for_previous_canary: false,
+                    next_change: None,
                 },
                 "{f:?}"
             );
@@ -373,5 +392,38 @@ mod tests {
         let d = desired(&f);
         assert!(d.for_previous_canary);
         assert_eq!(d.weight, 50);
+    }
+
+    #[test]
+    fn a_gradual_abort_steps_down_through_the_weights_taken() {
+        let s = steps(json!([
+            {"setWeight": 10}, {"pause": {}}, {"setWeight": 25}, {"pause": {}},
+            {"setWeight": 50}, {"pause": {}}
+        ]));
+        let hold = std::time::Duration::from_secs(20);
+        let at = |elapsed: u64, previous: i32| {
+            desired(&Facts {
+                aborted: true,
+                step_index: 5,
+                previous_canary: Some((previous, Some("new"))),
+                gradual_abort: Some((hold, std::time::Duration::from_secs(elapsed))),
+                ..facts(&s)
+            })
+        };
+        let w = |d: Desired| (d.weight, d.next_change.map(|n| n.as_secs()));
+        assert_eq!(w(at(0, 50)), (50, Some(20)));
+        assert_eq!(w(at(25, 50)), (25, Some(15)));
+        assert_eq!(w(at(45, 25)), (10, Some(15)));
+        assert_eq!(w(at(60, 10)), (0, None));
+        // Never back up: a weight that already went lower stays lower.
+        assert_eq!(w(at(0, 25)).0, 25);
+        // Without the annotation the weight goes to 0 at once, as in Argo.
+        let plain = desired(&Facts {
+            aborted: true,
+            step_index: 5,
+            previous_canary: Some((50, Some("new"))),
+            ..facts(&s)
+        });
+        assert_eq!(plain.weight, 0);
     }
 }

@@ -16,12 +16,12 @@ mod resolve;
 
 use serde_json::Value;
 use sluice_api::rollout::{
-    AlbTrafficRouting, AppMeshTrafficRouting, ApisixTrafficRouting, CanaryStepAction,
+    AlbTrafficRouting, ApisixTrafficRouting, AppMeshTrafficRouting, CanaryStepAction,
     IstioDestinationRule, IstioTrafficRouting, IstioVirtualService, NginxTrafficRouting, Rollout,
     RolloutTrafficRouting, SetHeaderRoute, SetMirrorRoute, SmiTrafficRouting,
 };
-use sluice_routers::gateway;
 use sluice_routers::Desired;
+use sluice_routers::gateway;
 use sluice_routers::kinds::{ApiVersions, ObjectRef};
 
 use super::GATEWAY_API_PLUGIN;
