@@ -178,6 +178,28 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
+impl Plan {
+    /// Sets (or, with `None`, removes) a Rollout annotation. All of a reconcile's annotations
+    /// go in one write: two writes at the same resourceVersion would make the second conflict.
+    pub(crate) fn annotate_rollout(
+        &mut self,
+        resource_version: Option<String>,
+        key: &str,
+        value: Option<String>,
+    ) {
+        for action in &mut self.actions {
+            if let Action::AnnotateRollout { annotations, .. } = action {
+                annotations.insert(key.to_string(), value);
+                return;
+            }
+        }
+        self.actions.push(Action::AnnotateRollout {
+            resource_version,
+            annotations: [(key.to_string(), value)].into(),
+        });
+    }
+}
+
 /// Asks to come back after `after` at the latest (never sooner than a second, so that a
 /// deadline just missed does not spin), keeping an earlier requeue already asked for.
 pub(crate) fn set_requeue(requeue: &mut Option<Duration>, after: Duration) {

@@ -58,12 +58,11 @@ impl World<'_> {
         if rollout_revision.as_deref() == Some(revision.to_string().as_str()) {
             return false;
         }
-        let mut annotations = BTreeMap::new();
-        annotations.insert(REVISION.to_string(), Some(revision.to_string()));
-        plan.actions.push(Action::AnnotateRollout {
-            resource_version: self.ro.metadata.resource_version.clone(),
-            annotations,
-        });
+        plan.annotate_rollout(
+            self.ro.metadata.resource_version.clone(),
+            REVISION,
+            Some(revision.to_string()),
+        );
         true
     }
 

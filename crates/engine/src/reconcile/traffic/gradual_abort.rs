@@ -5,8 +5,12 @@
 //! annotation lives outside `argoproj.io`, so the Rollout stays valid for Argo, which ignores
 //! it. Without a traffic router there is no weight to step down, and it has no effect.
 //!
-//! The descent is a pure function of the steps, the step the update had reached, the time
-//! since `status.abortedAt` and the hold: nothing is stored besides what Argo stores.
+//! The descent is a pure function of the steps, the weight the update had reached, the time
+//! since `status.abortedAt` and the hold. An abort resets `currentStepIndex` to 0 (as in
+//! Argo), so the weight reached is recorded once, at the abort, in the Rollout annotation
+//! `rollouts.sluice.dev/gradual-abort-from: <weight>@<abortedAt>`; until that write is seen
+//! the weight holds where it was. The annotation is removed once the Rollout is no longer
+//! aborted.
 
 use std::time::Duration;
 
@@ -15,6 +19,26 @@ use sluice_api::rollout::{CanaryStep, Rollout};
 
 /// The annotation that turns it on, with the time each weight is held.
 pub const GRADUAL_ABORT: &str = "rollouts.sluice.dev/gradual-abort";
+
+/// The weight an abort started from, and the abort it belongs to: `<weight>@<abortedAt>`.
+pub const GRADUAL_ABORT_FROM: &str = "rollouts.sluice.dev/gradual-abort-from";
+
+/// The value of [`GRADUAL_ABORT_FROM`] for an abort at `aborted_at` from `weight`.
+pub(crate) fn from_value(weight: i32, aborted_at: &str) -> String {
+    format!("{weight}@{aborted_at}")
+}
+
+/// The weight recorded for the abort at `aborted_at`; `None` when the annotation is absent,
+/// malformed or belongs to another abort.
+pub(crate) fn recorded_from(rollout: &Rollout, aborted_at: &str) -> Option<i32> {
+    let value = rollout
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(GRADUAL_ABORT_FROM)?;
+    let (weight, at) = value.split_once('@')?;
+    (at == aborted_at).then(|| weight.parse().ok()).flatten()
+}
 
 /// The hold time the annotation asks for; `Ok(None)` when it is absent. A value that is not a
 /// duration is a spec error, in the field-error form of the rest.
@@ -39,26 +63,17 @@ pub fn hold(rollout: &Rollout) -> Result<Option<Duration>, String> {
 }
 
 /// The weights traffic steps down through: the weight reached, then each lower `setWeight`
-/// taken before it, latest first, then 0.
-pub(crate) fn levels(steps: &[CanaryStep], step_index: i32, max: i32) -> Vec<i32> {
-    let end = usize::try_from(step_index.saturating_add(1))
-        .unwrap_or(0)
-        .min(steps.len());
-    let taken: Vec<i32> = steps[..end].iter().filter_map(|s| s.set_weight).collect();
-    // Without steps traffic never left stable (it moves with the Service at promotion).
-    let top = if steps.is_empty() {
-        0
-    } else if step_index >= steps.len() as i32 {
-        max
-    } else {
-        taken.last().copied().unwrap_or(0)
-    };
-    let mut out = vec![top];
-    for w in taken.into_iter().rev() {
-        if w < *out.last().unwrap_or(&0) && w > 0 {
-            out.push(w);
-        }
-    }
+/// of the steps, highest first, then 0.
+pub(crate) fn levels(steps: &[CanaryStep], top: i32) -> Vec<i32> {
+    let mut lower: Vec<i32> = steps
+        .iter()
+        .filter_map(|s| s.set_weight)
+        .filter(|&w| w > 0 && w < top)
+        .collect();
+    lower.sort_unstable_by(|a, b| b.cmp(a));
+    lower.dedup();
+    let mut out = vec![top.max(0)];
+    out.extend(lower);
     if out.last() != Some(&0) {
         out.push(0);
     }
@@ -94,20 +109,41 @@ mod tests {
     }
 
     #[test]
-    fn the_descent_reverses_the_weights_taken() {
+    fn the_descent_goes_through_the_lower_step_weights() {
         let s = steps(json!([
             {"setWeight": 10}, {"pause": {}}, {"setWeight": 25}, {"pause": {}},
             {"setWeight": 50}, {"pause": {}}
         ]));
-        assert_eq!(levels(&s, 5, 100), vec![50, 25, 10, 0]);
-        assert_eq!(levels(&s, 3, 100), vec![25, 10, 0]);
-        assert_eq!(levels(&s, 0, 100), vec![10, 0]);
+        assert_eq!(levels(&s, 50), vec![50, 25, 10, 0]);
+        assert_eq!(levels(&s, 25), vec![25, 10, 0]);
+        assert_eq!(levels(&s, 10), vec![10, 0]);
         // Past the last step the canary had all of it.
-        assert_eq!(levels(&s, 6, 100), vec![100, 50, 25, 10, 0]);
-        // A weight that went up and down again is not revisited upwards.
+        assert_eq!(levels(&s, 100), vec![100, 50, 25, 10, 0]);
+        // A weight between steps (the pods were not all up yet) starts the descent.
+        assert_eq!(levels(&s, 40), vec![40, 25, 10, 0]);
         let zigzag = steps(json!([{"setWeight": 40}, {"setWeight": 20}, {"setWeight": 30}]));
-        assert_eq!(levels(&zigzag, 2, 100), vec![30, 20, 0]);
-        assert_eq!(levels(&[], 0, 100), vec![0]);
+        assert_eq!(levels(&zigzag, 30), vec![30, 20, 0]);
+        assert_eq!(levels(&[], 0), vec![0]);
+    }
+
+    #[test]
+    fn the_weight_at_the_abort_is_recorded_per_abort() {
+        let ro = |v: Option<&str>| -> Rollout {
+            serde_json::from_value(json!({
+                "metadata": {"name": "r", "annotations": v.map(|v| json!({GRADUAL_ABORT_FROM: v}))},
+                "spec": {}
+            }))
+            .unwrap()
+        };
+        let at = "2026-11-25T09:00:00Z";
+        assert_eq!(from_value(50, at), "50@2026-11-25T09:00:00Z");
+        assert_eq!(recorded_from(&ro(Some(&from_value(50, at))), at), Some(50));
+        assert_eq!(
+            recorded_from(&ro(Some("50@2026-11-24T09:00:00Z")), at),
+            None
+        );
+        assert_eq!(recorded_from(&ro(Some("x@2026-11-25T09:00:00Z")), at), None);
+        assert_eq!(recorded_from(&ro(None), at), None);
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub(crate) struct Facts<'a> {
     /// `status.canary.weights` as observed: canary weight and the hash it went to.
     pub previous_canary: Option<(i32, Option<&'a str>)>,
     pub pod_hash: &'a str,
-    /// Gradual abort: how long each weight is held, and the time since the abort.
-    pub gradual_abort: Option<(std::time::Duration, std::time::Duration)>,
+    /// Gradual abort: how long each weight is held, the time since the abort, and the weight
+    /// the abort started from.
+    pub gradual_abort: Option<(std::time::Duration, std::time::Duration, i32)>,
 }
 
 /// The decision.
@@ -82,11 +83,11 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
         return removing(0);
     }
     if f.aborted {
-        let Some((hold, elapsed)) = f.gradual_abort else {
+        let Some((hold, elapsed, top)) = f.gradual_abort else {
             return removing(abort_weight(f));
         };
-        // Gradual abort: the reverse of the steps taken, never above where traffic was.
-        let levels = super::gradual_abort::levels(f.steps.unwrap_or_default(), f.step_index, f.max);
+        // Gradual abort: down through the lower step weights, never above where traffic was.
+        let levels = super::gradual_abort::levels(f.steps.unwrap_or_default(), top);
         let (stepped, next_change) = super::gradual_abort::weight_at(&levels, hold, elapsed);
         let current = f.previous_canary.map_or(stepped, |(w, _)| w);
         return Desired {
@@ -404,9 +405,9 @@ mod tests {
         let at = |elapsed: u64, previous: i32| {
             desired(&Facts {
                 aborted: true,
-                step_index: 5,
+                step_index: 0,
                 previous_canary: Some((previous, Some("new"))),
-                gradual_abort: Some((hold, std::time::Duration::from_secs(elapsed))),
+                gradual_abort: Some((hold, std::time::Duration::from_secs(elapsed), 50)),
                 ..facts(&s)
             })
         };
