@@ -6,8 +6,8 @@
 //! `traffic_routing_gateway_api`.
 //!
 //! One routed corpus file is left out: `functional/alb-canary-multi-ingress-rollout.yaml`
-//! names a `rootService` its Ingresses do not route to, which Argo and Sluice both refuse
-//! at the first weight change (`traffic_routing_alb` checks the message).
+//! names a `rootService` its Ingresses do not route to, which Argo and Sluice both refuse as
+//! `InvalidSpec` before deploying anything (`traffic_routing_alb` checks the message).
 
 use std::time::Duration;
 

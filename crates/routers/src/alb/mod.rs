@@ -45,6 +45,24 @@ mod remove;
 mod set_weight;
 
 pub use header_route::set_header_route;
+
+/// Argo's reference validation of an ALB Ingress: some rule path must have the action Service
+/// (`rootService`, else the stable Service) as its backend, else the Ingress cannot carry the
+/// weights. The detail of the field error, for the engine to place.
+pub fn check_ingress(
+    ingress: &Value,
+    cfg: &AlbTrafficRouting,
+    desired: &Desired,
+) -> Result<(), RouterError> {
+    let service = action_service(cfg, desired);
+    if ingress::has_backend(ingress, service) {
+        return Ok(());
+    }
+    Err(RouterError::new(format!(
+        "ingress `{}` has no rules using service {service} backend",
+        ingress::name(ingress)
+    )))
+}
 pub use managed::MANAGED_ANNOTATIONS;
 pub use observed::observed_weight;
 pub use remove::remove_managed_routes;
@@ -52,7 +70,9 @@ pub use set_weight::set_weight;
 
 use sluice_api::rollout::AlbTrafficRouting;
 
-use crate::Desired;
+use serde_json::Value;
+
+use crate::{Desired, RouterError};
 
 /// Prefix of the AWS Load Balancer Controller annotations when `alb.annotationPrefix` is
 /// unset.

@@ -113,6 +113,9 @@ pub(crate) fn resolve<'a>(
             let obj = objects
                 .get(&key)
                 .ok_or_else(|| not_found(&format!("{PATH}.alb.{field}"), &key))?;
+            let d = super::with_services(desired, &alb_services);
+            alb::check_ingress(obj, a, &d)
+                .map_err(|e| format!("{PATH}.alb.{field}: Invalid value: \"{ingress}\": {e}"))?;
             ingresses.push((key, obj));
         }
         routers.push(Router::Alb {
