@@ -89,12 +89,9 @@ impl World<'_> {
             previous_canary: previous_canary
                 .map(|c| (c.weight.unwrap_or(0), c.pod_template_hash.as_deref())),
             pod_hash: &self.p.pod_hash,
-            gradual_abort: self.gradual_abort(status, plan, u, previous_canary),
+            gradual_abort: self.gradual_abort(plan, u, previous_canary),
         };
         let decided = weight::desired(&facts);
-        if let Some(after) = decided.next_change {
-            crate::plan::set_requeue(&mut plan.requeue_after, after);
-        }
         let mut decision = TrafficDecision {
             weight: decided.weight,
             verified: previous.as_ref().and_then(|w| w.verified),
@@ -170,47 +167,39 @@ impl World<'_> {
         decision
     }
 
-    /// A gradual abort's hold, time since the abort and starting weight. The starting weight
-    /// is recorded on the Rollout at the abort (the step index is reset then); until that is
-    /// seen, the elapsed time counts as zero, so the weight holds. A record left from an abort
-    /// that is over is removed.
+    /// The weight a gradual abort routes in this reconcile, writing its record first when it
+    /// starts or steps down; a record left from an abort that is over is removed.
     fn gradual_abort(
         &self,
-        status: &RolloutStatus,
         plan: &mut Plan,
         u: &Update,
         previous_canary: Option<&WeightDestination>,
-    ) -> Option<(std::time::Duration, std::time::Duration, i32)> {
-        use gradual_abort::{GRADUAL_ABORT_FROM, from_value, recorded_from};
-        let recorded = self
+    ) -> Option<i32> {
+        use gradual_abort::{GRADUAL_ABORT_AT, decide, record, recorded};
+        let rv = self.ro.metadata.resource_version.clone();
+        let recorded = recorded(self.ro);
+        let has_record = self
             .ro
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(GRADUAL_ABORT_FROM));
-        let annotate = |plan: &mut Plan, value: Option<String>| {
-            let rv = self.ro.metadata.resource_version.clone();
-            plan.annotate_rollout(rv, GRADUAL_ABORT_FROM, value);
-        };
+            .is_some_and(|a| a.contains_key(GRADUAL_ABORT_AT));
         let (Some(hold), true) = (self.p.gradual_abort, u.aborted) else {
-            if recorded {
-                annotate(plan, None);
+            if has_record {
+                plan.annotate_rollout(rv, GRADUAL_ABORT_AT, None);
             }
             return None;
         };
-        let aborted_at = status.aborted_at.as_ref().map_or(self.now, |t| t.0);
-        let key = aborted_at.to_string();
         let current = previous_canary.and_then(|c| c.weight).unwrap_or(0);
-        match recorded_from(self.ro, &key) {
-            Some(top) => {
-                let elapsed = self.now.duration_since(aborted_at).unsigned_abs();
-                Some((hold, elapsed, top))
-            }
-            None => {
-                annotate(plan, Some(from_value(current, &key)));
-                Some((hold, std::time::Duration::ZERO, current))
-            }
+        let steps = self.p.canary().steps.as_deref().unwrap_or_default();
+        let step = decide(steps, hold, recorded, current, self.now);
+        if let Some((weight, at)) = step.record {
+            plan.annotate_rollout(rv, GRADUAL_ABORT_AT, Some(record(weight, at)));
         }
+        if let Some(after) = step.requeue {
+            crate::plan::set_requeue(&mut plan.requeue_after, after);
+        }
+        Some(step.weight)
     }
 
     pub(super) fn router_desired(

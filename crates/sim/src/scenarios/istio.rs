@@ -5,7 +5,10 @@
 //! (`dynamicStableScale`), so both sides of the split depend on the weights read back. In the
 //! third the steps take the weight back down (50% then 20%): the canary may only shrink once
 //! the router has taken the lower weight, which is where the scale-down floor decides (the
-//! scenario that shows a floor regression as `routed-replicasets-keep-their-pods`).
+//! scenario that shows a floor regression as `routed-replicasets-keep-their-pods`). The
+//! fourth aborts every update at 50% with Sluice's gradual abort: traffic steps back through
+//! 20% to 0, two seconds each, and the canary must keep the pods of whatever weight the
+//! VirtualService still gives it.
 
 use serde_json::{Value, json};
 
@@ -32,6 +35,11 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "istio-weight-steps-down",
             about: "the Istio host split with steps that lower the weight: 20%, 50%, then 20% again",
             build: weight_steps_down,
+        },
+        Scenario {
+            name: "istio-gradual-abort",
+            about: "the Istio host split aborted at 50% with a gradual abort: 50, 20, 0, two seconds each",
+            build: gradual_abort,
         },
     ]
 }
@@ -91,6 +99,18 @@ fn host_split_dynamic(seed: u64, rng: &mut Rng) -> Setup {
 
 fn weight_steps_down(seed: u64, rng: &mut Rng) -> Setup {
     build(seed, rng, steps_down(), false)
+}
+
+fn gradual_abort(seed: u64, rng: &mut Rng) -> Setup {
+    let mut setup = build(seed, rng, steps(), false);
+    setup.rollout["metadata"]["annotations"] = json!({"rollouts.sluice.dev/gradual-abort": "2s"});
+    // Always an abort, at the pause after 50%.
+    setup.script.truncate(1);
+    setup
+        .script
+        .push(step(Wait::CanaryStep(3), (0, 3_000), Op::Abort));
+    setup.expect = expect("Degraded", "v1");
+    setup
 }
 
 fn build(seed: u64, rng: &mut Rng, steps: Value, dynamic_stable_scale: bool) -> Setup {

@@ -5,40 +5,26 @@
 //! annotation lives outside `argoproj.io`, so the Rollout stays valid for Argo, which ignores
 //! it. Without a traffic router there is no weight to step down, and it has no effect.
 //!
-//! The descent is a pure function of the steps, the weight the update had reached, the time
-//! since `status.abortedAt` and the hold. An abort resets `currentStepIndex` to 0 (as in
-//! Argo), so the weight reached is recorded once, at the abort, in the Rollout annotation
-//! `rollouts.sluice.dev/gradual-abort-from: <weight>@<abortedAt>`; until that write is seen
-//! the weight holds where it was. The annotation is removed once the Rollout is no longer
-//! aborted.
+//! The descent is a pure function of the steps, the weight routed now, when it started being
+//! routed, the hold and the time. An abort resets `currentStepIndex` to 0 (as in Argo), and a
+//! controller may look late, so the weight and the moment it was set are recorded on the
+//! Rollout, in the annotation `rollouts.sluice.dev/gradual-abort-at: <weight>@<time>`,
+//! written with each step down (before the router write, so a weight is never routed
+//! without its record): every weight is held for the full duration, however late the
+//! reconciles come, and none is skipped. The annotation is removed once the Rollout is no
+//! longer aborted.
 
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sluice_api::rollout::{CanaryStep, Rollout};
 
 /// The annotation that turns it on, with the time each weight is held.
 pub const GRADUAL_ABORT: &str = "rollouts.sluice.dev/gradual-abort";
 
-/// The weight an abort started from, and the abort it belongs to: `<weight>@<abortedAt>`.
-pub const GRADUAL_ABORT_FROM: &str = "rollouts.sluice.dev/gradual-abort-from";
-
-/// The value of [`GRADUAL_ABORT_FROM`] for an abort at `aborted_at` from `weight`.
-pub(crate) fn from_value(weight: i32, aborted_at: &str) -> String {
-    format!("{weight}@{aborted_at}")
-}
-
-/// The weight recorded for the abort at `aborted_at`; `None` when the annotation is absent,
-/// malformed or belongs to another abort.
-pub(crate) fn recorded_from(rollout: &Rollout, aborted_at: &str) -> Option<i32> {
-    let value = rollout
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(GRADUAL_ABORT_FROM)?;
-    let (weight, at) = value.split_once('@')?;
-    (at == aborted_at).then(|| weight.parse().ok()).flatten()
-}
+/// The weight a gradual abort routes now and since when: `<weight>@<RFC 3339 time>`.
+pub const GRADUAL_ABORT_AT: &str = "rollouts.sluice.dev/gradual-abort-at";
 
 /// The hold time the annotation asks for; `Ok(None)` when it is absent. A value that is not a
 /// duration is a spec error, in the field-error form of the rest.
@@ -62,39 +48,81 @@ pub fn hold(rollout: &Rollout) -> Result<Option<Duration>, String> {
     }
 }
 
-/// The weights traffic steps down through: the weight reached, then each lower `setWeight`
-/// of the steps, highest first, then 0.
-pub(crate) fn levels(steps: &[CanaryStep], top: i32) -> Vec<i32> {
-    let mut lower: Vec<i32> = steps
-        .iter()
-        .filter_map(|s| s.set_weight)
-        .filter(|&w| w > 0 && w < top)
-        .collect();
-    lower.sort_unstable_by(|a, b| b.cmp(a));
-    lower.dedup();
-    let mut out = vec![top.max(0)];
-    out.extend(lower);
-    if out.last() != Some(&0) {
-        out.push(0);
-    }
-    out
+/// The recorded weight and the moment it was set; `None` when absent or malformed.
+pub(crate) fn recorded(rollout: &Rollout) -> Option<(i32, Timestamp)> {
+    let value = rollout
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(GRADUAL_ABORT_AT)?;
+    let (weight, at) = value.split_once('@')?;
+    Some((weight.parse().ok()?, at.parse().ok()?))
 }
 
-/// The weight `elapsed` into the descent, and how long until it steps down next (`None` once
-/// at 0).
-pub(crate) fn weight_at(
-    levels: &[i32],
+/// The annotation's value for `weight` set at `at`.
+pub(crate) fn record(weight: i32, at: Timestamp) -> String {
+    format!("{weight}@{at}")
+}
+
+/// The next weight down from `weight`: the highest step weight below it, or 0.
+pub(crate) fn next_level(steps: &[CanaryStep], weight: i32) -> i32 {
+    steps
+        .iter()
+        .filter_map(|s| s.set_weight)
+        .filter(|&w| w > 0 && w < weight)
+        .max()
+        .unwrap_or(0)
+}
+
+/// What one reconcile of a gradual abort does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// The canary weight to route.
+    pub weight: i32,
+    /// A new record to write first (a first weight, or a step down).
+    pub record: Option<(i32, Timestamp)>,
+    /// When to look again (`None` once at 0).
+    pub requeue: Option<Duration>,
+}
+
+/// The weight to route now, given the record (if any) and the weight routed now (`current`).
+pub(crate) fn decide(
+    steps: &[CanaryStep],
     hold: Duration,
-    elapsed: Duration,
-) -> (i32, Option<Duration>) {
-    let hold_s = hold.as_secs().max(1);
-    let level = usize::try_from(elapsed.as_secs() / hold_s).unwrap_or(usize::MAX);
-    match levels.get(level) {
-        Some(&w) if w > 0 => {
-            let next = hold_s - elapsed.as_secs() % hold_s;
-            (w, Some(Duration::from_secs(next)))
-        }
-        _ => (0, None),
+    recorded: Option<(i32, Timestamp)>,
+    current: i32,
+    now: Timestamp,
+) -> Step {
+    let Some((weight, since)) = recorded else {
+        // The abort's first reconcile: the weight reached holds, from now.
+        return Step {
+            weight: current,
+            record: Some((current, now)),
+            requeue: (current > 0).then_some(hold),
+        };
+    };
+    // Never back up: a weight already lower stays (the record may predate a lower write).
+    let weight = weight.min(current).max(0);
+    if weight == 0 {
+        return Step {
+            weight: 0,
+            record: None,
+            requeue: None,
+        };
+    }
+    let held = now.duration_since(since).unsigned_abs();
+    if held < hold {
+        return Step {
+            weight,
+            record: None,
+            requeue: Some(hold - held),
+        };
+    }
+    let next = next_level(steps, weight);
+    Step {
+        weight: next,
+        record: Some((next, now)),
+        requeue: (next > 0).then_some(hold),
     }
 }
 
@@ -108,55 +136,90 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    fn t(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
     #[test]
-    fn the_descent_goes_through_the_lower_step_weights() {
+    fn the_next_level_is_the_highest_step_weight_below() {
         let s = steps(json!([
             {"setWeight": 10}, {"pause": {}}, {"setWeight": 25}, {"pause": {}},
             {"setWeight": 50}, {"pause": {}}
         ]));
-        assert_eq!(levels(&s, 50), vec![50, 25, 10, 0]);
-        assert_eq!(levels(&s, 25), vec![25, 10, 0]);
-        assert_eq!(levels(&s, 10), vec![10, 0]);
-        // Past the last step the canary had all of it.
-        assert_eq!(levels(&s, 100), vec![100, 50, 25, 10, 0]);
-        // A weight between steps (the pods were not all up yet) starts the descent.
-        assert_eq!(levels(&s, 40), vec![40, 25, 10, 0]);
-        let zigzag = steps(json!([{"setWeight": 40}, {"setWeight": 20}, {"setWeight": 30}]));
-        assert_eq!(levels(&zigzag, 30), vec![30, 20, 0]);
-        assert_eq!(levels(&[], 0), vec![0]);
+        assert_eq!(next_level(&s, 100), 50);
+        assert_eq!(next_level(&s, 50), 25);
+        assert_eq!(next_level(&s, 40), 25);
+        assert_eq!(next_level(&s, 25), 10);
+        assert_eq!(next_level(&s, 10), 0);
+        assert_eq!(next_level(&[], 30), 0);
     }
 
     #[test]
-    fn the_weight_at_the_abort_is_recorded_per_abort() {
+    fn each_weight_is_held_for_the_duration_however_late_the_reconcile() {
+        let s = steps(json!([{"setWeight": 10}, {"setWeight": 25}, {"setWeight": 50}]));
+        let hold = Duration::from_secs(30);
+        let secs = Duration::from_secs;
+        // First reconcile of the abort: hold at 50 and record it.
+        assert_eq!(
+            decide(&s, hold, None, 50, t(0)),
+            Step {
+                weight: 50,
+                record: Some((50, t(0))),
+                requeue: Some(secs(30))
+            }
+        );
+        // Within the hold: stay, look again when it ends.
+        assert_eq!(
+            decide(&s, hold, Some((50, t(0))), 50, t(12)),
+            Step {
+                weight: 50,
+                record: None,
+                requeue: Some(secs(18))
+            }
+        );
+        // Two minutes late: one level down only, held afresh from now.
+        assert_eq!(
+            decide(&s, hold, Some((50, t(0))), 50, t(120)),
+            Step {
+                weight: 25,
+                record: Some((25, t(120))),
+                requeue: Some(secs(30))
+            }
+        );
+        assert_eq!(
+            decide(&s, hold, Some((10, t(200))), 10, t(230)),
+            Step {
+                weight: 0,
+                record: Some((0, t(230))),
+                requeue: None
+            }
+        );
+        assert_eq!(
+            decide(&s, hold, Some((0, t(230))), 0, t(999)),
+            Step {
+                weight: 0,
+                record: None,
+                requeue: None
+            }
+        );
+        // A record above what is routed never raises the weight.
+        assert_eq!(decide(&s, hold, Some((50, t(0))), 25, t(1)).weight, 25);
+    }
+
+    #[test]
+    fn the_record_round_trips() {
         let ro = |v: Option<&str>| -> Rollout {
             serde_json::from_value(json!({
-                "metadata": {"name": "r", "annotations": v.map(|v| json!({GRADUAL_ABORT_FROM: v}))},
+                "metadata": {"name": "r", "annotations": v.map(|v| json!({GRADUAL_ABORT_AT: v}))},
                 "spec": {}
             }))
             .unwrap()
         };
-        let at = "2026-11-25T09:00:00Z";
-        assert_eq!(from_value(50, at), "50@2026-11-25T09:00:00Z");
-        assert_eq!(recorded_from(&ro(Some(&from_value(50, at))), at), Some(50));
-        assert_eq!(
-            recorded_from(&ro(Some("50@2026-11-24T09:00:00Z")), at),
-            None
-        );
-        assert_eq!(recorded_from(&ro(Some("x@2026-11-25T09:00:00Z")), at), None);
-        assert_eq!(recorded_from(&ro(None), at), None);
-    }
-
-    #[test]
-    fn each_weight_is_held_then_the_next_follows() {
-        let l = [50, 25, 10, 0];
-        let hold = Duration::from_secs(30);
-        let at = |s| weight_at(&l, hold, Duration::from_secs(s));
-        assert_eq!(at(0), (50, Some(Duration::from_secs(30))));
-        assert_eq!(at(29), (50, Some(Duration::from_secs(1))));
-        assert_eq!(at(30), (25, Some(Duration::from_secs(30))));
-        assert_eq!(at(75), (10, Some(Duration::from_secs(15))));
-        assert_eq!(at(90), (0, None));
-        assert_eq!(at(10_000), (0, None));
+        let value = record(25, t(0));
+        assert_eq!(recorded(&ro(Some(&value))), Some((25, t(0))));
+        assert_eq!(recorded(&ro(Some("x@2026-11-25T09:00:00Z"))), None);
+        assert_eq!(recorded(&ro(Some("25"))), None);
+        assert_eq!(recorded(&ro(None)), None);
     }
 
     #[test]

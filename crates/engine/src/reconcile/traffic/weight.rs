@@ -36,9 +36,8 @@ pub(crate) struct Facts<'a> {
     /// `status.canary.weights` as observed: canary weight and the hash it went to.
     pub previous_canary: Option<(i32, Option<&'a str>)>,
     pub pod_hash: &'a str,
-    /// Gradual abort: how long each weight is held, the time since the abort, and the weight
-    /// the abort started from.
-    pub gradual_abort: Option<(std::time::Duration, std::time::Duration, i32)>,
+    /// The weight a gradual abort routes now (see `gradual_abort`).
+    pub gradual_abort: Option<i32>,
 }
 
 /// The decision.
@@ -49,8 +48,6 @@ pub(crate) struct Desired {
     pub remove_managed_routes: bool,
     /// Case 1: the weight is for the pods the previous canary ran, not the new ones.
     pub for_previous_canary: bool,
-    /// A gradual abort steps down again after this long.
-    pub next_change: Option<std::time::Duration>,
 }
 
 pub(crate) fn desired(f: &Facts<'_>) -> Desired {
@@ -58,13 +55,11 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
         weight,
         remove_managed_routes: false,
         for_previous_canary: false,
-        next_change: None,
     };
     let removing = |weight| Desired {
         weight,
         remove_managed_routes: true,
         for_previous_canary: false,
-        next_change: None,
     };
     let previous_hash = f.previous_canary.and_then(|(_, h)| h);
     if f.new_is_stable
@@ -76,24 +71,16 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
             weight: abort_weight(f),
             remove_managed_routes: false,
             for_previous_canary: true,
-            next_change: None,
         };
     }
     if f.new_is_stable {
         return removing(0);
     }
     if f.aborted {
-        let Some((hold, elapsed, top)) = f.gradual_abort else {
-            return removing(abort_weight(f));
-        };
-        // Gradual abort: down through the lower step weights, never above where traffic was.
-        let levels = super::gradual_abort::levels(f.steps.unwrap_or_default(), top);
-        let (stepped, next_change) = super::gradual_abort::weight_at(&levels, hold, elapsed);
-        let current = f.previous_canary.map_or(stepped, |(w, _)| w);
-        return Desired {
-            next_change,
-            ..removing(stepped.min(current).max(abort_weight(f)))
-        };
+        // A gradual abort holds the canary at least at its step (dynamicStableScale may hold
+        // it higher while the stable pods come back).
+        let gradual = f.gradual_abort.unwrap_or(0);
+        return removing(gradual.max(abort_weight(f)));
     }
     if f.new_available.unwrap_or(0) == 0 {
         return removing(0);
@@ -315,7 +302,6 @@ mod tests {
                     weight: 0,
                     remove_managed_routes: true,
                     for_previous_canary: false,
-                    next_change: None,
                 },
                 "{f:?}"
             );
@@ -396,35 +382,20 @@ mod tests {
     }
 
     #[test]
-    fn a_gradual_abort_steps_down_through_the_weights_taken() {
-        let s = steps(json!([
-            {"setWeight": 10}, {"pause": {}}, {"setWeight": 25}, {"pause": {}},
-            {"setWeight": 50}, {"pause": {}}
-        ]));
-        let hold = std::time::Duration::from_secs(20);
-        let at = |elapsed: u64, previous: i32| {
+    fn a_gradual_abort_keeps_the_weight_of_its_step() {
+        let s = steps(json!([{"setWeight": 10}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]));
+        let aborted = |gradual| {
             desired(&Facts {
                 aborted: true,
-                step_index: 0,
-                previous_canary: Some((previous, Some("new"))),
-                gradual_abort: Some((hold, std::time::Duration::from_secs(elapsed), 50)),
+                previous_canary: Some((50, Some("new"))),
+                gradual_abort: gradual,
                 ..facts(&s)
             })
         };
-        let w = |d: Desired| (d.weight, d.next_change.map(|n| n.as_secs()));
-        assert_eq!(w(at(0, 50)), (50, Some(20)));
-        assert_eq!(w(at(25, 50)), (25, Some(15)));
-        assert_eq!(w(at(45, 25)), (10, Some(15)));
-        assert_eq!(w(at(60, 10)), (0, None));
-        // Never back up: a weight that already went lower stays lower.
-        assert_eq!(w(at(0, 25)).0, 25);
+        assert_eq!(aborted(Some(50)).weight, 50);
+        assert_eq!(aborted(Some(10)).weight, 10);
+        assert!(aborted(Some(10)).remove_managed_routes);
         // Without the annotation the weight goes to 0 at once, as in Argo.
-        let plain = desired(&Facts {
-            aborted: true,
-            step_index: 5,
-            previous_canary: Some((50, Some("new"))),
-            ..facts(&s)
-        });
-        assert_eq!(plain.weight, 0);
+        assert_eq!(aborted(None).weight, 0);
     }
 }
