@@ -21,12 +21,14 @@ cluster-down: ## Stop the local control plane and remove its state in .dev/
 fake-kubelet: ## Build the fake kubelet binary
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 
-test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane
+test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane (stopped again if this started it; KEEP_CLUSTER=1 keeps it)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
-	scripts/cluster-up.sh
-	$(CARGO) test --workspace
+	@if ! scripts/cluster-up.sh --check && [ -z "$(KEEP_CLUSTER)" ]; then \
+		trap 'scripts/cluster-down.sh' EXIT; trap 'exit 130' INT TERM; \
+	fi; \
+	scripts/cluster-up.sh && $(CARGO) test --workspace
 
 SEEDS ?= 1000
 START ?= 0
