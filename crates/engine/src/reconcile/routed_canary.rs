@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use sluice_api::rollout::{CanaryStepAction, RolloutStatus};
+use sluice_api::rollout::RolloutStatus;
 
 use super::traffic::set_weight_at;
 use super::{Update, World};
@@ -48,10 +48,7 @@ impl World<'_> {
             .min(all_steps.len())]
             .iter()
             .rev()
-            .find_map(|s| match s.action() {
-                Some(CanaryStepAction::SetCanaryScale(scale)) => Some(scale.clone()),
-                _ => None,
-            });
+            .find_map(|s| s.set_canary_scale.clone());
         let in_steps = index < all_steps.len() as i32;
         let weight = if u.aborted {
             abort_weight

@@ -11,8 +11,7 @@ mod routers;
 mod weight;
 
 use sluice_api::rollout::{
-    CanaryStatus, CanaryStepAction, RolloutStatus, RolloutTrafficRouting, TrafficWeights,
-    WeightDestination,
+    CanaryStatus, RolloutStatus, RolloutTrafficRouting, TrafficWeights, WeightDestination,
 };
 use sluice_routers::{Desired, Destination};
 
@@ -119,17 +118,17 @@ impl World<'_> {
             .unwrap_or_default()
             .to_string();
         let desired = self.router_desired(&canary_hash, &stable_hash, decided.weight);
-        // Header and mirror routes: only for the current step, never on a first revision.
-        let current = steps::current_step(canary, step_index).and_then(|s| s.action());
-        let not_first = u.revision > 1;
-        let header_route = match current {
-            Some(CanaryStepAction::SetHeaderRoute(h)) if not_first && !u.aborted => Some(h),
-            _ => None,
-        };
-        let mirror_route = match current {
-            Some(CanaryStepAction::SetMirrorRoute(m)) if not_first && !u.aborted => Some(m),
-            _ => None,
-        };
+        // Header and mirror routes: only for the current step, never on a first revision. Each
+        // field of a step counts on its own, as in Argo (a step may pause and set a header
+        // route at once).
+        let current = steps::current_step(canary, step_index);
+        let routes_now = u.revision > 1 && !u.aborted;
+        let header_route = current
+            .and_then(|s| s.set_header_route.as_ref())
+            .filter(|_| routes_now);
+        let mirror_route = current
+            .and_then(|s| s.set_mirror_route.as_ref())
+            .filter(|_| routes_now);
         let versions = self.router_versions.clone();
         let calls = Calls {
             desired: &desired,
@@ -312,10 +311,10 @@ fn step_route_names(
 ) -> Vec<String> {
     let mut names: Vec<String> = steps::steps(canary)
         .iter()
-        .filter_map(|s| match s.action() {
-            Some(CanaryStepAction::SetHeaderRoute(h)) => h.name.clone(),
-            Some(CanaryStepAction::SetMirrorRoute(m)) => m.name.clone(),
-            _ => None,
+        .flat_map(|s| {
+            let header = s.set_header_route.as_ref().and_then(|h| h.name.clone());
+            let mirror = s.set_mirror_route.as_ref().and_then(|m| m.name.clone());
+            header.into_iter().chain(mirror)
         })
         .collect();
     for m in managed {

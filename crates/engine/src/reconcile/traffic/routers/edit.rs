@@ -122,11 +122,13 @@ impl Edits {
                 let waited = since.map(|s| now.duration_since(s));
                 let drain = jiff::SignedDuration::try_from(AMBASSADOR_DRAIN).unwrap_or_default();
                 match (since, waited) {
-                    (Some(_), Some(w)) if w >= drain => {
+                    // Times are whole seconds: strictly more than the drain in whole
+                    // seconds is at least the drain in real time.
+                    (Some(_), Some(w)) if w > drain => {
                         self.change(key, existing, Ok(Some(Change::Delete { event })))
                     }
                     (Some(_), Some(w)) => {
-                        let left = (drain - w).unsigned_abs();
+                        let left = (drain - w).unsigned_abs() + std::time::Duration::from_secs(1);
                         self.requeue = Some(left.max(std::time::Duration::from_secs(1)));
                         Ok(())
                     }

@@ -16,9 +16,9 @@ mod resolve;
 
 use serde_json::Value;
 use sluice_api::rollout::{
-    AlbTrafficRouting, ApisixTrafficRouting, AppMeshTrafficRouting, CanaryStepAction,
-    IstioDestinationRule, IstioTrafficRouting, IstioVirtualService, NginxTrafficRouting, Rollout,
-    RolloutTrafficRouting, SetHeaderRoute, SetMirrorRoute, SmiTrafficRouting,
+    AlbTrafficRouting, ApisixTrafficRouting, AppMeshTrafficRouting, IstioDestinationRule,
+    IstioTrafficRouting, IstioVirtualService, NginxTrafficRouting, Rollout, RolloutTrafficRouting,
+    SetHeaderRoute, SetMirrorRoute, SmiTrafficRouting,
 };
 use sluice_routers::Desired;
 use sluice_routers::gateway;
@@ -124,10 +124,7 @@ fn header_route_names(rollout: &Rollout) -> Vec<String> {
     };
     let mut names: Vec<String> = crate::steps::steps(canary)
         .iter()
-        .filter_map(|s| match s.action() {
-            Some(CanaryStepAction::SetHeaderRoute(h)) => h.name.clone(),
-            _ => None,
-        })
+        .filter_map(|s| s.set_header_route.as_ref()?.name.clone())
         .collect();
     let managed = canary
         .traffic_routing

@@ -156,9 +156,9 @@ pub(crate) fn resolve<'a>(
             let obj = objects
                 .get(&key)
                 .ok_or_else(|| not_found(&format!("{PATH}.ambassador.mappings"), &key))?;
-            ambassador::check_base(obj).map_err(|e| {
-                format!("{PATH}.ambassador.mappings: Invalid value: \"{base}\": {e}")
-            })?;
+            // Argo places this error at the Mapping's own field.
+            ambassador::check_base(obj)
+                .map_err(|e| format!("spec.weight: Invalid value: \"{base}\": {e}"))?;
             let canary_key =
                 ObjectRef::new(kind, &namespace, ambassador::canary_mapping_name(base));
             let canary = objects.get(&canary_key);
