@@ -93,9 +93,12 @@ pub(crate) fn experiment_annotations(experiment: &str, template: &str) -> BTreeM
 pub(crate) struct Scaling {
     pub actions: Vec<ExperimentAction>,
     pub events: Vec<Event>,
-    /// The ReplicaSet was scaled, or is held at its size by the scale-down delay: the
-    /// template's `lastTransitionTime` moves, so the hold never reads as a stalled rollout.
+    /// The ReplicaSet was scaled, or its scale-down deadline recorded: the template's
+    /// `lastTransitionTime` moves.
     pub touched: bool,
+    /// The ReplicaSet is kept at its size until its scale-down deadline: its pods are going,
+    /// not coming, so no progress deadline applies.
+    pub held: bool,
     /// Come back when the scale-down deadline passes.
     pub requeue: Option<Duration>,
 }
@@ -119,9 +122,10 @@ pub(crate) fn scale(
     let delay = delay_seconds.unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS);
     let mut annotations = BTreeMap::new();
     if desired == 0 && delay > 0 {
-        out.touched = true;
+        out.held = true;
         match deadline {
             None => {
+                out.touched = true;
                 let at = sluice_api::time::whole_seconds(now)
                     + jiff::SignedDuration::from_secs(delay.into());
                 out.actions.push(ExperimentAction::AnnotateReplicaSet {
@@ -140,6 +144,7 @@ pub(crate) fn scale(
                     out.requeue = Some(at.duration_since(now).unsigned_abs());
                     return out;
                 }
+                out.held = false;
             }
         }
     } else if deadline.is_some() {
@@ -303,6 +308,7 @@ mod tests {
         let s = scale(&rs(2, Some("1970-01-01T00:01:45Z")), 0, Some(5), t(102));
         assert!(s.actions.is_empty());
         assert_eq!(s.requeue, Some(Duration::from_secs(3)));
+        assert!(s.held && !s.touched);
         // After it: scaled down.
         let s = scale(&rs(2, Some("1970-01-01T00:01:45Z")), 0, Some(5), t(105));
         assert_eq!(s.actions, [scaled(2, 0, BTreeMap::new())]);

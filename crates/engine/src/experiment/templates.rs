@@ -116,6 +116,7 @@ pub(crate) fn reconcile_template(pass: &TemplatePass, template: &TemplateSpec) -
     let ts = &mut out.status;
     let desired = desired_replicas(template, previous.status.as_ref(), pass.terminating);
     let rs = pass.claimed.get(name.as_str()).copied();
+    let mut held = false;
 
     match rs {
         None if desired > 0 => {
@@ -147,6 +148,7 @@ pub(crate) fn reconcile_template(pass: &TemplatePass, template: &TemplateSpec) -
         None => {}
         Some(rs) => {
             let scaling = scale(rs, desired, e.spec.scale_down_delay_seconds, now);
+            held = scaling.held;
             if scaling.touched {
                 ts.last_transition_time = stamp.clone();
             }
@@ -185,7 +187,7 @@ pub(crate) fn reconcile_template(pass: &TemplatePass, template: &TemplateSpec) -
             .as_ref()
             .and_then(|s| s.available_at.as_ref())
             .map(|t| t.0);
-        let deadline_exceeded = progress_deadline(e, ts).is_some_and(|d| now > d);
+        let deadline_exceeded = !held && progress_deadline(e, ts).is_some_and(|d| now > d);
         let code = next_code(
             available,
             desired,

@@ -306,4 +306,21 @@ fn scale_down_delay_holds_pods_without_failing_the_template() {
     assert_eq!(out.status.status, Some(TemplateStatusCode::Successful));
     assert_eq!(out.requeue, Some(Duration::from_secs(5)));
     assert_eq!(out.status.last_transition_time, Some(Time(t(5000))));
+
+    // A deadline recorded before (the status write was lost): held, still not Failed, and
+    // the status does not move while waiting (no write per pass).
+    let e = experiment(
+        json!({"templates": [template("a", 1)], "terminate": true, "scaleDownDelaySeconds": 5}),
+        json!({"phase": "Running", "templateStatuses": [recorded("Running", 1, 1)]}),
+    );
+    let mut rs = owned_rs(&e, "a", 1, 1);
+    rs.metadata.annotations.as_mut().unwrap().insert(
+        crate::labels::SCALE_DOWN_DEADLINE.into(),
+        "1970-01-01T01:23:23Z".into(),
+    );
+    let out = run(&observed(e, vec![rs], t(5000)));
+    assert_eq!(out.status.status, Some(TemplateStatusCode::Successful));
+    assert_eq!(out.status.last_transition_time, Some(Time(t(0))));
+    assert!(out.actions.is_empty());
+    assert_eq!(out.requeue, Some(Duration::from_secs(3)));
 }
