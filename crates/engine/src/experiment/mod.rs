@@ -9,11 +9,15 @@
 //! 3. reconciles each analysis ([`analysis`]): check, start, copy, terminate;
 //! 4. aggregates the phase ([`phase`]) and decides when to come back.
 //!
+//! A write of the plan that fails is reported back through [`record_write_failure`], which
+//! amends the status and events as Argo would have in the same pass.
+//!
 //! Whether the Experiment is terminating is decided once, from the observed status, as Argo
 //! decides it at the start of its reconcile.
 
 pub mod analysis;
 pub mod args;
+pub mod failures;
 pub mod observed;
 pub mod phase;
 pub mod plan;
@@ -32,6 +36,7 @@ use std::time::Duration;
 
 use sluice_api::experiment::{ExperimentConditionType, TemplateStatusCode};
 
+pub use failures::{WriteFailure, record_write_failure};
 pub use observed::{ExperimentObserved, analysis_template_refs};
 pub use plan::{ExperimentAction, ExperimentPlan, echo_on_rollout};
 pub use state::is_terminating;
