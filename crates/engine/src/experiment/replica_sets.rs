@@ -126,8 +126,10 @@ pub(crate) fn scale(
         match deadline {
             None => {
                 out.touched = true;
+                // Past the end of time (a delay of decades near year 9999) reads as forever.
                 let at = sluice_api::time::whole_seconds(now)
-                    + jiff::SignedDuration::from_secs(delay.into());
+                    .checked_add(jiff::SignedDuration::from_secs(delay.into()))
+                    .unwrap_or(Timestamp::MAX);
                 out.actions.push(ExperimentAction::AnnotateReplicaSet {
                     name: rs.name().to_owned(),
                     resource_version: rs.metadata.resource_version.clone(),
