@@ -33,3 +33,8 @@ pub const NOT_COPIED_TO_REPLICA_SET: &[&str] = &[
 pub const CONTROLLER_INSTANCE_ID: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 /// Rollout name on a Service whose selector the controller manages.
 pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+/// Experiment name on the ReplicaSets and Services of an Experiment: with the controller
+/// reference, it is how an Experiment claims them.
+pub const EXPERIMENT_NAME: &str = "experiment.argoproj.io/name";
+/// Template name on the ReplicaSets and Services of an Experiment: which template they serve.
+pub const EXPERIMENT_TEMPLATE_NAME: &str = "experiment.argoproj.io/template-name";

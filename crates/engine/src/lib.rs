@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod conditions;
 pub mod ephemeral;
+pub mod experiment;
 pub mod labels;
 pub mod observed;
 pub mod phase;

@@ -158,7 +158,7 @@ pub fn merge_templates(templates: &[ResolvedTemplate]) -> Result<AnalysisTemplat
 }
 
 /// Collects rules, refusing two for the same metric name pattern.
-fn unique_rules<T>(
+pub(crate) fn unique_rules<T>(
     rules: impl IntoIterator<Item = T>,
     name: impl Fn(&T) -> Option<String>,
     what: &str,
@@ -393,7 +393,10 @@ fn rollout_args(input: &RunRequest) -> Result<Vec<Argument>, String> {
 
 /// The template's arguments with the Rollout's values filled in. Arguments the template does
 /// not declare are dropped; one left with neither a value nor a source is an error.
-fn merge_args(incoming: &[Argument], template: &[Argument]) -> Result<Vec<Argument>, String> {
+pub(crate) fn merge_args(
+    incoming: &[Argument],
+    template: &[Argument],
+) -> Result<Vec<Argument>, String> {
     let mut merged = template.to_vec();
     for arg in incoming {
         if let Some(target) = merged.iter_mut().find(|a| a.name == arg.name) {
