@@ -21,6 +21,7 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{
     AnalysisRun, AnalysisTemplate, AnalysisTemplateSpec, ClusterAnalysisTemplate,
 };
+use sluice_api::experiment::Experiment;
 use sluice_engine::observed::TemplateKey;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
@@ -375,6 +376,35 @@ impl KubeCluster {
                 other => Err(other),
             },
         }
+    }
+}
+
+/// The writes of the Experiment controller beyond those of [`ClusterAccess`]: a template's
+/// Service, and the Experiment's status (a merge patch of the main resource: the kind has no
+/// status subresource).
+impl KubeCluster {
+    pub async fn create_service(&self, namespace: &str, svc: &Service) -> Result<(), WriteError> {
+        self.create(namespace, svc).await
+    }
+
+    pub async fn delete_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<Service>(namespace, name, uid).await
+    }
+
+    pub async fn patch_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<Experiment>(namespace, name, merge_patch)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -331,13 +331,15 @@ pub async fn start(
         let stop = stop.clone();
         tokio::spawn(async move {
             let result = if served::wait_until_served(&client, &stop).await {
-                // Rollouts and AnalysisRuns are reconciled side by side, behind the same gate.
+                // Rollouts, AnalysisRuns and Experiments are reconciled side by side, behind
+                // the same gate.
                 let reconcilers = async {
-                    let (rollouts, runs) = tokio::join!(
+                    let (rollouts, runs, experiments) = tokio::join!(
                         rollouts::run_with(client.clone(), &args, hooks.clone()),
-                        crate::loops::analysis_runs::run_with(client, &args, hooks),
+                        crate::loops::analysis_runs::run_with(client.clone(), &args, hooks.clone()),
+                        crate::loops::experiments::run_with(client, &args, hooks),
                     );
-                    rollouts.and(runs)
+                    rollouts.and(runs).and(experiments)
                 };
                 tokio::select! {
                     result = reconcilers => result,

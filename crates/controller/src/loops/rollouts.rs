@@ -58,11 +58,12 @@ pub fn instance_selector(instance_id: &str) -> String {
 /// Runs the reconciler alone: it always writes and stops on SIGINT/SIGTERM.
 pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
     let hooks = Hooks::standalone();
-    let (rollouts, runs) = tokio::join!(
+    let (rollouts, runs, experiments) = tokio::join!(
         run_with(client.clone(), args, hooks.clone()),
-        crate::loops::analysis_runs::run_with(client, args, hooks),
+        crate::loops::analysis_runs::run_with(client.clone(), args, hooks.clone()),
+        crate::loops::experiments::run_with(client, args, hooks),
     );
-    rollouts.and(runs)
+    rollouts.and(runs).and(experiments)
 }
 
 /// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
