@@ -103,6 +103,11 @@ fn istio_weight_steps_down() {
 }
 
 #[test]
+fn istio_gradual_abort() {
+    check_with("istio-gradual-abort", ROUTED_SEEDS);
+}
+
+#[test]
 fn chaos() {
     check("chaos");
 }
