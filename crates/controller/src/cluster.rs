@@ -246,6 +246,49 @@ pub trait ClusterAccess: Send + Sync {
         async move { Err(WriteError::Api(message)) }
     }
 
+    /// Lists the Experiments of a namespace (a Rollout's experiment steps).
+    fn list_experiments(
+        &self,
+        _namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Experiment>, WriteError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Creates the Experiment of an experiment step.
+    fn create_experiment(
+        &self,
+        _namespace: &str,
+        experiment: &Experiment,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!(
+            "Experiment {}: not supported here",
+            experiment.metadata.name.as_deref().unwrap_or_default()
+        );
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Merge-patches an Experiment (`spec.terminate`).
+    fn patch_experiment_spec(
+        &self,
+        _namespace: &str,
+        name: &str,
+        _merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("Experiment {name}: not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Deletes an Experiment with a uid precondition; an absent one is not an error.
+    fn delete_experiment(
+        &self,
+        _namespace: &str,
+        name: &str,
+        _uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("Experiment {name}: not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
     /// Deletes a router object with a uid precondition; an absent object is not an error.
     fn delete_router_object(
         &self,
@@ -644,6 +687,40 @@ impl ClusterAccess for KubeCluster {
             .replace(&target.name, &post_params(), &object)
             .await?;
         Ok(())
+    }
+
+    async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {
+        Ok(self
+            .api::<Experiment>(namespace)
+            .list(&ListParams::default())
+            .await?
+            .items)
+    }
+
+    async fn create_experiment(
+        &self,
+        namespace: &str,
+        experiment: &Experiment,
+    ) -> Result<(), WriteError> {
+        self.create(namespace, experiment).await
+    }
+
+    async fn patch_experiment_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.patch_experiment(namespace, name, merge_patch).await
+    }
+
+    async fn delete_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<Experiment>(namespace, name, uid).await
     }
 
     async fn delete_router_object(

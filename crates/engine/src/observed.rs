@@ -39,6 +39,9 @@ pub struct Observed {
     pub router_objects: BTreeMap<ObjectRef, serde_json::Value>,
     /// Which API versions of the router kinds this cluster serves (controller flags).
     pub router_versions: ApiVersions,
+    /// Experiments controlled by this Rollout (gathered only for a Rollout with experiment
+    /// steps, see [`Observed::has_experiment_steps`]).
+    pub experiments: Vec<sluice_api::experiment::Experiment>,
     pub now: Timestamp,
 }
 
@@ -73,6 +76,17 @@ impl std::fmt::Display for TemplateKey {
 pub type AnalysisTemplates = BTreeMap<TemplateKey, AnalysisTemplateSpec>;
 
 impl Observed {
+    /// Whether the Rollout's steps run Experiments (only then are they gathered).
+    pub fn has_experiment_steps(rollout: &Rollout) -> bool {
+        rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.canary.as_ref())
+            .and_then(|c| c.steps.as_ref())
+            .is_some_and(|steps| steps.iter().any(|s| s.experiment.is_some()))
+    }
+
     /// Names of the Services the Rollout routes traffic through: blue-green's active and
     /// preview Services, a canary's canary and stable Services and ping-pong pair.
     pub fn service_names(rollout: &Rollout) -> Vec<String> {

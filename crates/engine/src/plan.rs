@@ -112,6 +112,15 @@ pub enum Action {
         target: ObjectRef,
         uid: Option<String>,
     },
+    /// Create the Experiment of the current `experiment` step.
+    CreateExperiment {
+        experiment: Box<sluice_api::experiment::Experiment>,
+    },
+    /// Stop an Experiment the update no longer waits on: `{"spec":{"terminate":true}}`.
+    TerminateExperiment { name: String },
+    /// Delete an Experiment of a ReplicaSet that is gone (its ReplicaSets, Services and runs
+    /// go with it, through their owner references).
+    DeleteExperiment { name: String, uid: Option<String> },
 }
 
 /// Event severity, as Kubernetes names it.

@@ -23,6 +23,7 @@
 mod analysis;
 mod bluegreen;
 mod canary;
+mod experiment_step;
 mod history;
 mod metadata;
 mod pause;
@@ -271,6 +272,11 @@ impl World<'_> {
                 );
                 let outcome =
                     self.canary(status, plan, &mut events, &update, &mut analysis, &routers);
+                if !self.experiments.is_empty() {
+                    let over =
+                        update.aborted || update.new_is_stable || status.promote_full == Some(true);
+                    self.wind_down_experiments(status, update.revision, over, plan);
+                }
                 (outcome, self.canary_completed(status))
             }
             Strategy::BlueGreen(_) => {

@@ -171,6 +171,20 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             Action::DeleteRouterObject { target, uid } => {
                 writer.delete_router_object(target, uid.as_deref()).await?;
             }
+            Action::CreateExperiment { experiment } => {
+                writer.create_experiment(ns, experiment).await?;
+            }
+            Action::TerminateExperiment { name: exp } => {
+                let patch = json!({ "spec": { "terminate": true } });
+                match writer.patch_experiment_spec(ns, exp, &patch).await {
+                    // Gone meanwhile: nothing left to stop.
+                    Err(WriteError::NotFound) => {}
+                    other => other?,
+                }
+            }
+            Action::DeleteExperiment { name: exp, uid } => {
+                writer.delete_experiment(ns, exp, uid.as_deref()).await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

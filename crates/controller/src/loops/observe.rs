@@ -65,6 +65,24 @@ pub async fn observe<W: ClusterAccess>(
             router_objects.insert(target, object);
         }
     }
+    // An experiment step's verdict is read fresh, like an analysis run's.
+    let experiments = if Observed::has_experiment_steps(rollout) {
+        let uid = rollout.metadata.uid.as_deref();
+        writer
+            .list_experiments(&ns)
+            .await?
+            .into_iter()
+            .filter(|e| {
+                e.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Observed {
         rollout: rollout.clone(),
         replica_sets,
@@ -74,6 +92,7 @@ pub async fn observe<W: ClusterAccess>(
         analysis_templates,
         router_objects,
         router_versions,
+        experiments,
         now,
     })
 }

@@ -357,7 +357,22 @@ pub fn build_analysis_run(input: RunRequest) -> Result<AnalysisRun, String> {
 /// The Rollout's arguments with their values worked out. An argument with neither value nor
 /// source passes an empty value, as Argo does.
 fn rollout_args(input: &RunRequest) -> Result<Vec<Argument>, String> {
-    let args: &[AnalysisRunArgument] = input.analysis.args.as_deref().unwrap_or_default();
+    resolve_rollout_args(
+        input.rollout,
+        input.analysis.args.as_deref().unwrap_or_default(),
+        input.latest_pod_hash,
+        input.stable_pod_hash,
+    )
+}
+
+/// A Rollout's analysis arguments (a step analysis, an experiment step's analyses) with their
+/// values worked out: pod-template hashes and the Rollout's own fields.
+pub(crate) fn resolve_rollout_args(
+    rollout: &Rollout,
+    args: &[AnalysisRunArgument],
+    latest_pod_hash: &str,
+    stable_pod_hash: Option<&str>,
+) -> Result<Vec<Argument>, String> {
     args.iter()
         .map(|arg| {
             let name = arg.name.clone().unwrap_or_default();
@@ -366,20 +381,19 @@ fn rollout_args(input: &RunRequest) -> Result<Vec<Argument>, String> {
                 from.and_then(|f| f.pod_template_hash_value.as_ref()),
                 from.and_then(|f| f.field_ref.as_ref()),
             ) {
-                (Some(PodTemplateHashValue::Latest), _) => input.latest_pod_hash.to_owned(),
+                (Some(PodTemplateHashValue::Latest), _) => latest_pod_hash.to_owned(),
                 (Some(PodTemplateHashValue::Stable), _) => {
-                    input.stable_pod_hash.unwrap_or_default().to_owned()
+                    stable_pod_hash.unwrap_or_default().to_owned()
                 }
                 (Some(PodTemplateHashValue::Other(other)), _) => {
                     return Err(format!(
                         "args.{name}: podTemplateHashValue must be Stable or Latest, got {other:?}"
                     ));
                 }
-                (None, Some(field)) => rollout_field(
-                    input.rollout,
-                    field.field_path.as_deref().unwrap_or_default(),
-                )
-                .map_err(|e| format!("args.{name}: {e}"))?,
+                (None, Some(field)) => {
+                    rollout_field(rollout, field.field_path.as_deref().unwrap_or_default())
+                        .map_err(|e| format!("args.{name}: {e}"))?
+                }
                 (None, None) => arg.value.clone().unwrap_or_default(),
             };
             Ok(Argument {

@@ -552,6 +552,8 @@ fn resolve_rollout_analysis(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Verdicts {
     pub(super) step: Verdict,
+    /// The current experiment step's Experiment.
+    pub(super) experiment: Verdict,
     pub(super) background: Verdict,
     pub(super) pre_promotion: Verdict,
     pub(super) post_promotion: Verdict,
@@ -561,6 +563,7 @@ impl Default for Verdicts {
     fn default() -> Self {
         Self {
             step: Verdict::Missing,
+            experiment: Verdict::Missing,
             background: Verdict::Missing,
             pre_promotion: Verdict::Missing,
             post_promotion: Verdict::Missing,
@@ -594,6 +597,7 @@ impl World<'_> {
                     v.background =
                         self.analysis_verdict(Role::Background, revision, status, events, state);
                 }
+                v.experiment = self.experiment_verdict(revision, status, events, state);
             }
             Strategy::BlueGreen(bg) => {
                 if bg.pre_promotion_analysis.is_some() {

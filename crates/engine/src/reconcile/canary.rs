@@ -246,6 +246,9 @@ impl World<'_> {
                     Some(CanaryStepAction::Pause(pause)) => {
                         self.pause_step(status, events, &mut plan.requeue_after, pause)
                     }
+                    Some(CanaryStepAction::Experiment(x)) => {
+                        self.experiment_step(x, status, plan, events, revision)
+                    }
                     Some(CanaryStepAction::Analysis(a)) => match &u.verdicts.step {
                         Verdict::Missing => {
                             let unpaused =

@@ -60,7 +60,8 @@ pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
             Some(
                 CanaryStepAction::SetWeight(_)
                 | CanaryStepAction::Pause(_)
-                | CanaryStepAction::Analysis(_),
+                | CanaryStepAction::Analysis(_)
+                | CanaryStepAction::Experiment(_),
             ) => {}
             // Validation has made sure these come with a router that supports them.
             Some(

@@ -33,6 +33,7 @@ struct World {
     templates: crate::observed::AnalysisTemplates,
     /// Router objects, as an API server would hold them (resourceVersion bumped on writes).
     routers: BTreeMap<sluice_routers::kinds::ObjectRef, serde_json::Value>,
+    experiments: Vec<sluice_api::experiment::Experiment>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -67,6 +68,7 @@ impl World {
             runs: Vec::new(),
             templates: Default::default(),
             routers: BTreeMap::new(),
+            experiments: Vec::new(),
         }
     }
 
@@ -150,6 +152,7 @@ impl World {
             analysis_templates: self.templates.clone(),
             router_objects: self.routers.clone(),
             router_versions: Default::default(),
+            experiments: self.experiments.clone(),
             now: self.now,
         });
         for action in &plan.actions {
@@ -313,6 +316,22 @@ impl World {
                 }
                 Action::DeleteRouterObject { target, .. } => {
                     self.routers.remove(target);
+                }
+                Action::CreateExperiment { experiment } => {
+                    let mut e = (**experiment).clone();
+                    e.metadata.uid = e.metadata.name.clone();
+                    self.experiments.push(e);
+                }
+                Action::TerminateExperiment { name } => {
+                    for e in &mut self.experiments {
+                        if e.metadata.name.as_ref() == Some(name) {
+                            e.spec.terminate = Some(true);
+                        }
+                    }
+                }
+                Action::DeleteExperiment { name, .. } => {
+                    self.experiments
+                        .retain(|e| e.metadata.name.as_ref() != Some(name));
                 }
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));

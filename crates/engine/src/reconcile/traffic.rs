@@ -117,7 +117,10 @@ impl World<'_> {
         let stable_hash = crate::observed::ReplicaSetExt::pod_hash(stable)
             .unwrap_or_default()
             .to_string();
-        let desired = self.router_desired(&canary_hash, &stable_hash, decided.weight);
+        let mut desired = self.router_desired(&canary_hash, &stable_hash, decided.weight);
+        if !u.aborted && !u.new_is_stable {
+            desired.additional = self.experiment_destinations(status, u.revision);
+        }
         // Header and mirror routes: only for the current step, never on a first revision. Each
         // field of a step counts on its own, as in Argo (a step may pause and set a header
         // route at once).

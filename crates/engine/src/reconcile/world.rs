@@ -32,6 +32,8 @@ pub(super) struct World<'a> {
     pub(super) analysis_templates: &'a AnalysisTemplates,
     pub(super) router_objects: &'a BTreeMap<ObjectRef, serde_json::Value>,
     pub(super) router_versions: &'a ApiVersions,
+    /// Experiments the Rollout's experiment steps made.
+    pub(super) experiments: &'a [sluice_api::experiment::Experiment],
     /// The weight the router objects give each pod-template hash right now (traffic routing
     /// only): no ReplicaSet is scaled below what it needs.
     pub(super) routed_hashes: BTreeMap<String, i32>,
@@ -77,6 +79,7 @@ impl<'a> World<'a> {
             analysis_templates: &observed.analysis_templates,
             router_objects: &observed.router_objects,
             router_versions: &observed.router_versions,
+            experiments: &observed.experiments,
             routed_hashes: BTreeMap::new(),
             routed_canary_weight: 0,
         }
