@@ -98,6 +98,37 @@ impl Hooks {
         });
     }
 
+    /// Hands the Experiment cache to the metrics once it has synced.
+    pub(crate) fn watch_experiment_cache(
+        &self,
+        experiments: Store<sluice_api::experiment::Experiment>,
+    ) {
+        let Some(metrics) = self.metrics.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            if store_ready(&experiments).await {
+                metrics.use_experiment_cache(experiments);
+            }
+        });
+    }
+
+    pub(crate) fn observe_experiment_reconcile(
+        &self,
+        exp: &sluice_api::experiment::Experiment,
+        took: Duration,
+        failed: bool,
+    ) {
+        if let Some(m) = &self.metrics {
+            m.observe_experiment_reconcile(
+                &exp.namespace().unwrap_or_default(),
+                &exp.name_any(),
+                took,
+                failed,
+            );
+        }
+    }
+
     pub(crate) fn observe_run_reconcile(
         &self,
         run: &sluice_api::analysis::AnalysisRun,

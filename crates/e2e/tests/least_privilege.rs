@@ -158,6 +158,46 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
     .await
     .unwrap();
 
+    // An Experiment under the same rules: its ReplicaSet, its status, then Successful.
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Experiment",
+            "metadata": {"name": "trial"},
+            "spec": {
+                "duration": "3s",
+                "templates": [{
+                    "name": "baseline",
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "trial"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "trial"}},
+                        "spec": {"containers": [{"name": "app", "image": "nginx:1.0"}]}
+                    }
+                }]
+            }
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let experiments: Api<sluice_api::experiment::Experiment> =
+        Api::namespaced(admin.clone(), ns.name());
+    sluice_testenv::harness::wait_for("the experiment to succeed", TIMEOUT, || async {
+        let exp = experiments.get("trial").await?;
+        match exp
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| p.as_str())
+        {
+            Some("Successful") => Ok(()),
+            other => anyhow::bail!("{other:?} {:?}", exp.status),
+        }
+    })
+    .await
+    .unwrap();
+
     // Readiness and metrics over HTTP; no request of the controller was refused.
     let ports = controller.ports();
     assert_eq!(http_get(ports.healthz, "/readyz").await, (200, "ok".into()));
@@ -188,6 +228,23 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
         ns.name()
     );
     assert!(metrics.contains(&info_line), "{metrics}");
+    let experiment_line = format!(
+        r#"experiment_info{{namespace="{}",name="trial",phase="Successful"}} 1"#,
+        ns.name()
+    );
+    assert!(metrics.contains(&experiment_line), "{metrics}");
+    let experiment_phase = format!(
+        r#"experiment_phase{{namespace="{}",name="trial",phase="Successful"}} 1"#,
+        ns.name()
+    );
+    assert!(metrics.contains(&experiment_phase), "{metrics}");
+    assert!(
+        metrics.contains(&format!(
+            r#"experiment_reconcile_count{{namespace="{}",name="trial"}} "#,
+            ns.name()
+        )),
+        "{metrics}"
+    );
     assert!(metrics.contains("sluice_leader 1"));
 
     // Outside its rules the same user is refused.

@@ -80,8 +80,9 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .owns(runs, watcher::Config::default())
     .reconcile_all_on(hooks.gate.acquisitions());
     let controller = hooks.with_shutdown(controller);
+    hooks.watch_experiment_cache(controller.store());
     controller
-        .run(reconcile, error_policy, ctx)
+        .run(observed_reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(experiment = %obj, "reconciled"),
@@ -107,6 +108,22 @@ where
 fn error_policy(exp: Arc<Experiment>, err: &ExperimentError, _ctx: Arc<Context>) -> Action {
     warn!(experiment = %exp.name_any(), namespace = exp.namespace().unwrap_or_default(), error = %err, "experiment reconcile failed, retrying");
     Action::requeue(Duration::from_secs(5))
+}
+
+/// [`reconcile`], timed for `experiment_reconcile` while this replica leads (a follower only
+/// waits, which says nothing of reconcile performance).
+async fn observed_reconcile(
+    exp: Arc<Experiment>,
+    ctx: Arc<Context>,
+) -> Result<Action, ExperimentError> {
+    if !ctx.hooks.gate.is_open() {
+        return reconcile(exp, ctx).await;
+    }
+    let started = std::time::Instant::now();
+    let result = reconcile(exp.clone(), ctx.clone()).await;
+    ctx.hooks
+        .observe_experiment_reconcile(&exp, started.elapsed(), result.is_err());
+    result
 }
 
 /// One Experiment: observe, decide, apply, publish.

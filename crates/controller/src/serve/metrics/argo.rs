@@ -7,6 +7,7 @@ use http::{Method, Uri};
 use kube::ResourceExt;
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
+use sluice_api::experiment::Experiment;
 use sluice_api::rollout::RolloutConditionType;
 
 /// One API request, as labelled by `controller_clientset_k8s_request_total`.
@@ -200,6 +201,36 @@ impl AnalysisRunSeries {
     }
 }
 
+/// The Experiment series Argo exports: `experiment_info` (1, with the phase) and
+/// `experiment_phase` (one-hot over every phase, deprecated in Argo but still exported).
+#[derive(Debug, Default, PartialEq)]
+pub struct ExperimentSeries {
+    pub info: Vec<(Labels, i64)>,
+    pub phase: Vec<(Labels, i64)>,
+}
+
+impl ExperimentSeries {
+    pub fn add(&mut self, exp: &Experiment) {
+        let labels = rollout_labels(&exp.namespace().unwrap_or_default(), &exp.name_any());
+        // An Experiment the controller has not seen yet has no phase: Argo counts it Pending.
+        let phase = exp
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| p.as_str())
+            .filter(|p| !p.is_empty())
+            .unwrap_or("Pending");
+        let mut info = labels.clone();
+        info.push(("phase", phase.to_string()));
+        self.info.push((info, 1));
+        for p in ANALYSIS_PHASES {
+            let mut l = labels.clone();
+            l.push(("phase", p.to_string()));
+            self.phase.push((l, i64::from(p == phase)));
+        }
+    }
+}
+
 pub(super) fn rollout_labels(namespace: &str, name: &str) -> Labels {
     vec![
         ("namespace", namespace.to_string()),
@@ -350,6 +381,47 @@ pub(super) mod tests {
             strategy_labels(&ro(json!({}), json!({"blueGreen": {"activeService": "x"}}))),
             ("blueGreen", "")
         );
+    }
+
+    #[test]
+    fn experiment_series_follow_argo() {
+        let exp = |status: serde_json::Value| -> Experiment {
+            serde_json::from_value(json!({
+                "metadata": {"name": "demo-exp", "namespace": "shop"},
+                "spec": {"templates": []},
+                "status": status
+            }))
+            .unwrap()
+        };
+        let l = |phase: &str| -> Labels {
+            vec![
+                ("namespace", "shop".to_string()),
+                ("name", "demo-exp".to_string()),
+                ("phase", phase.to_string()),
+            ]
+        };
+        let mut series = ExperimentSeries::default();
+        series.add(&exp(json!({"phase": "Running"})));
+        assert_eq!(series.info, vec![(l("Running"), 1)]);
+        assert_eq!(
+            series.phase,
+            ANALYSIS_PHASES
+                .iter()
+                .map(|p| (l(p), i64::from(*p == "Running")))
+                .collect::<Vec<_>>()
+        );
+
+        // Not yet seen by the controller: Pending.
+        let mut series = ExperimentSeries::default();
+        series.add(&exp(json!({})));
+        assert_eq!(series.info, vec![(l("Pending"), 1)]);
+        let on: Vec<&Labels> = series
+            .phase
+            .iter()
+            .filter(|(_, v)| *v == 1)
+            .map(|(l, _)| l)
+            .collect();
+        assert_eq!(on, vec![&l("Pending")]);
     }
 
     #[test]

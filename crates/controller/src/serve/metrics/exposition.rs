@@ -7,8 +7,11 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::argo::{AnalysisRunSeries, Labels, info_phase, rollout_labels, strategy_labels};
+use super::argo::{
+    AnalysisRunSeries, ExperimentSeries, Labels, info_phase, rollout_labels, strategy_labels,
+};
 use super::{Metrics, lock};
+use super::{RolloutKey, RolloutSeries};
 
 /// Encodes [`Metrics`] at scrape time. Holds a weak reference so the registry inside
 /// `Metrics` does not keep it alive.
@@ -30,6 +33,31 @@ fn gauge_family(
     }
     for (labels, value) in series {
         ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// A reconcile histogram and its error count, per object, under Argo's names. The error count
+/// has no `_total` suffix in Argo, which an OpenMetrics counter must have: it is exposed
+/// untyped so that existing queries and alerts keep working.
+fn reconcile_families(
+    encoder: &mut DescriptorEncoder,
+    per_object: &std::collections::BTreeMap<RolloutKey, RolloutSeries>,
+    (histogram, histogram_help): (&str, &str),
+    (errors, errors_help): (&str, &str),
+) -> Result<(), std::fmt::Error> {
+    let mut family =
+        encoder.encode_descriptor(histogram, histogram_help, None, MetricType::Histogram)?;
+    for ((ns, name), series) in per_object {
+        series
+            .reconcile
+            .encode(family.encode_family(&rollout_labels(ns, name))?)?;
+    }
+    let mut family = encoder.encode_descriptor(errors, errors_help, None, MetricType::Unknown)?;
+    for ((ns, name), series) in per_object {
+        family
+            .encode_family(&rollout_labels(ns, name))?
+            .encode_gauge(&i64::try_from(series.errors).unwrap_or(i64::MAX))?;
     }
     Ok(())
 }
@@ -190,31 +218,47 @@ impl Collector for Exposition {
             "Information on the duration of a specific metric in the Analysis Run.",
             &runs.metric_phase,
         )?;
-        {
-            let per_run = lock(&m.per_run);
-            let mut family = encoder.encode_descriptor(
+        reconcile_families(
+            &mut encoder,
+            &lock(&m.per_run),
+            (
                 "analysis_run_reconcile",
                 "Analysis Run reconciliation performance.",
-                None,
-                MetricType::Histogram,
-            )?;
-            for ((ns, name), series) in per_run.iter() {
-                series
-                    .reconcile
-                    .encode(family.encode_family(&rollout_labels(ns, name))?)?;
-            }
-            let mut family = encoder.encode_descriptor(
+            ),
+            (
                 "analysis_run_reconcile_error",
                 "Error occurring during the analysis run",
-                None,
-                MetricType::Unknown,
-            )?;
-            for ((ns, name), series) in per_run.iter() {
-                family
-                    .encode_family(&rollout_labels(ns, name))?
-                    .encode_gauge(&i64::try_from(series.errors).unwrap_or(i64::MAX))?;
-            }
+            ),
+        )?;
+
+        let mut experiments = ExperimentSeries::default();
+        for exp in m.live_experiments() {
+            experiments.add(&exp);
         }
+        gauge_family(
+            &mut encoder,
+            "experiment_info",
+            "Information about Experiment.",
+            &experiments.info,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "experiment_phase",
+            "Information on the state of the experiment (DEPRECATED - use experiment_info)",
+            &experiments.phase,
+        )?;
+        reconcile_families(
+            &mut encoder,
+            &lock(&m.per_experiment),
+            (
+                "experiment_reconcile",
+                "Experiments reconciliation performance.",
+            ),
+            (
+                "experiment_reconcile_error",
+                "Error occurring during the experiment",
+            ),
+        )?;
 
         gauge_family(
             &mut encoder,

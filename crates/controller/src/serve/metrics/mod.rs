@@ -7,12 +7,16 @@
 //! | `rollout_reconcile` (histogram, seconds) | namespace, name |
 //! | `rollout_reconcile_error` | namespace, name |
 //! | `rollout_events_total` | namespace, name, type, reason |
+//! | `experiment_info` (gauge, 1) | namespace, name, phase |
+//! | `experiment_phase` (gauge, 1 for the current phase, else 0) | namespace, name, phase |
+//! | `experiment_reconcile` (histogram, seconds) | namespace, name |
+//! | `experiment_reconcile_error` | namespace, name |
 //! | `controller_clientset_k8s_request_total` | kind, namespace, name, verb, status_code |
 //! | `argo_rollouts_controller_info` (gauge, 1) | version |
 //! | `sluice_leader` (gauge, 1 while this replica may write) | |
 //!
-//! Rollout gauges are read from the watch cache at scrape time, as Argo does, so they vanish
-//! with the Rollout. Counters and histograms of a Rollout are dropped at the first scrape after
+//! Rollout, AnalysisRun and Experiment gauges are read from the watch caches at scrape time,
+//! as Argo does, so they vanish with their object. Counters and histograms of a Rollout are dropped at the first scrape after
 //! it left the cache, together with the request series of the objects named after it (its
 //! ReplicaSets `<name>-<hash>`, pods, events `<name>.<id>`): cardinality follows what exists.
 //!
@@ -35,8 +39,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
+use sluice_api::experiment::Experiment;
 
-pub use argo::{AnalysisRunSeries, RequestInfo, info_phase, strategy_labels};
+pub use argo::{AnalysisRunSeries, ExperimentSeries, RequestInfo, info_phase, strategy_labels};
 pub use requests::{RequestMetrics, RequestMetricsLayer};
 
 use argo::derives_from;
@@ -86,8 +91,11 @@ pub struct Metrics {
     rollouts: OnceLock<Store<Rollout>>,
     /// The AnalysisRun cache, once it has synced.
     analysis_runs: OnceLock<Store<AnalysisRun>>,
+    /// The Experiment cache, once it has synced.
+    experiments: OnceLock<Store<Experiment>>,
     per_run: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_rollout: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
+    per_experiment: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     requests: Mutex<BTreeMap<(RequestInfo, String), RequestSeries>>,
     request_clock: AtomicU64,
     registry: OnceLock<Registry>,
@@ -105,8 +113,10 @@ impl Metrics {
             leader: AtomicBool::new(false),
             rollouts: OnceLock::new(),
             analysis_runs: OnceLock::new(),
+            experiments: OnceLock::new(),
             per_run: Mutex::new(BTreeMap::new()),
             per_rollout: Mutex::new(BTreeMap::new()),
+            per_experiment: Mutex::new(BTreeMap::new()),
             requests: Mutex::new(BTreeMap::new()),
             request_clock: AtomicU64::new(0),
             registry: OnceLock::new(),
@@ -127,16 +137,25 @@ impl Metrics {
         let _ = self.analysis_runs.set(store);
     }
 
+    /// Experiment gauges come from this cache; call once it has synced.
+    pub fn use_experiment_cache(&self, store: Store<Experiment>) {
+        let _ = self.experiments.set(store);
+    }
+
     /// Records one AnalysisRun reconcile (`analysis_run_reconcile`, `..._error`).
     pub fn observe_run_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
-        let mut map = lock(&self.per_run);
-        let series = map
-            .entry((namespace.to_string(), name.to_string()))
-            .or_insert_with(RolloutSeries::new);
-        series.reconcile.observe(took.as_secs_f64());
-        if failed {
-            series.errors += 1;
-        }
+        observe(&self.per_run, namespace, name, took, failed);
+    }
+
+    /// Records one Experiment reconcile (`experiment_reconcile`, `..._error`).
+    pub fn observe_experiment_reconcile(
+        &self,
+        namespace: &str,
+        name: &str,
+        took: Duration,
+        failed: bool,
+    ) {
+        observe(&self.per_experiment, namespace, name, took, failed);
     }
 
     pub fn set_leader(&self, leading: bool) {
@@ -148,14 +167,7 @@ impl Metrics {
     }
 
     pub fn observe_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
-        let mut map = lock(&self.per_rollout);
-        let series = map
-            .entry((namespace.to_string(), name.to_string()))
-            .or_insert_with(RolloutSeries::new);
-        series.reconcile.observe(took.as_secs_f64());
-        if failed {
-            series.errors += 1;
-        }
+        observe(&self.per_rollout, namespace, name, took, failed);
     }
 
     pub fn count_event(&self, namespace: &str, name: &str, type_: &str, reason: &str) {
@@ -224,15 +236,13 @@ impl Metrics {
             .unwrap_or_default()
     }
 
+    fn live_experiments(&self) -> Vec<Arc<Experiment>> {
+        self.experiments.get().map(Store::state).unwrap_or_default()
+    }
+
     fn prune(&self) {
-        if let Some(store) = self.analysis_runs.get() {
-            let live: BTreeSet<RolloutKey> = store
-                .state()
-                .iter()
-                .map(|r| (r.namespace().unwrap_or_default(), r.name_any()))
-                .collect();
-            lock(&self.per_run).retain(|key, _| live.contains(key));
-        }
+        retain_live(self.analysis_runs.get(), &self.per_run);
+        retain_live(self.experiments.get(), &self.per_experiment);
         let Some(live) = self.live_rollouts() else {
             return;
         };
@@ -261,6 +271,41 @@ impl Metrics {
             !owner.is_some_and(|key| gone.contains(key))
         });
     }
+}
+
+/// Adds one reconcile to the series of `namespace/name` in `map`.
+fn observe(
+    map: &Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
+    namespace: &str,
+    name: &str,
+    took: Duration,
+    failed: bool,
+) {
+    let mut map = lock(map);
+    let series = map
+        .entry((namespace.to_string(), name.to_string()))
+        .or_insert_with(RolloutSeries::new);
+    series.reconcile.observe(took.as_secs_f64());
+    if failed {
+        series.errors += 1;
+    }
+}
+
+/// Drops the series of objects no longer in `store` (nothing before the cache has synced).
+fn retain_live<K>(store: Option<&Store<K>>, map: &Mutex<BTreeMap<RolloutKey, RolloutSeries>>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let Some(store) = store else {
+        return;
+    };
+    let live: BTreeSet<RolloutKey> = store
+        .state()
+        .iter()
+        .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
+        .collect();
+    lock(map).retain(|key, _| live.contains(key));
 }
 
 #[cfg(test)]
@@ -346,6 +391,59 @@ mod tests {
         assert!(text.contains(r#"rollout_reconcile_count{namespace="a",name="web-api"} 1"#));
         assert!(text.contains(r#"name="web-api-77aa""#));
         assert_eq!(series_lines(&text, "rollout_info{").len(), 1);
+    }
+
+    #[test]
+    fn experiments_are_exposed_with_argo_names_until_deleted() {
+        let m = Metrics::new("v");
+        let text = m.render();
+        assert!(series_lines(&text, "experiment_").is_empty(), "{text}");
+
+        let (reader, mut writer) = reflector::store::<Experiment>();
+        let exp = |name: &str, status: serde_json::Value| -> Experiment {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "a"},
+                "spec": {"templates": [{"name": "baseline"}]},
+                "status": status
+            }))
+            .unwrap()
+        };
+        let running = exp("exp-1", json!({"phase": "Running"}));
+        writer.apply_watcher_event(&Event::Apply(running.clone()));
+        writer.apply_watcher_event(&Event::Apply(exp("exp-2", json!({}))));
+        m.use_experiment_cache(reader);
+        m.observe_experiment_reconcile("a", "exp-1", Duration::from_millis(20), false);
+        m.observe_experiment_reconcile("a", "exp-1", Duration::from_millis(30), true);
+
+        let text = m.render();
+        assert!(
+            text.contains(r#"experiment_info{namespace="a",name="exp-1",phase="Running"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"experiment_info{namespace="a",name="exp-2",phase="Pending"} 1"#));
+        assert!(text.contains("# TYPE experiment_info gauge"));
+        assert!(text.contains("# TYPE experiment_phase gauge"));
+        assert!(text.contains(r#"experiment_phase{namespace="a",name="exp-1",phase="Running"} 1"#));
+        assert!(
+            text.contains(r#"experiment_phase{namespace="a",name="exp-1",phase="Successful"} 0"#)
+        );
+        assert_eq!(
+            series_lines(&text, "experiment_phase{").len(),
+            12,
+            "six phases per Experiment: {text}"
+        );
+        assert!(text.contains(r#"experiment_reconcile_count{namespace="a",name="exp-1"} 2"#));
+        assert!(text.contains(r#"experiment_reconcile_error{namespace="a",name="exp-1"} 1"#));
+
+        writer.apply_watcher_event(&Event::Delete(running));
+        let text = m.render();
+        assert!(
+            series_lines(&text, "experiment_")
+                .iter()
+                .all(|l| !l.contains(r#"name="exp-1""#)),
+            "{text}"
+        );
+        assert_eq!(series_lines(&text, "experiment_info{").len(), 1);
     }
 
     #[test]
