@@ -31,6 +31,10 @@ Examples:
   kubectl sluice set image guestbook guestbook=example/guestbook:v2
   kubectl sluice status guestbook --timeout 10m
 
+  # Show an experiment, then end it before its duration is up
+  kubectl sluice get experiment guestbook-exp
+  kubectl sluice terminate experiment guestbook-exp
+
   # Check manifests before applying them
   kubectl sluice lint -f rollout.yaml";
 
@@ -61,7 +65,7 @@ pub struct GlobalArgs {
     /// Path to the kubeconfig file [default: $KUBECONFIG, then ~/.kube/config, then in-cluster]
     #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     pub kubeconfig: Option<PathBuf>,
-    /// Namespace of the rollout [default: the namespace of the kubeconfig context]
+    /// Namespace of the rollout or experiment [default: the namespace of the kubeconfig context]
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE", help_heading = GLOBAL)]
     pub namespace: Option<String>,
     /// Kubeconfig context to use [default: the current context]
@@ -71,7 +75,7 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show a rollout: status, steps, images, and its ReplicaSets and pods as a tree
+    /// Show a rollout or an experiment: status, and its ReplicaSets, pods and analysis as a tree
     Get {
         #[command(subcommand)]
         what: GetCommand,
@@ -99,6 +103,11 @@ pub enum Command {
     Retry {
         #[command(subcommand)]
         what: RetryCommand,
+    },
+    /// End an experiment or an analysis run now
+    Terminate {
+        #[command(subcommand)]
+        what: TerminateCommand,
     },
     /// Pause a rollout (sets spec.paused=true)
     Pause(NameArgs),
@@ -155,6 +164,85 @@ pub enum GetCommand {
     /// Show a rollout as a header and a tree of revisions, ReplicaSets and pods
     #[command(visible_alias = "ro", visible_alias = "rollouts")]
     Rollout(GetRolloutArgs),
+    /// Show an experiment: its status, templates and their replicas, and a tree of its
+    /// ReplicaSets, pods and AnalysisRuns
+    #[command(
+        visible_alias = "exp",
+        visible_alias = "experiments",
+        long_about = GET_EXPERIMENT_LONG_ABOUT
+    )]
+    Experiment(GetExperimentArgs),
+}
+
+const GET_EXPERIMENT_LONG_ABOUT: &str = "\
+Show an experiment.
+
+The header gives its phase and message, when all its templates became available
+(AvailableAt), the images of its templates, and a table of the templates: their
+status (Progressing, Running, Successful, Failed, Error), the replicas they ask for
+and have, and their ReplicaSet. The tree below shows the experiment's ReplicaSets
+with their pods, then its AnalysisRuns with their phase and measurement counts.
+
+Experiments started by a rollout's experiment step also show in `get rollout`,
+under the revision they were started for.";
+
+#[derive(Debug, Args)]
+pub struct GetExperimentArgs {
+    /// Name of the experiment
+    pub name: String,
+    /// Keep watching and show the experiment again each time it, its pods or its runs change
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Never colour the output (colour is only used on a terminal anyway)
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TerminateCommand {
+    /// End an experiment: its analyses stop and its ReplicaSets are scaled down
+    #[command(
+        visible_alias = "exp",
+        visible_alias = "experiments",
+        long_about = TERMINATE_EXPERIMENT_LONG_ABOUT
+    )]
+    Experiment(ExperimentNameArgs),
+    /// End an analysis run: no more measurements are taken
+    #[command(
+        visible_alias = "ar",
+        visible_alias = "analysisruns",
+        name = "analysisrun",
+        long_about = TERMINATE_ANALYSIS_RUN_LONG_ABOUT
+    )]
+    AnalysisRun(AnalysisRunNameArgs),
+}
+
+const TERMINATE_EXPERIMENT_LONG_ABOUT: &str = "\
+End an experiment before its duration is up, or one that has no duration.
+
+Sets spec.terminate=true. The controller then terminates the experiment's running
+AnalysisRuns, scales its ReplicaSets down after scaleDownDelaySeconds, deletes the
+Services it created, and gives the experiment its final phase: Successful unless a
+template or an analysis had already failed.
+
+An experiment started by a rollout's experiment step ends that step the same way.";
+
+const TERMINATE_ANALYSIS_RUN_LONG_ABOUT: &str = "\
+End an analysis run.
+
+Sets spec.terminate=true. The controller takes no more measurements and gives the
+run the phase its measurements so far earn.";
+
+#[derive(Debug, Args)]
+pub struct ExperimentNameArgs {
+    /// Name of the experiment
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalysisRunNameArgs {
+    /// Name of the analysis run
+    pub name: String,
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +485,47 @@ mod tests {
                 what: GetCommand::Rollout(GetRolloutArgs { watch: true, .. })
             }
         ));
+    }
+
+    #[test]
+    fn experiment_commands_and_their_aliases() {
+        assert!(matches!(
+            parse(&["get", "experiment", "demo-exp", "-w", "--no-color"]).command,
+            Command::Get {
+                what: GetCommand::Experiment(GetExperimentArgs {
+                    watch: true,
+                    no_color: true,
+                    ..
+                })
+            }
+        ));
+        let Command::Get {
+            what: GetCommand::Experiment(args),
+        } = parse(&["get", "exp", "demo-exp", "-n", "shop"]).command
+        else {
+            panic!("not get experiment")
+        };
+        assert_eq!(args.name, "demo-exp");
+        let Command::Terminate {
+            what: TerminateCommand::Experiment(args),
+        } = parse(&["terminate", "exp", "demo-exp"]).command
+        else {
+            panic!("not terminate experiment")
+        };
+        assert_eq!(args.name, "demo-exp");
+        assert!(matches!(
+            parse(&["terminate", "analysisrun", "demo-run"]).command,
+            Command::Terminate {
+                what: TerminateCommand::AnalysisRun(_)
+            }
+        ));
+        assert!(matches!(
+            parse(&["terminate", "ar", "demo-run"]).command,
+            Command::Terminate {
+                what: TerminateCommand::AnalysisRun(_)
+            }
+        ));
+        assert!(Cli::try_parse_from(["kubectl-sluice", "terminate", "experiment"]).is_err());
     }
 
     #[test]

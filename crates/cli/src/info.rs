@@ -6,10 +6,12 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::analysis::AnalysisRun;
+use sluice_api::experiment::Experiment;
 use sluice_api::rollout::{DEFAULT_MAX_TRAFFIC_WEIGHT, Rollout, RolloutPhase, RolloutStatus};
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION, SCALE_DOWN_DEADLINE};
 
+use crate::experiment::ExperimentInfo;
 use crate::phase::rollout_phase;
 
 /// Tags of a ReplicaSet's role, in the order they are shown.
@@ -75,12 +77,24 @@ pub struct ImageInfo {
     pub tags: Vec<&'static str>,
 }
 
-/// The ReplicaSets and AnalysisRuns of one revision.
+/// The ReplicaSets, Experiments and AnalysisRuns of one revision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RevisionInfo {
     pub revision: i64,
     pub replica_sets: Vec<ReplicaSetInfo>,
+    pub experiments: Vec<ExperimentInfo>,
     pub analysis_runs: Vec<AnalysisRunInfo>,
+}
+
+impl RevisionInfo {
+    fn new(revision: i64) -> Self {
+        Self {
+            revision,
+            replica_sets: Vec::new(),
+            experiments: Vec::new(),
+            analysis_runs: Vec::new(),
+        }
+    }
 }
 
 /// An AnalysisRun of the Rollout: its phase and how its measurements went.
@@ -160,9 +174,8 @@ impl RolloutInfo {
             match revisions.last_mut() {
                 Some(last) if last.revision == revision => last.replica_sets.push(info.clone()),
                 _ => revisions.push(RevisionInfo {
-                    revision,
                     replica_sets: vec![info.clone()],
-                    analysis_runs: Vec::new(),
+                    ..RevisionInfo::new(revision)
                 }),
             }
             owned.push(info);
@@ -206,38 +219,66 @@ impl RolloutInfo {
             .collect();
         owned.sort_by_key(|r| (created(&r.metadata), r.metadata.name.clone()));
         for run in owned {
-            let revision = run
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(REVISION))
-                .and_then(|r| r.parse::<i64>().ok())
-                .unwrap_or(0);
             let info = analysis_run_info(run);
-            match self.revisions.iter_mut().find(|r| r.revision == revision) {
-                Some(r) => r.analysis_runs.push(info),
-                None => {
-                    let at = self
-                        .revisions
-                        .iter()
-                        .position(|r| r.revision < revision)
-                        .unwrap_or(self.revisions.len());
-                    self.revisions.insert(
-                        at,
-                        RevisionInfo {
-                            revision,
-                            replica_sets: Vec::new(),
-                            analysis_runs: vec![info],
-                        },
-                    );
-                }
-            }
+            self.revision_mut(revision_of(&run.metadata))
+                .analysis_runs
+                .push(info);
         }
         self
     }
+
+    /// Adds the Experiments `rollout` controls among `experiments` to their revisions, oldest
+    /// first, each with its own ReplicaSets (and their pods) and AnalysisRuns.
+    pub fn with_experiments(
+        mut self,
+        rollout: &Rollout,
+        experiments: &[Experiment],
+        replica_sets: &[ReplicaSet],
+        pods: &[Pod],
+        runs: &[AnalysisRun],
+        now: Timestamp,
+    ) -> Self {
+        let mut owned: Vec<&Experiment> = experiments
+            .iter()
+            .filter(|e| is_controlled_by(&e.metadata, &rollout.metadata))
+            .collect();
+        owned.sort_by_key(|e| (created(&e.metadata), e.metadata.name.clone()));
+        for exp in owned {
+            let info = ExperimentInfo::new(exp, replica_sets, pods, runs, now);
+            self.revision_mut(revision_of(&exp.metadata))
+                .experiments
+                .push(info);
+        }
+        self
+    }
+
+    /// The entry of `revision`, added in order (newest first) when there is none yet.
+    fn revision_mut(&mut self, revision: i64) -> &mut RevisionInfo {
+        let at = match self.revisions.iter().position(|r| r.revision <= revision) {
+            Some(at) if self.revisions[at].revision == revision => at,
+            Some(at) => {
+                self.revisions.insert(at, RevisionInfo::new(revision));
+                at
+            }
+            None => {
+                self.revisions.push(RevisionInfo::new(revision));
+                self.revisions.len() - 1
+            }
+        };
+        &mut self.revisions[at]
+    }
 }
 
-fn analysis_run_info(run: &AnalysisRun) -> AnalysisRunInfo {
+/// The `rollout.argoproj.io/revision` annotation of an object made for a Rollout (0 without).
+fn revision_of(meta: &ObjectMeta) -> i64 {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION))
+        .and_then(|r| r.parse::<i64>().ok())
+        .unwrap_or(0)
+}
+
+pub(crate) fn analysis_run_info(run: &AnalysisRun) -> AnalysisRunInfo {
     let status = run.status.as_ref();
     let phase = status
         .and_then(|s| s.phase.as_ref())
@@ -258,12 +299,17 @@ fn analysis_run_info(run: &AnalysisRun) -> AnalysisRunInfo {
     }
 }
 
-/// Whether `child` names `owner` as its controller. Without a UID on the owner (an object not
-/// read from a cluster) the name decides.
+/// Whether `child` names the Rollout `owner` as its controller. Without a UID on the owner (an
+/// object not read from a cluster) the name decides.
 pub fn is_controlled_by(child: &ObjectMeta, owner: &ObjectMeta) -> bool {
+    is_controlled_by_kind(child, "Rollout", owner)
+}
+
+/// Whether `child` names `owner`, of kind `kind`, as its controller (by UID, else by name).
+pub fn is_controlled_by_kind(child: &ObjectMeta, kind: &str, owner: &ObjectMeta) -> bool {
     child.owner_references.iter().flatten().any(|r| {
         r.controller == Some(true)
-            && r.kind == "Rollout"
+            && r.kind == kind
             && match &owner.uid {
                 Some(uid) => &r.uid == uid,
                 None => Some(&r.name) == owner.name.as_ref(),
@@ -271,7 +317,7 @@ pub fn is_controlled_by(child: &ObjectMeta, owner: &ObjectMeta) -> bool {
     })
 }
 
-fn created(meta: &ObjectMeta) -> Option<Timestamp> {
+pub(crate) fn created(meta: &ObjectMeta) -> Option<Timestamp> {
     meta.creation_timestamp.as_ref().map(|t| t.0)
 }
 
@@ -356,6 +402,18 @@ fn replica_set_info(
             tags.push(TAG_PREVIEW.into());
         }
     }
+    replica_set_summary(rs, tags, pods, now)
+}
+
+/// A ReplicaSet with the role `tags` given, then `delay:…` while a scale-down waits: its
+/// status, images, counts and the pods of its pod-template hash among `pods`.
+pub(crate) fn replica_set_summary(
+    rs: &ReplicaSet,
+    mut tags: Vec<String>,
+    pods: &[Pod],
+    now: Timestamp,
+) -> ReplicaSetInfo {
+    let hash = rs.pod_hash().unwrap_or_default();
     if let Some(deadline) = rs.annotation(SCALE_DOWN_DEADLINE).filter(|d| !d.is_empty()) {
         tags.push(match deadline.parse::<Timestamp>() {
             Ok(at) if at > now => format!("delay:{}s", at.as_second() - now.as_second()),
@@ -403,7 +461,7 @@ fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-fn container_images(template: &PodTemplateSpec) -> Vec<String> {
+pub(crate) fn container_images(template: &PodTemplateSpec) -> Vec<String> {
     template
         .spec
         .iter()

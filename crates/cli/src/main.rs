@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod experiment;
 mod info;
 mod kube_target;
 mod phase;

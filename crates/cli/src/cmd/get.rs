@@ -1,4 +1,5 @@
-//! `get rollout`: the header and tree of one rollout, once or (`-w`) each time it changes.
+//! `get rollout`: the header and tree of one rollout, once or (`-w`) each time it changes;
+//! and the watch machinery `get experiment` shares.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
@@ -15,24 +16,26 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt as _};
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
+use sluice_api::experiment::Experiment;
 use sluice_engine::analysis::ROLLOUT_TYPE;
 
 use super::{emit, explain, get_rollout, label_selector, rollouts, warn};
 use crate::cli::GetRolloutArgs;
 use crate::info::RolloutInfo;
+use crate::info::is_controlled_by;
 use crate::kube_target::Target;
 use crate::render::header::render_header;
 use crate::render::style::Style;
 use crate::render::tree::render_tree;
 
 /// How long to wait for more events before showing a burst of changes once.
-const SETTLE: Duration = Duration::from_millis(150);
+pub(super) const SETTLE: Duration = Duration::from_millis(150);
 /// Upper bound on that wait while events keep coming.
-const MAX_SETTLE: Duration = Duration::from_secs(1);
+pub(super) const MAX_SETTLE: Duration = Duration::from_secs(1);
 /// How often a terminal view is redrawn to keep ages current.
-const REFRESH: Duration = Duration::from_secs(2);
+pub(super) const REFRESH: Duration = Duration::from_secs(2);
 /// Clears a terminal and moves the cursor to its top left corner.
-const CLEAR_SCREEN: &str = "\x1b[2J\x1b[H";
+pub(super) const CLEAR_SCREEN: &str = "\x1b[2J\x1b[H";
 
 pub async fn run(target: &Target, args: &GetRolloutArgs) -> anyhow::Result<()> {
     let api = rollouts(target);
@@ -60,32 +63,72 @@ pub async fn run(target: &Target, args: &GetRolloutArgs) -> anyhow::Result<()> {
         .map_err(explain)
         .context("listing pods")?
         .items;
+    let experiments: Vec<Experiment> = list_experiments(target)
+        .await
+        .into_iter()
+        .flatten()
+        .filter(|e| is_controlled_by(&e.metadata, &rollout.metadata))
+        .collect();
+    // The Rollout's own runs carry the rollout-type label; its Experiments' runs do not.
+    let runs_params = if experiments.is_empty() {
+        ListParams::default().labels(ROLLOUT_TYPE)
+    } else {
+        ListParams::default()
+    };
     let runs = Api::<AnalysisRun>::namespaced(target.client.clone(), &target.namespace)
-        .list(&ListParams::default().labels(ROLLOUT_TYPE))
+        .list(&runs_params)
         .await
         .map_err(explain)
         .context("listing AnalysisRuns")?
         .items;
     emit(&render(
         &rollout,
-        &replica_sets,
-        &pods,
-        &runs,
+        &World {
+            replica_sets: &replica_sets,
+            pods: &pods,
+            runs: &runs,
+            experiments: &experiments,
+        },
         Timestamp::now(),
         &style,
     ))
 }
 
+/// The Experiments of the namespace; `None` (after a warning) when they cannot be listed, so
+/// that the rollout is still shown where Experiments are not served or not readable.
+async fn list_experiments(target: &Target) -> Option<Vec<Experiment>> {
+    match Api::<Experiment>::namespaced(target.client.clone(), &target.namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Some(list.items),
+        Err(e) => {
+            warn(&format!("experiments are not shown: {}", explain(e)));
+            None
+        }
+    }
+}
+
+/// The objects around a Rollout that its tree shows.
+pub struct World<'a> {
+    pub replica_sets: &'a [ReplicaSet],
+    pub pods: &'a [Pod],
+    pub runs: &'a [AnalysisRun],
+    pub experiments: &'a [Experiment],
+}
+
 /// Header, a blank line, then the tree.
-pub fn render(
-    rollout: &Rollout,
-    replica_sets: &[ReplicaSet],
-    pods: &[Pod],
-    runs: &[AnalysisRun],
-    now: Timestamp,
-    style: &Style,
-) -> String {
-    let info = RolloutInfo::new(rollout, replica_sets, pods, now).with_analysis_runs(rollout, runs);
+pub fn render(rollout: &Rollout, world: &World<'_>, now: Timestamp, style: &Style) -> String {
+    let info = RolloutInfo::new(rollout, world.replica_sets, world.pods, now)
+        .with_experiments(
+            rollout,
+            world.experiments,
+            world.replica_sets,
+            world.pods,
+            world.runs,
+            now,
+        )
+        .with_analysis_runs(rollout, world.runs);
     format!(
         "{}\n{}",
         render_header(&info, style),
@@ -94,8 +137,9 @@ pub fn render(
 }
 
 /// A change seen by one of the watches.
-enum Change {
+pub(super) enum Change {
     Rollout(Box<watcher::Event<Rollout>>),
+    Experiment(Box<watcher::Event<Experiment>>),
     ReplicaSet(Box<watcher::Event<ReplicaSet>>),
     Pod(Box<watcher::Event<Pod>>),
     AnalysisRun(Box<watcher::Event<AnalysisRun>>),
@@ -105,8 +149,9 @@ enum Change {
     Failed(watcher::Error),
 }
 
-/// Watches the rollout, its ReplicaSets and pods, and shows the rollout again after each
-/// burst of changes: redrawn in place on a terminal, appended as a new block otherwise.
+/// Watches the rollout, its ReplicaSets and pods, its Experiments and AnalysisRuns, and shows
+/// the rollout again after each burst of changes: redrawn in place on a terminal, appended as a
+/// new block otherwise.
 async fn watch(
     target: &Target,
     rollout: &Rollout,
@@ -136,34 +181,67 @@ async fn watch(
         by_labels(),
         Change::Pod,
     );
-    let run_events = events(
-        Api::namespaced(client.clone(), namespace),
-        watcher::Config::default().labels(ROLLOUT_TYPE),
-        Change::AnalysisRun,
-    );
-    let mut streams: Vec<BoxStream<'static, Change>> =
-        vec![rollout_events, rs_events, pod_events, run_events];
+    let mut view = RolloutView {
+        name: name.clone(),
+        style,
+        rollouts: Mirror::default(),
+        replica_sets: Mirror::default(),
+        pods: Mirror::default(),
+        runs: Mirror::default(),
+        experiments: Mirror::default(),
+    };
+    let mut streams: Vec<BoxStream<'static, Change>> = vec![rollout_events, rs_events, pod_events];
+    // Experiments are watched when they can be listed; their runs carry no rollout-type label.
+    if list_experiments(target).await.is_some() {
+        streams.push(events(
+            Api::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            Change::Experiment,
+        ));
+        streams.push(events(
+            Api::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            Change::AnalysisRun,
+        ));
+    } else {
+        view.experiments.ready = true;
+        streams.push(events(
+            Api::namespaced(client.clone(), namespace),
+            watcher::Config::default().labels(ROLLOUT_TYPE),
+            Change::AnalysisRun,
+        ));
+    }
+    show_changes(streams, &mut view, terminal).await?;
+    bail!("the watch of rollout {name:?} ended")
+}
+
+/// What a watching `get` shows, kept up to date from the watch events.
+pub(super) trait View {
+    fn apply(&mut self, change: Change);
+    /// The text to show; `None` until every watch has listed once.
+    fn render(&self) -> anyhow::Result<Option<String>>;
+}
+
+/// Shows `view` after each burst of changes from `streams` (and, on a terminal, every
+/// [`REFRESH`] to keep ages current). Returns when the streams end.
+pub(super) async fn show_changes(
+    mut streams: Vec<BoxStream<'static, Change>>,
+    view: &mut impl View,
+    terminal: bool,
+) -> anyhow::Result<()> {
     if terminal {
         streams.push(ticks(REFRESH).map(|()| Change::Tick).boxed());
     }
     let mut changes = stream::select_all(streams);
-
-    let mut rollouts = Mirror::<Rollout>::default();
-    let mut replica_sets = Mirror::<ReplicaSet>::default();
-    let mut pods = Mirror::<Pod>::default();
-    let mut runs = Mirror::<AnalysisRun>::default();
     let mut shown = String::new();
     while let Some(first) = changes.next().await {
         let mut pending = Some(first);
         let deadline = tokio::time::Instant::now() + MAX_SETTLE;
         while let Some(change) = pending.take() {
             match change {
-                Change::Rollout(event) => rollouts.apply(*event),
-                Change::ReplicaSet(event) => replica_sets.apply(*event),
-                Change::Pod(event) => pods.apply(*event),
-                Change::AnalysisRun(event) => runs.apply(*event),
                 Change::Tick => {}
                 Change::Failed(e) => warn(&format!("watch failed, retrying: {e}")),
+                other => view.apply(other),
             }
             let wait = SETTLE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
             pending = tokio::time::timeout(wait, changes.next())
@@ -171,34 +249,69 @@ async fn watch(
                 .ok()
                 .flatten();
         }
-        if !(rollouts.ready && replica_sets.ready && pods.ready && runs.ready) {
+        let Some(text) = view.render()? else {
             continue;
-        }
-        let Some(current) = rollouts.objects.get(&name) else {
-            bail!("rollout {name:?} was deleted");
         };
-        let pod_list: Vec<Pod> = pods.objects.values().cloned().collect();
-        let rs_list: Vec<ReplicaSet> = replica_sets.objects.values().cloned().collect();
-        let run_list: Vec<AnalysisRun> = runs.objects.values().cloned().collect();
-        let text = render(
-            current,
-            &rs_list,
-            &pod_list,
-            &run_list,
-            Timestamp::now(),
-            &style,
-        );
         if text != shown {
             emit(&frame(&text, !shown.is_empty(), terminal))?;
             shown = text;
         }
     }
-    bail!("the watch of rollout {name:?} ended")
+    Ok(())
+}
+
+/// A Rollout and the objects around it, as the watches have shown them.
+struct RolloutView {
+    name: String,
+    style: Style,
+    rollouts: Mirror<Rollout>,
+    replica_sets: Mirror<ReplicaSet>,
+    pods: Mirror<Pod>,
+    runs: Mirror<AnalysisRun>,
+    experiments: Mirror<Experiment>,
+}
+
+impl View for RolloutView {
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Rollout(event) => self.rollouts.apply(*event),
+            Change::Experiment(event) => self.experiments.apply(*event),
+            Change::ReplicaSet(event) => self.replica_sets.apply(*event),
+            Change::Pod(event) => self.pods.apply(*event),
+            Change::AnalysisRun(event) => self.runs.apply(*event),
+            Change::Tick | Change::Failed(_) => {}
+        }
+    }
+
+    fn render(&self) -> anyhow::Result<Option<String>> {
+        if !(self.rollouts.ready
+            && self.replica_sets.ready
+            && self.pods.ready
+            && self.runs.ready
+            && self.experiments.ready)
+        {
+            return Ok(None);
+        }
+        let Some(current) = self.rollouts.objects.get(&self.name) else {
+            bail!("rollout {:?} was deleted", self.name);
+        };
+        let replica_sets: Vec<ReplicaSet> = self.replica_sets.objects.values().cloned().collect();
+        let pods: Vec<Pod> = self.pods.objects.values().cloned().collect();
+        let runs: Vec<AnalysisRun> = self.runs.objects.values().cloned().collect();
+        let experiments: Vec<Experiment> = self.experiments.objects.values().cloned().collect();
+        let world = World {
+            replica_sets: &replica_sets,
+            pods: &pods,
+            runs: &runs,
+            experiments: &experiments,
+        };
+        Ok(Some(render(current, &world, Timestamp::now(), &self.style)))
+    }
 }
 
 /// What to print to show `text`: on a terminal it replaces the screen; in a pipe it follows
 /// the previous block after a blank line.
-fn frame(text: &str, after_another: bool, terminal: bool) -> String {
+pub(super) fn frame(text: &str, after_another: bool, terminal: bool) -> String {
     if terminal {
         format!("{CLEAR_SCREEN}{text}")
     } else if after_another {
@@ -209,7 +322,7 @@ fn frame(text: &str, after_another: bool, terminal: bool) -> String {
 }
 
 /// The watch events of one kind, retried with a backoff, as changes.
-fn events<K>(
+pub(super) fn events<K>(
     api: Api<K>,
     config: watcher::Config,
     wrap: fn(Box<watcher::Event<K>>) -> Change,
@@ -227,7 +340,7 @@ where
 }
 
 /// A tick every `period`, the first one after a full period.
-fn ticks(period: Duration) -> impl Stream<Item = ()> {
+pub(super) fn ticks(period: Duration) -> impl Stream<Item = ()> {
     stream::unfold(
         tokio::time::interval_at(tokio::time::Instant::now() + period, period),
         |mut interval| async move {
@@ -285,10 +398,23 @@ mod tests {
         canary_world, now, record_weights, route_traffic, routed_canary_world, running_pod,
     };
 
+    fn world<'a>(
+        replica_sets: &'a [ReplicaSet],
+        pods: &'a [Pod],
+        runs: &'a [AnalysisRun],
+    ) -> World<'a> {
+        World {
+            replica_sets,
+            pods,
+            runs,
+            experiments: &[],
+        }
+    }
+
     #[test]
     fn get_output_is_header_blank_line_tree() {
         let (ro, rss, pods) = canary_world();
-        let text = render(&ro, &rss, &pods, &[], now(), &Style::PLAIN);
+        let text = render(&ro, &world(&rss, &pods, &[]), now(), &Style::PLAIN);
         assert!(text.starts_with("Name:            demo\n"));
         assert!(text.contains("  Available:     5\n\nNAME "));
         assert!(text.ends_with("└──⧉ demo-h0           ReplicaSet  • ScaledDown  24h\n"));
@@ -309,7 +435,7 @@ mod tests {
             .unwrap(),
         );
         record_weights(&mut ro, 200, 800);
-        let text = render(&ro, &rss, &pods, &[], now(), &Style::PLAIN);
+        let text = render(&ro, &world(&rss, &pods, &[]), now(), &Style::PLAIN);
         let expected = "\
 Name:            demo
 Namespace:       shop
@@ -372,7 +498,7 @@ NAME                      KIND        STATUS         AGE  INFO
             ),
             run("demo-h1-2", "2", serde_json::json!({})),
         ];
-        let text = render(&ro, &rss, &pods, &runs, now(), &Style::PLAIN);
+        let text = render(&ro, &world(&rss, &pods, &runs), now(), &Style::PLAIN);
         let line = |name: &str| -> Vec<String> {
             text.lines()
                 .find(|l| l.contains(name))

@@ -3,6 +3,7 @@
 
 mod abort;
 mod get;
+mod get_experiment;
 mod lint;
 mod list;
 mod pause;
@@ -11,6 +12,7 @@ mod restart;
 mod retry;
 mod set_image;
 mod status;
+mod terminate;
 mod undo;
 
 use std::io::Write as _;
@@ -20,7 +22,9 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use sluice_api::Rollout;
 
-use crate::cli::{Cli, Command, GetCommand, ListCommand, RetryCommand, SetCommand};
+use crate::cli::{
+    Cli, Command, GetCommand, ListCommand, RetryCommand, SetCommand, TerminateCommand,
+};
 use crate::kube_target::Target;
 
 /// Runs the parsed command line.
@@ -32,6 +36,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Get {
             what: GetCommand::Rollout(args),
         } => get::run(&connect().await?, &args).await,
+        Command::Get {
+            what: GetCommand::Experiment(args),
+        } => get_experiment::run(&connect().await?, &args).await,
+        Command::Terminate {
+            what: TerminateCommand::Experiment(args),
+        } => terminate::experiment(&connect().await?, &args.name).await,
+        Command::Terminate {
+            what: TerminateCommand::AnalysisRun(args),
+        } => terminate::analysis_run(&connect().await?, &args.name).await,
         Command::List {
             what: ListCommand::Rollouts(args),
         } => list::run(&connect().await?, &args).await,

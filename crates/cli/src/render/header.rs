@@ -1,7 +1,8 @@
-//! The summary block at the top of `get rollout`.
+//! The summary blocks at the top of `get rollout` and `get experiment`.
 
 use super::columns::{Cell, align};
-use super::style::{Style, status_with_icon};
+use super::style::{Style, phase_with_icon, status_with_icon};
+use crate::experiment::ExperimentInfo;
 use crate::info::{RolloutInfo, Strategy};
 
 /// `Name:`, `Status:`, strategy progress, images and replica counts, values aligned.
@@ -44,6 +45,74 @@ pub fn render_header(info: &RolloutInfo, style: &Style) -> String {
     line("  Ready:", Cell::plain(counts.ready.to_string()));
     line("  Available:", Cell::plain(counts.available.to_string()));
     align(&rows, style)
+}
+
+/// `Name:`, `Status:`, `Message:`, `AvailableAt:` and images (with the templates running
+/// them), values aligned; then a table of the templates: status, replica counts and
+/// ReplicaSet, and the template's message when there is one.
+pub fn render_experiment_header(info: &ExperimentInfo, style: &Style) -> String {
+    let mut rows: Vec<Vec<Cell>> = Vec::new();
+    let mut line = |label: &str, value: Cell| rows.push(vec![Cell::plain(label), value]);
+    line("Name:", Cell::plain(&info.name));
+    line("Namespace:", Cell::plain(&info.namespace));
+    let (status, color) = phase_with_icon(&info.phase);
+    line("Status:", Cell::colored(status, color));
+    if !info.message.is_empty() {
+        line("Message:", Cell::plain(&info.message));
+    }
+    if let Some(at) = info.available_at {
+        line("AvailableAt:", Cell::plain(at.to_string()));
+    }
+    if info.images.is_empty() {
+        line("Images:", Cell::plain(""));
+    }
+    for (i, image) in info.images.iter().enumerate() {
+        let text = format!("{} ({})", image.image, image.templates.join(", "));
+        line(if i == 0 { "Images:" } else { "" }, Cell::plain(text));
+    }
+    line("Templates:", Cell::plain(""));
+    let mut out = align(&rows, style);
+
+    let with_messages = info.templates.iter().any(|t| !t.message.is_empty());
+    let mut header = vec![
+        "  NAME",
+        "STATUS",
+        "DESIRED",
+        "CURRENT",
+        "UPDATED",
+        "READY",
+        "AVAILABLE",
+        "REPLICASET",
+    ];
+    if with_messages {
+        header.push("MESSAGE");
+    }
+    let mut table: Vec<Vec<Cell>> = vec![header.into_iter().map(Cell::plain).collect()];
+    for t in &info.templates {
+        let (status, color) = if t.status.is_empty() {
+            (String::new(), super::style::Color::Plain)
+        } else {
+            status_with_icon(&t.status)
+        };
+        let mut row = vec![
+            Cell::plain(format!("  {}", t.name)),
+            Cell::colored(status, color),
+            Cell::plain(t.desired.to_string()),
+            Cell::plain(t.current.to_string()),
+            Cell::plain(t.updated.to_string()),
+            Cell::plain(t.ready.to_string()),
+            Cell::plain(t.available.to_string()),
+            Cell::plain(t.replica_set.clone().unwrap_or_default()),
+        ];
+        if with_messages {
+            row.push(Cell::plain(&t.message));
+        }
+        table.push(row);
+    }
+    if !info.templates.is_empty() {
+        out.push_str(&align(&table, style));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -126,5 +195,44 @@ Replicas:
   Available:  2
 ";
         assert_eq!(render_header(&info, &Style::PLAIN), expected);
+    }
+
+    #[test]
+    fn experiment_header_lists_templates() {
+        use crate::experiment::fixtures::experiment_world;
+        use crate::info::fixtures::now;
+        let (exp, rss, pods, runs) = experiment_world();
+        let info = ExperimentInfo::new(&exp, &rss, &pods, &runs, now());
+        let expected = "\
+Name:         demo-exp
+Namespace:    shop
+Status:       ◌ Running
+AvailableAt:  2024-05-01T11:59:00Z
+Images:       demo:v1 (baseline)
+              demo:v2 (canary)
+Templates:
+  NAME      STATUS         DESIRED  CURRENT  UPDATED  READY  AVAILABLE  REPLICASET         MESSAGE
+  baseline  ✔ Running      1        1        1        1      1          demo-exp-baseline
+  canary    ◌ Progressing  2        2        2        1      1          demo-exp-canary    waiting for 1 pod
+";
+        assert_eq!(render_experiment_header(&info, &Style::PLAIN), expected);
+    }
+
+    #[test]
+    fn pending_experiment_header() {
+        use crate::experiment::fixtures::experiment;
+        use crate::info::fixtures::now;
+        let mut exp = experiment();
+        exp.status = None;
+        exp.spec.templates = None;
+        let info = ExperimentInfo::new(&exp, &[], &[], &[], now());
+        let expected = "\
+Name:       demo-exp
+Namespace:  shop
+Status:     ◷ Pending
+Images:
+Templates:
+";
+        assert_eq!(render_experiment_header(&info, &Style::PLAIN), expected);
     }
 }

@@ -54,6 +54,7 @@ pub const ICON_ROLLOUT: &str = "⟳";
 pub const ICON_REPLICA_SET: &str = "⧉";
 pub const ICON_POD: &str = "□";
 pub const ICON_ANALYSIS_RUN: &str = "α";
+pub const ICON_EXPERIMENT: &str = "Σ";
 
 /// Icon and colour for a status word of a Rollout, ReplicaSet or pod.
 pub fn status_icon(status: &str) -> (&'static str, Color) {
@@ -99,6 +100,22 @@ fn is_failure_reason(reason: &str) -> bool {
         )
 }
 
+/// Icon and colour for the phase of an AnalysisRun or Experiment: as [`status_icon`], except
+/// that a run still going is in progress (a pod that runs is fine, an analysis that runs has
+/// not decided yet).
+pub fn phase_icon(phase: &str) -> (&'static str, Color) {
+    match phase {
+        "Running" => (ICON_PROGRESSING, Color::Yellow),
+        other => status_icon(other),
+    }
+}
+
+/// `icon phase` of an AnalysisRun or Experiment, e.g. `◌ Running`.
+pub fn phase_with_icon(phase: &str) -> (String, Color) {
+    let (icon, color) = phase_icon(phase);
+    (format!("{icon} {phase}"), color)
+}
+
 /// `icon status`, e.g. `✔ Healthy`.
 pub fn status_with_icon(status: &str) -> (String, Color) {
     let (icon, color) = status_icon(status);
@@ -126,6 +143,10 @@ mod tests {
         assert_eq!(icon("ImagePullBackOff"), "✖");
         assert_eq!(icon("ExitCode:1"), "✖");
         assert_eq!(icon("SomethingNew"), "?");
+        assert_eq!(phase_icon("Running").0, "◌");
+        assert_eq!(phase_icon("Successful").0, "✔");
+        assert_eq!(phase_icon("Failed").0, "✖");
+        assert_eq!(phase_with_icon("Pending").0, "◷ Pending");
     }
 
     #[test]

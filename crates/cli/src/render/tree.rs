@@ -1,14 +1,16 @@
-//! The `NAME KIND STATUS AGE INFO` tree of `get rollout`: Rollout, then each revision with its
-//! ReplicaSets and their pods.
+//! The `NAME KIND STATUS AGE INFO` trees of `get rollout` (Rollout, then each revision with its
+//! ReplicaSets and their pods, Experiments and AnalysisRuns) and `get experiment` (Experiment,
+//! then its ReplicaSets and their pods, then its AnalysisRuns).
 
 use jiff::Timestamp;
 
 use super::age::age;
 use super::columns::{Cell, align};
 use super::style::{
-    ICON_ANALYSIS_RUN, ICON_BAD, ICON_OK, ICON_POD, ICON_REPLICA_SET, ICON_ROLLOUT, ICON_WARNING,
-    Style, status_with_icon,
+    Color, ICON_ANALYSIS_RUN, ICON_BAD, ICON_EXPERIMENT, ICON_OK, ICON_POD, ICON_REPLICA_SET,
+    ICON_ROLLOUT, ICON_WARNING, Style, phase_with_icon, status_with_icon,
 };
+use crate::experiment::ExperimentInfo;
 use crate::info::{AnalysisRunInfo, PodInfo, ReplicaSetInfo, RolloutInfo};
 
 /// One line of the tree before it is laid out.
@@ -16,6 +18,9 @@ struct Node {
     name: String,
     kind: &'static str,
     status: Option<String>,
+    /// The icon and colour of the status: an object's ([`status_with_icon`]) or an analysis
+    /// phase's ([`phase_with_icon`]).
+    icon: fn(&str) -> (String, Color),
     created: Option<Timestamp>,
     info: String,
     children: Vec<Node>,
@@ -23,14 +28,22 @@ struct Node {
 
 /// The tree as aligned text.
 pub fn render_tree(info: &RolloutInfo, now: Timestamp, style: &Style) -> String {
-    let root = rollout_node(info);
+    render_nodes(&rollout_node(info), now, style)
+}
+
+/// The tree of `get experiment` as aligned text.
+pub fn render_experiment_tree(info: &ExperimentInfo, now: Timestamp, style: &Style) -> String {
+    render_nodes(&experiment_node(info), now, style)
+}
+
+fn render_nodes(root: &Node, now: Timestamp, style: &Style) -> String {
     let mut rows = vec![
         ["NAME", "KIND", "STATUS", "AGE", "INFO"]
             .into_iter()
             .map(Cell::plain)
             .collect(),
     ];
-    push_rows(&root, "", "", now, &mut rows);
+    push_rows(root, "", "", now, &mut rows);
     align(&rows, style)
 }
 
@@ -39,6 +52,7 @@ fn rollout_node(info: &RolloutInfo) -> Node {
         name: format!("{ICON_ROLLOUT} {}", info.name),
         kind: "Rollout",
         status: Some(info.phase.as_str().to_owned()),
+        icon: status_with_icon,
         created: info.created,
         info: String::new(),
         children: info
@@ -48,15 +62,35 @@ fn rollout_node(info: &RolloutInfo) -> Node {
                 name: format!("# revision:{}", revision.revision),
                 kind: "",
                 status: None,
+                icon: status_with_icon,
                 created: None,
                 info: String::new(),
                 children: revision
                     .replica_sets
                     .iter()
                     .map(replica_set_node)
+                    .chain(revision.experiments.iter().map(experiment_node))
                     .chain(revision.analysis_runs.iter().map(analysis_run_node))
                     .collect(),
             })
+            .collect(),
+    }
+}
+
+/// An Experiment with its ReplicaSets (and their pods), then its AnalysisRuns.
+fn experiment_node(info: &ExperimentInfo) -> Node {
+    Node {
+        name: format!("{ICON_EXPERIMENT} {}", info.name),
+        kind: "Experiment",
+        status: Some(info.phase.clone()),
+        icon: phase_with_icon,
+        created: info.created,
+        info: String::new(),
+        children: info
+            .replica_sets
+            .iter()
+            .map(replica_set_node)
+            .chain(info.analysis_runs.iter().map(analysis_run_node))
             .collect(),
     }
 }
@@ -66,6 +100,7 @@ fn replica_set_node(rs: &ReplicaSetInfo) -> Node {
         name: format!("{ICON_REPLICA_SET} {}", rs.name),
         kind: "ReplicaSet",
         status: Some(rs.status.to_owned()),
+        icon: status_with_icon,
         created: rs.created,
         info: rs.tags.join(","),
         children: rs.pods.iter().map(pod_node).collect(),
@@ -87,6 +122,7 @@ fn analysis_run_node(run: &AnalysisRunInfo) -> Node {
         name: format!("{ICON_ANALYSIS_RUN} {}", run.name),
         kind: "AnalysisRun",
         status: Some(run.status.clone()),
+        icon: phase_with_icon,
         created: run.created,
         info: counts.join(","),
         children: Vec::new(),
@@ -102,6 +138,7 @@ fn pod_node(pod: &PodInfo) -> Node {
         name: format!("{ICON_POD} {}", pod.name),
         kind: "Pod",
         status: Some(pod.status.clone()),
+        icon: status_with_icon,
         created: pod.created,
         info,
         children: Vec::new(),
@@ -112,8 +149,8 @@ fn pod_node(pod: &PodInfo) -> Node {
 /// `indent` plus a vertical bar while more siblings follow.
 fn push_rows(node: &Node, branch: &str, indent: &str, now: Timestamp, rows: &mut Vec<Vec<Cell>>) {
     let (status, color) = match &node.status {
-        Some(status) => status_with_icon(status),
-        None => (String::new(), super::style::Color::Plain),
+        Some(status) => (node.icon)(status),
+        None => (String::new(), Color::Plain),
     };
     rows.push(vec![
         Cell::plain(format!("{branch}{}", node.name)),
@@ -156,6 +193,76 @@ NAME                      KIND        STATUS        AGE  INFO
    └──⧉ demo-h0           ReplicaSet  • ScaledDown  24h
 ";
         assert_eq!(render_tree(&info, now(), &Style::PLAIN), expected);
+    }
+
+    #[test]
+    fn experiment_tree() {
+        use crate::experiment::fixtures::experiment_world;
+        let (exp, rss, pods, runs) = experiment_world();
+        let info = ExperimentInfo::new(&exp, &rss, &pods, &runs, now());
+        let expected = "\
+NAME                             KIND         STATUS         AGE   INFO
+Σ demo-exp                       Experiment   ◌ Running      2m
+├──⧉ demo-exp-baseline           ReplicaSet   ✔ Healthy      119s
+│  └──□ demo-exp-baseline-aaaaa  Pod          ✔ Running      118s  ready:1/1
+├──⧉ demo-exp-canary             ReplicaSet   ◌ Progressing  119s
+│  └──□ demo-exp-canary-bbbbb    Pod          ✔ Running      118s  ready:1/1
+└──α demo-exp-rate               AnalysisRun  ◌ Running      60s   ✔ 2
+";
+        assert_eq!(
+            render_experiment_tree(&info, now(), &Style::PLAIN),
+            expected
+        );
+    }
+
+    #[test]
+    fn rollout_tree_shows_its_experiments_under_their_revision() {
+        use crate::experiment::fixtures::experiment_world;
+        let (ro, mut rss, mut pods) = canary_world();
+        let (mut exp, exp_rss, exp_pods, runs) = experiment_world();
+        exp.metadata.annotations =
+            Some([("rollout.argoproj.io/revision".to_string(), "3".to_string())].into());
+        exp.metadata.owner_references = Some(vec![
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "demo",
+                "uid": "ro-uid", "controller": true
+            }))
+            .unwrap(),
+        ]);
+        rss.extend(exp_rss);
+        pods.extend(exp_pods);
+        let info = RolloutInfo::new(&ro, &rss, &pods, now()).with_experiments(
+            &ro,
+            &[exp],
+            &rss,
+            &pods,
+            &runs,
+            now(),
+        );
+        let text = render_tree(&info, now(), &Style::PLAIN);
+        // The Experiment's ReplicaSets are not the Rollout's: they show only under it.
+        let expected = "\
+NAME                                   KIND         STATUS         AGE   INFO
+⟳ demo                                 Rollout      ॥ Paused       60m
+├──# revision:3
+│  ├──⧉ demo-h2                        ReplicaSet   ✔ Healthy      90s   canary
+│  │  └──□ demo-h2-eeeee               Pod          ✔ Running      80s   ready:1/1
+│  └──Σ demo-exp                       Experiment   ◌ Running      2m
+│     ├──⧉ demo-exp-baseline           ReplicaSet   ✔ Healthy      119s
+│     │  └──□ demo-exp-baseline-aaaaa  Pod          ✔ Running      118s  ready:1/1
+│     ├──⧉ demo-exp-canary             ReplicaSet   ◌ Progressing  119s
+│     │  └──□ demo-exp-canary-bbbbb    Pod          ✔ Running      118s  ready:1/1
+│     └──α demo-exp-rate               AnalysisRun  ◌ Running      60s   ✔ 2
+├──# revision:2
+│  └──⧉ demo-h1                        ReplicaSet   ✔ Healthy      60m   stable
+│     ├──□ demo-h1-aaaaa               Pod          ✔ Running      59m   ready:1/1
+│     ├──□ demo-h1-bbbbb               Pod          ✔ Running      59m   ready:1/1,restarts:2
+│     ├──□ demo-h1-ccccc               Pod          ✔ Running      59m   ready:1/1
+│     └──□ demo-h1-ddddd               Pod          ✔ Running      59m   ready:1/1
+└──# revision:1
+   └──⧉ demo-h0                        ReplicaSet   • ScaledDown   24h
+";
+        assert_eq!(text, expected);
     }
 
     #[test]
