@@ -30,6 +30,9 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	fi; \
 	scripts/cluster-up.sh && $(CARGO) test --workspace
 
+bench: ## Criterion benchmarks of the pure engine: plans per second for typical Rollouts (report in target/criterion)
+	$(CARGO) bench -p sluice-engine --bench reconcile
+
 SEEDS ?= 1000
 START ?= 0
 sim: ## Long deterministic simulation: SEEDS seeds of every scenario from START (release build)
