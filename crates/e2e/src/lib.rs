@@ -379,3 +379,27 @@ pub async fn rollout_events(ns: &TestNamespace, rollout: &str) -> Vec<(String, S
     occurrences.sort_by_key(|(at, _)| *at);
     occurrences.into_iter().map(|(_, what)| what).collect()
 }
+
+/// Waits until the update away from stable hash `before` is complete: Healthy on a new stable.
+/// Returns the new stable hash.
+pub async fn wait_promoted(api: &Api<Rollout>, name: &str, before: &str) -> String {
+    wait_for(
+        "the update to complete",
+        Duration::from_secs(150),
+        || async {
+            let ro = api.get(name).await?;
+            let status = ro.status.clone().unwrap_or_default();
+            anyhow::ensure!(
+                observed_phase(&ro) == Some(RolloutPhase::Healthy)
+                    && status.stable_rs == status.current_pod_hash
+                    && status.stable_rs.as_deref() != Some(before),
+                "{:?} {:?}",
+                status.phase,
+                status.stable_rs
+            );
+            Ok(status.stable_rs.unwrap_or_default())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"))
+}

@@ -13,7 +13,6 @@
 //! - the next update moves ping to the newest pods and flips back to `ping`;
 //! - with `ingresses[]`, both Ingresses carry the ping/pong weights.
 
-use std::time::Duration;
 
 use kube::Api;
 use kube::api::DynamicObject;
@@ -97,29 +96,6 @@ async fn stable_hash(api: &Api<Rollout>, name: &str) -> String {
         .unwrap()
         .stable_rs
         .unwrap()
-}
-
-/// Waits until the update away from `before` is complete: Healthy on a new stable.
-async fn wait_promoted(api: &Api<Rollout>, name: &str, before: &str) -> String {
-    wait_for(
-        "the update to complete",
-        Duration::from_secs(150),
-        || async {
-            let ro = api.get(name).await?;
-            let status = ro.status.clone().unwrap_or_default();
-            anyhow::ensure!(
-                observed_phase(&ro) == Some(RolloutPhase::Healthy)
-                    && status.stable_rs == status.current_pod_hash
-                    && status.stable_rs.as_deref() != Some(before),
-                "{:?} {:?}",
-                status.phase,
-                status.stable_rs
-            );
-            Ok(status.stable_rs.unwrap())
-        },
-    )
-    .await
-    .unwrap()
 }
 
 async fn wait_action(ns: &TestNamespace, ingress: &str, expected: &str) {

@@ -16,7 +16,6 @@
 //! - a `setHeaderRoute` step adds the header route's action, its conditions and a `/*` path
 //!   ahead of the weighted one; a later step without `match` removes all three.
 
-use std::time::Duration;
 
 use kube::Api;
 use kube::api::DynamicObject;
@@ -124,29 +123,6 @@ fn verification(ro: &Value) -> Option<(Value, bool, bool)> {
 async fn hashes(api: &Api<sluice_api::Rollout>, name: &str) -> (String, String) {
     let s = api.get(name).await.unwrap().status.unwrap();
     (s.stable_rs.unwrap(), s.current_pod_hash.unwrap())
-}
-
-/// Waits until the update away from `before` is complete: Healthy on a new stable.
-async fn wait_promoted(api: &Api<sluice_api::Rollout>, name: &str, before: &str) -> String {
-    wait_for(
-        "the update to complete",
-        Duration::from_secs(150),
-        || async {
-            let ro = api.get(name).await?;
-            let status = ro.status.clone().unwrap_or_default();
-            anyhow::ensure!(
-                observed_phase(&ro) == Some(RolloutPhase::Healthy)
-                    && status.stable_rs == status.current_pod_hash
-                    && status.stable_rs.as_deref() != Some(before),
-                "{:?} {:?}",
-                status.phase,
-                status.stable_rs
-            );
-            Ok(status.stable_rs.unwrap())
-        },
-    )
-    .await
-    .unwrap()
 }
 
 /// Waits until the Rollout is paused at step `index`.
