@@ -13,7 +13,6 @@
 //! - the next update moves ping to the newest pods and flips back to `ping`;
 //! - with `ingresses[]`, both Ingresses carry the ping/pong weights.
 
-
 use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::Value;

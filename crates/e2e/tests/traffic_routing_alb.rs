@@ -16,7 +16,6 @@
 //! - a `setHeaderRoute` step adds the header route's action, its conditions and a `/*` path
 //!   ahead of the weighted one; a later step without `match` removes all three.
 
-
 use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::Value;
