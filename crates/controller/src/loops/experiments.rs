@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::experiment::Experiment;
 use sluice_engine::EventType;
@@ -23,18 +23,15 @@ use sluice_engine::experiment::{
     ExperimentAction, ExperimentObserved, ExperimentPlan, WriteFailure, analysis_template_refs,
     echo_on_rollout, reconcile_experiment, record_write_failure,
 };
-use sluice_engine::observed::{AnalysisTemplates, nested_template_refs};
 use tracing::{debug, info, warn};
 
 use crate::args::Args;
 use crate::cluster::{ClusterAccess, KubeCluster, WriteError};
-use crate::loops::apply::merge_diff;
+use crate::loops::apply::{annotations_patch, merge_diff};
 use crate::loops::events::EventPublisher;
+use crate::loops::observe::fetch_templates;
 use crate::loops::rollouts::instance_selector;
 use crate::runtime::Hooks;
-
-/// How deep AnalysisTemplates may nest (as on the Rollout side).
-const MAX_TEMPLATE_NESTING: usize = 10;
 
 struct Context {
     client: Client,
@@ -215,24 +212,7 @@ async fn observe(ctx: &Context, exp: &Experiment) -> Result<ExperimentObserved, 
         .into_iter()
         .filter(|r| ours(&r.metadata))
         .collect();
-    let mut analysis_templates = AnalysisTemplates::new();
-    let mut pending = analysis_template_refs(exp);
-    for _ in 0..MAX_TEMPLATE_NESTING {
-        let mut next = Vec::new();
-        for key in pending.drain(..) {
-            if analysis_templates.contains_key(&key) {
-                continue;
-            }
-            if let Some(spec) = ctx.writer.get_analysis_template(&ns, &key).await? {
-                next.extend(nested_template_refs(&spec));
-                analysis_templates.insert(key, spec);
-            }
-        }
-        if next.is_empty() {
-            break;
-        }
-        pending = next;
-    }
+    let analysis_templates = fetch_templates(&ctx.writer, &ns, analysis_template_refs(exp)).await?;
     Ok(ExperimentObserved {
         experiment: exp.clone(),
         replica_sets,
@@ -259,7 +239,7 @@ async fn apply(
             annotations,
             ..
         } => {
-            let mut patch = metadata_patch(resource_version.as_deref(), annotations);
+            let mut patch = annotations_patch(resource_version.as_deref(), annotations);
             patch["spec"] = json!({ "replicas": to });
             writer.patch_replica_set(ns, name, &patch).await
         }
@@ -268,7 +248,7 @@ async fn apply(
             resource_version,
             annotations,
         } => {
-            let patch = metadata_patch(resource_version.as_deref(), annotations);
+            let patch = annotations_patch(resource_version.as_deref(), annotations);
             writer.patch_replica_set(ns, name, &patch).await
         }
         ExperimentAction::CreateService(svc) => writer.create_service(ns, svc).await,
@@ -285,26 +265,6 @@ async fn apply(
             }
         }
     }
-}
-
-/// A merge patch of `metadata`: the resourceVersion it was decided on, and annotations set
-/// (`Some`) or removed (`None`).
-fn metadata_patch(
-    resource_version: Option<&str>,
-    annotations: &std::collections::BTreeMap<String, Option<String>>,
-) -> Value {
-    let mut meta = serde_json::Map::new();
-    if let Some(rv) = resource_version {
-        meta.insert("resourceVersion".into(), json!(rv));
-    }
-    if !annotations.is_empty() {
-        let changes: serde_json::Map<String, Value> = annotations
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
-            .collect();
-        meta.insert("annotations".into(), Value::Object(changes));
-    }
-    json!({ "metadata": meta })
 }
 
 /// The status, when it changed: only the difference, with the resourceVersion it was decided

@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
 use sluice_engine::Observed;
-use sluice_engine::observed::{AnalysisTemplates, nested_template_refs};
+use sluice_engine::observed::{AnalysisTemplates, TemplateKey, nested_template_refs};
 
 use crate::cluster::{ClusterAccess, WriteError};
 
@@ -102,15 +102,14 @@ const MAX_TEMPLATE_NESTING: usize = 8;
 
 /// The Rollout's AnalysisRuns and every template its analyses name, nested ones included.
 /// Nothing is read for a Rollout without analysis.
-async fn observe_analysis<W: ClusterAccess>(
+/// The templates `refs` name, and those they nest (to a bounded depth); a missing one is
+/// simply absent, for the engine to report.
+pub(crate) async fn fetch_templates<W: ClusterAccess>(
     writer: &W,
-    rollout: &Rollout,
     ns: &str,
-) -> Result<(Vec<AnalysisRun>, AnalysisTemplates), WriteError> {
-    let mut pending = Observed::analysis_template_refs(rollout);
-    if pending.is_empty() {
-        return Ok(Default::default());
-    }
+    refs: Vec<TemplateKey>,
+) -> Result<AnalysisTemplates, WriteError> {
+    let mut pending = refs;
     let mut templates = AnalysisTemplates::new();
     for _ in 0..MAX_TEMPLATE_NESTING {
         let mut next = Vec::new();
@@ -128,6 +127,19 @@ async fn observe_analysis<W: ClusterAccess>(
         }
         pending = next;
     }
+    Ok(templates)
+}
+
+async fn observe_analysis<W: ClusterAccess>(
+    writer: &W,
+    rollout: &Rollout,
+    ns: &str,
+) -> Result<(Vec<AnalysisRun>, AnalysisTemplates), WriteError> {
+    let pending = Observed::analysis_template_refs(rollout);
+    if pending.is_empty() {
+        return Ok(Default::default());
+    }
+    let templates = fetch_templates(writer, ns, pending).await?;
     let uid = rollout.metadata.uid.as_deref();
     let runs = writer
         .list_analysis_runs(ns)
