@@ -163,3 +163,14 @@ pub async fn wait_vs_weights(
     .await
     .unwrap();
 }
+
+/// A test namespace with every router CRD installed and a controller running for it.
+pub async fn setup_routed(prefix: &str) -> (TestEnv, TestNamespace, crate::RunningController) {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    install_router_crds(&env).await;
+    let ns = TestNamespace::create(&env, prefix)
+        .await
+        .expect("namespace");
+    let controller = crate::start_controller(&env, &ns);
+    (env, ns, controller)
+}

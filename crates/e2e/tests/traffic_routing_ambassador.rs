@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::routing::*;
 use sluice_e2e::*;
-use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
+use sluice_testenv::harness::{TestNamespace, wait_for};
 use tokio::task::JoinHandle;
 
 const ROLLOUT: &str = "echo-rollout";
@@ -104,16 +104,6 @@ impl Drop for History {
     }
 }
 
-async fn setup_ambassador(prefix: &str) -> (TestEnv, TestNamespace, RunningController) {
-    let env = TestEnv::with_crds().await.expect("local control plane");
-    install_router_crds(&env).await;
-    let ns = TestNamespace::create(&env, prefix)
-        .await
-        .expect("namespace");
-    let controller = start_controller(&env, &ns);
-    (env, ns, controller)
-}
-
 async fn wait_canary_weight(ns: &TestNamespace, weight: i64) -> Value {
     wait_for(
         &format!("{CANARY_MAPPING} at weight {weight}"),
@@ -154,7 +144,7 @@ fn assert_deleted_about_5s_after_zero(history: &History) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ambassador_canary_mapping_carries_the_step_weights_then_goes_to_zero_and_is_deleted() {
-    let (_env, ns, _controller) = setup_ambassador("ambassador").await;
+    let (_env, ns, _controller) = setup_routed("ambassador").await;
     let base =
         apply_services_and_mapping(&ns, &corpus_file("examples/ambassador/echo-mapping.yaml"))
             .await;
@@ -248,7 +238,7 @@ async fn ambassador_canary_mapping_carries_the_step_weights_then_goes_to_zero_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ambassador_base_mapping_with_a_weight_is_an_invalid_spec() {
-    let (_env, ns, _controller) = setup_ambassador("ambassador-invalid").await;
+    let (_env, ns, _controller) = setup_routed("ambassador-invalid").await;
     let example = corpus_file("examples/ambassador/echo-mapping.yaml");
     let weighted = example.replace(
         "  service: echo-stable:80",

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::routing::*;
 use sluice_e2e::*;
-use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
+use sluice_testenv::harness::{TestNamespace, wait_for};
 use tokio::task::JoinHandle;
 
 const ROLLOUT: &str = "rollout-apisix-canary";
@@ -45,16 +45,6 @@ fn weights(route: &Value) -> Option<(i64, i64)> {
             .and_then(|b| b["weight"].as_i64())
     };
     Some((weight(CANARY)?, weight(STABLE)?))
-}
-
-async fn setup_apisix(prefix: &str) -> (TestEnv, TestNamespace, RunningController) {
-    let env = TestEnv::with_crds().await.expect("local control plane");
-    install_router_crds(&env).await;
-    let ns = TestNamespace::create(&env, prefix)
-        .await
-        .expect("namespace");
-    let controller = start_controller(&env, &ns);
-    (env, ns, controller)
 }
 
 async fn wait_weights(ns: &TestNamespace, expected: (i64, i64)) {
@@ -100,7 +90,7 @@ async fn wait_promoted(ns: &TestNamespace) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apisix_backend_weights_follow_the_steps_the_promotion_and_the_abort() {
-    let (_env, ns, _controller) = setup_apisix("apisix").await;
+    let (_env, ns, _controller) = setup_routed("apisix").await;
     // Recording from before the route exists: every weight it is ever given.
     let recorder = Recorder::start(apisix_routes(&ns), ROUTE, weights);
     ns.apply_yaml(&corpus_file("test/e2e/apisix/rollout-apisix-canary.yaml"))
@@ -256,7 +246,7 @@ async fn header_route_scenario(
     at_5: i32,
     at_50: i32,
 ) {
-    let (_env, ns, _controller) = setup_apisix(prefix).await;
+    let (_env, ns, _controller) = setup_routed(prefix).await;
     let recorder = Recorder::start(apisix_routes(&ns), ROUTE, weights);
     let header_versions = Versions::start(apisix_routes(&ns), HEADER_ROUTE);
     ns.apply_yaml(manifest).await.unwrap();

@@ -9,7 +9,7 @@ use serde_json::Value;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::routing::*;
 use sluice_e2e::*;
-use sluice_testenv::harness::{TestEnv, TestNamespace, parse_documents, wait_for};
+use sluice_testenv::harness::{TestNamespace, parse_documents, wait_for};
 
 const ROLLOUT: &str = "my-rollout";
 const ROUTER: &str = "my-vrouter";
@@ -73,16 +73,6 @@ async fn apply_example(ns: &TestNamespace) {
     }
 }
 
-async fn setup_app_mesh(prefix: &str) -> (TestEnv, TestNamespace, RunningController) {
-    let env = TestEnv::with_crds().await.expect("local control plane");
-    install_router_crds(&env).await;
-    let ns = TestNamespace::create(&env, prefix)
-        .await
-        .expect("namespace");
-    let controller = start_controller(&env, &ns);
-    (env, ns, controller)
-}
-
 async fn wait_weights(ns: &TestNamespace, expected: (i64, i64)) {
     wait_for(&format!("{ROUTER} at {expected:?}"), TIMEOUT, || async {
         let w = weights(&json_of(&virtual_routers(ns).get(ROUTER).await?));
@@ -126,7 +116,7 @@ async fn hashes(ns: &TestNamespace) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_mesh_weighted_targets_and_virtual_node_hashes_follow_the_update() {
-    let (_env, ns, _controller) = setup_app_mesh("appmesh").await;
+    let (_env, ns, _controller) = setup_routed("appmesh").await;
     // Recording from before the objects exist: everything they are ever given.
     let router = Recorder::start(virtual_routers(&ns), ROUTER, weights);
     let canary_node = Recorder::start(virtual_nodes(&ns), CANARY_NODE, node_hash);
