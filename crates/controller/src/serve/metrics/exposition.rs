@@ -190,6 +190,32 @@ impl Collector for Exposition {
             }
         }
 
+        {
+            let family = encoder.encode_descriptor(
+                "sluice_rollout_reconcile_seconds",
+                "Duration of every Rollout reconcile, all Rollouts together.",
+                None,
+                MetricType::Histogram,
+            )?;
+            m.reconcile_all.encode(family)?;
+            let mut family = encoder.encode_descriptor(
+                "sluice_k8s_requests",
+                "Kubernetes API requests of the controller, all objects together.",
+                None,
+                MetricType::Counter,
+            )?;
+            for ((kind, verb, status), count) in lock(&m.request_totals).iter() {
+                let labels: Labels = vec![
+                    ("kind", kind.clone()),
+                    ("verb", verb.clone()),
+                    ("status_code", status.clone()),
+                ];
+                family
+                    .encode_family(&labels)?
+                    .encode_counter::<Labels, _, f64>(count, None)?;
+            }
+        }
+
         let mut runs = AnalysisRunSeries::default();
         for run in m.live_analysis_runs() {
             runs.add(&run);
