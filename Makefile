@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet test sim
+.PHONY: help demo cluster-up cluster-down fake-kubelet test sim bench soak bench-engine
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -30,7 +30,18 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	fi; \
 	scripts/cluster-up.sh && $(CARGO) test --workspace
 
-bench: ## Criterion benchmarks of the pure engine: plans per second for typical Rollouts (report in target/criterion)
+N ?= 1000
+SCENARIOS ?= plain,steps,blue-green
+bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N Deployments; results in target/bench
+	$(CARGO) build --release -p sluice-controller -p sluice-bench
+	$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS)
+
+SOAK ?= 60m
+soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute
+	$(CARGO) build --release -p sluice-controller -p sluice-bench
+	$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK)
+
+bench-engine: ## Criterion benchmarks of the pure engine: plans per second for typical Rollouts (report in target/criterion)
 	$(CARGO) bench -p sluice-engine --bench reconcile
 
 SEEDS ?= 1000

@@ -1,0 +1,145 @@
+//! `sluice-bench`: N Rollouts against N Deployments on the local control plane, measured from
+//! the outside (CPU and memory from /proc, requests from the API server's and the
+//! controller's /metrics, latencies from watches). `make bench-cluster` builds and runs it;
+//! docs/benchmarks.md explains the figures.
+
+mod controller;
+mod measure;
+mod procs;
+mod progress;
+mod prom;
+mod report;
+mod run;
+mod soak;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use sluice_testenv::harness::{TestEnv, repo_root};
+
+use crate::procs::Processes;
+use crate::report::{Machine, Report};
+use crate::run::Setup;
+use crate::workload::Scenario;
+
+/// Measures Sluice at scale on the local control plane (started if it is not running):
+/// N Rollouts created until all are Healthy, then every image changed until all are Healthy
+/// again, per scenario; then N Deployments the same way with only kube-controller-manager,
+/// for comparison. Writes DIR/cluster-N.json and DIR/cluster-N.md.
+#[derive(Parser, Debug)]
+#[command(name = "sluice-bench", version)]
+struct Args {
+    /// Rollouts (and Deployments) per run.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    objects: usize,
+    /// Rollout scenarios to run, in order (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Plain, Scenario::Steps, Scenario::BlueGreen])]
+    scenarios: Vec<Scenario>,
+    /// Skip the Deployment comparison.
+    #[arg(long)]
+    no_deployments: bool,
+    /// Instead of the runs: N Rollouts changing images again and again for this long
+    /// (e.g. 60m), the controller's RSS sampled every minute, and its slope.
+    #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION")]
+    soak: Option<Duration>,
+    /// The controller binary (default: sluice-controller beside this binary).
+    #[arg(long, value_name = "PATH")]
+    controller: Option<PathBuf>,
+    /// Client rate limit of the controller (kube-controller-manager runs at 200/400 too).
+    #[arg(long, default_value_t = 200)]
+    qps: u32,
+    #[arg(long, default_value_t = 400)]
+    burst: u32,
+    /// How long a phase may take before the run fails (default: 10 minutes plus 0.25 s
+    /// per object).
+    #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION")]
+    phase_timeout: Option<Duration>,
+    /// Where results and the controller's log go.
+    #[arg(long, value_name = "DIR", default_value = "target/bench")]
+    out: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = repo_root();
+    let out = if args.out.is_absolute() {
+        args.out.clone()
+    } else {
+        root.join(&args.out)
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    println!("connecting to the local control plane (started if needed)");
+    let env = TestEnv::with_crds().await?;
+    let client = env.client();
+    let kubernetes = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|_| "unknown".into());
+    let setup = Setup {
+        client,
+        processes: Processes::control_plane(&root.join(".dev/pids")),
+        kubeconfig: env.kubeconfig_path().to_path_buf(),
+        controller_binary: args
+            .controller
+            .clone()
+            .unwrap_or_else(controller::default_binary),
+        work_dir: out.clone(),
+        objects: args.objects,
+        qps: args.qps,
+        burst: args.burst,
+        phase_timeout: args
+            .phase_timeout
+            .unwrap_or(Duration::from_secs(600 + (args.objects as u64) / 4)),
+    };
+    let n = args.objects;
+
+    if let Some(length) = args.soak {
+        let soak = soak::soak(&setup, length).await?;
+        let json = out.join(format!("soak-{n}.json"));
+        std::fs::write(&json, serde_json::to_vec_pretty(&soak)?)?;
+        let md = out.join(format!("soak-{n}.md"));
+        std::fs::write(&md, soak.markdown())?;
+        print!("\n{}", soak.markdown());
+        println!("written: {} and {}", json.display(), md.display());
+        return Ok(());
+    }
+
+    // The controller's memory with its caches synced and nothing to manage.
+    let (idle, _) = setup.start_controller().await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_rss = idle.pid().and_then(procs::rss_mib);
+    idle.stop().await?;
+
+    let started = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M UTC")
+        .to_string();
+    let mut phases = Vec::new();
+    for scenario in &args.scenarios {
+        phases.extend(setup.rollouts(*scenario).await?);
+    }
+    if !args.no_deployments {
+        phases.extend(setup.deployments().await?);
+    }
+    let report = Report {
+        machine: Machine::describe(kubernetes),
+        started,
+        objects: n,
+        qps: args.qps,
+        burst: args.burst,
+        controller_idle_rss_mib: idle_rss,
+        phases,
+    };
+    let json = out.join(format!("cluster-{n}.json"));
+    std::fs::write(&json, serde_json::to_vec_pretty(&report)?)?;
+    let md = out.join(format!("cluster-{n}.md"));
+    std::fs::write(&md, report.markdown())?;
+    print!("\n{}", report.markdown());
+    println!("\nwritten: {} and {}", json.display(), md.display());
+    Ok(())
+}

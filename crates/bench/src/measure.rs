@@ -1,0 +1,195 @@
+//! One measured phase: everything read before, the work, everything read after, and the
+//! differences as a [`PhaseResult`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::{Api, Client};
+use serde::Serialize;
+
+use crate::controller::Controller;
+use crate::procs::{self, CpuSpent, Processes, RssSampler};
+use crate::progress::{Changes, NewReplicaSets, percentile_ms};
+use crate::prom;
+
+/// What one phase cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseResult {
+    /// `rollouts/plain`, `rollouts/steps`, `rollouts/blue-green` or `deployments`.
+    pub workload: String,
+    /// `create` or `update`.
+    pub phase: String,
+    pub objects: usize,
+    pub wall_seconds: f64,
+    pub cpu: CpuSpent,
+    /// The controller's CPU per object, in milliseconds (none for Deployments).
+    pub controller_ms_per_object: Option<f64>,
+    /// Every control-plane process's CPU per object, in milliseconds.
+    pub control_plane_ms_per_object: f64,
+    /// The controller's CPU and the control plane's, per object, in milliseconds.
+    pub all_ms_per_object: f64,
+    pub controller_rss_peak_mib: Option<f64>,
+    pub controller_rss_end_mib: Option<f64>,
+    /// Requests the API server served in the phase, by `VERB resource[/subresource]`.
+    pub apiserver_requests: BTreeMap<String, u64>,
+    pub apiserver_requests_per_object: f64,
+    /// Requests the controller made, by `Verb kind`.
+    pub controller_requests: BTreeMap<String, u64>,
+    pub controller_requests_per_object: Option<f64>,
+    /// The controller's writes of Rollouts (status and metadata), per object.
+    pub rollout_writes_per_object: Option<f64>,
+    /// From the bench's change to the first sight of the new ReplicaSet, in milliseconds.
+    pub new_replica_set_ms: Percentiles,
+    /// The controller's reconcile durations, in milliseconds.
+    pub reconcile_ms: Percentiles,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+/// What is read at a phase's start and end.
+struct Snapshot {
+    at: Instant,
+    cpu: BTreeMap<String, f64>,
+    apiserver: BTreeMap<String, f64>,
+    controller: BTreeMap<String, f64>,
+    reconcile: Vec<(f64, f64)>,
+}
+
+/// Everything a phase is measured with.
+pub struct Meters<'a> {
+    pub client: &'a Client,
+    pub processes: &'a Processes,
+    pub controller: Option<&'a Controller>,
+    pub rss: Option<&'a RssSampler>,
+}
+
+impl Meters<'_> {
+    async fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        let apiserver = apiserver_requests(self.client).await?;
+        let (controller, reconcile) = match self.controller {
+            Some(c) => {
+                let samples = prom::parse(&c.metrics().await?);
+                (
+                    prom::sum_by(&samples, "sluice_k8s_requests_total", |l| {
+                        Some(format!("{} {}", l.get("verb")?, l.get("kind")?))
+                    }),
+                    prom::histogram(&samples, "sluice_rollout_reconcile_seconds"),
+                )
+            }
+            None => Default::default(),
+        };
+        Ok(Snapshot {
+            at: Instant::now(),
+            cpu: self.processes.cpu(),
+            apiserver,
+            controller,
+            reconcile,
+        })
+    }
+
+    /// Runs `work` (which marks each object it changes in `changes`) and measures it.
+    pub async fn phase<F, Fut>(
+        &self,
+        workload: &str,
+        phase: &str,
+        objects: usize,
+        replica_sets: Api<ReplicaSet>,
+        work: F,
+    ) -> anyhow::Result<PhaseResult>
+    where
+        F: FnOnce(Changes) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        println!("{workload}: {phase} {objects}");
+        let changes = Changes::default();
+        let new_rs = NewReplicaSets::watch(replica_sets, changes.clone());
+        new_rs.ready().await;
+        let rss_before = self
+            .processes
+            .controller_pid()
+            .and_then(procs::rss_mib)
+            .unwrap_or(0.0);
+        if let Some(rss) = self.rss {
+            rss.reset_peak(rss_before);
+        }
+        let before = self.snapshot().await?;
+        work(changes)
+            .await
+            .with_context(|| format!("{workload}: {phase}"))?;
+        let after = self.snapshot().await?;
+        let latencies = new_rs.finish();
+        let n = objects.max(1) as f64;
+        let cpu = procs::cpu_between(&before.cpu, &after.cpu);
+        let controller_cpu = cpu.per_process.get(procs::CONTROLLER).copied();
+        let apiserver_requests = prom::diff(&before.apiserver, &after.apiserver);
+        let controller_requests = prom::diff(&before.controller, &after.controller);
+        let rollout_writes: u64 = controller_requests
+            .iter()
+            .filter(|(k, _)| {
+                let (verb, kind) = k.split_once(' ').unwrap_or_default();
+                kind == "rollouts" && matches!(verb, "Patch" | "Update")
+            })
+            .map(|(_, v)| v)
+            .sum();
+        let reconciles = prom::histogram_diff(&before.reconcile, &after.reconcile);
+        let has_controller = self.controller.is_some();
+        let result = PhaseResult {
+            workload: workload.to_string(),
+            phase: phase.to_string(),
+            objects,
+            wall_seconds: after.at.duration_since(before.at).as_secs_f64(),
+            controller_ms_per_object: controller_cpu.map(|s| s * 1000.0 / n),
+            control_plane_ms_per_object: cpu.control_plane * 1000.0 / n,
+            all_ms_per_object: cpu.all * 1000.0 / n,
+            cpu,
+            controller_rss_peak_mib: self.rss.map(RssSampler::peak),
+            controller_rss_end_mib: self.processes.controller_pid().and_then(procs::rss_mib),
+            apiserver_requests_per_object: apiserver_requests.values().sum::<u64>() as f64 / n,
+            apiserver_requests,
+            controller_requests_per_object: has_controller
+                .then(|| controller_requests.values().sum::<u64>() as f64 / n),
+            controller_requests,
+            rollout_writes_per_object: has_controller.then(|| rollout_writes as f64 / n),
+            new_replica_set_ms: Percentiles {
+                count: latencies.len() as u64,
+                p50: percentile_ms(&latencies, 0.5),
+                p99: percentile_ms(&latencies, 0.99),
+            },
+            reconcile_ms: Percentiles {
+                count: reconciles.last().map_or(0, |(_, n)| *n as u64),
+                p50: prom::quantile(&reconciles, 0.5).map(|s| s * 1000.0),
+                p99: prom::quantile(&reconciles, 0.99).map(|s| s * 1000.0),
+            },
+        };
+        println!("{}", crate::report::phase_line(&result));
+        Ok(result)
+    }
+}
+
+/// The API server's request counter, summed by `VERB resource[/subresource]`.
+async fn apiserver_requests(client: &Client) -> anyhow::Result<BTreeMap<String, f64>> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .context("building the /metrics request")?;
+    let text = client
+        .request_text(request)
+        .await
+        .context("reading the API server's /metrics")?;
+    let samples = prom::parse(&text);
+    Ok(prom::sum_by(&samples, "apiserver_request_total", |l| {
+        let resource = l.get("resource")?;
+        let sub = l.get("subresource").filter(|s| !s.is_empty());
+        Some(match sub {
+            Some(sub) => format!("{} {resource}/{sub}", l.get("verb")?),
+            None => format!("{} {resource}", l.get("verb")?),
+        })
+    }))
+}

@@ -1,0 +1,214 @@
+//! Following a run from the watch stream: how many workloads are done, and how long each
+//! waited for its new ReplicaSet. A watch costs the API server the same whichever controller
+//! is measured, and unlike polling it does not grow with N per check.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+/// When each workload was last changed by the bench, by name; read by [`NewReplicaSets`].
+#[derive(Clone, Default)]
+pub struct Changes(Arc<Mutex<HashMap<String, Instant>>>);
+
+impl Changes {
+    /// Records that `name` is about to be created or changed (taken before the request, so
+    /// that a ReplicaSet seen before the response still has its start).
+    pub fn mark(&self, name: &str) {
+        self.lock().insert(name.to_string(), Instant::now());
+    }
+
+    fn since(&self, name: &str, at: Instant) -> Option<Duration> {
+        self.lock()
+            .get(name)
+            .map(|changed| at.saturating_duration_since(*changed))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Latencies from a workload's change to the first sight of a ReplicaSet it owns that did
+/// not exist when the watch started.
+pub struct NewReplicaSets {
+    latencies: Arc<Mutex<Vec<Duration>>>,
+    listed: tokio::sync::watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NewReplicaSets {
+    /// Watches the ReplicaSets of `api` from now on.
+    pub fn watch(api: Api<ReplicaSet>, changes: Changes) -> NewReplicaSets {
+        let latencies = Arc::new(Mutex::new(Vec::new()));
+        let out = latencies.clone();
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut known: Option<HashSet<String>> = None;
+            let mut listing = HashSet::new();
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let Ok(event) = event else { continue };
+                let seen = Instant::now();
+                match event {
+                    watcher::Event::Init => listing.clear(),
+                    watcher::Event::InitApply(rs) => {
+                        listing.insert(rs.name_any());
+                    }
+                    watcher::Event::InitDone => {
+                        // What the first listing holds existed before: not new. A later
+                        // relist adds what it finds to what is known.
+                        let known = known.get_or_insert_with(HashSet::new);
+                        known.extend(listing.drain());
+                        let _ = listed_tx.send(true);
+                    }
+                    watcher::Event::Apply(rs) => {
+                        let Some(known) = known.as_mut() else {
+                            continue;
+                        };
+                        if !known.insert(rs.name_any()) {
+                            continue;
+                        }
+                        let owner = rs
+                            .owner_references()
+                            .iter()
+                            .find(|o| o.controller == Some(true))
+                            .map(|o| o.name.clone());
+                        if let Some(latency) = owner.and_then(|o| changes.since(&o, seen)) {
+                            out.lock().unwrap_or_else(|p| p.into_inner()).push(latency);
+                        }
+                    }
+                    watcher::Event::Delete(_) => {}
+                }
+            }
+        });
+        NewReplicaSets {
+            latencies,
+            listed,
+            task,
+        }
+    }
+
+    /// Waits until the watch has listed what exists, so later ReplicaSets count as new.
+    pub async fn ready(&self) {
+        let mut listed = self.listed.clone();
+        let _ = listed.wait_for(|l| *l).await;
+    }
+
+    /// Stops watching and returns the latencies seen, sorted.
+    pub fn finish(self) -> Vec<Duration> {
+        self.task.abort();
+        let mut latencies = self
+            .latencies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        latencies.sort();
+        latencies
+    }
+}
+
+/// The `q` quantile (nearest rank) of sorted durations, in milliseconds.
+pub fn percentile_ms(sorted: &[Duration], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1].as_secs_f64() * 1000.0)
+}
+
+/// Waits until `want` objects of `api` satisfy `done`, printing progress every few seconds;
+/// fails after `timeout` naming some that are not done.
+pub async fn wait_all_done<K>(
+    api: Api<K>,
+    want: usize,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&K) -> bool,
+) -> anyhow::Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut state: HashMap<String, bool> = HashMap::new();
+    let mut listing: HashMap<String, bool> = HashMap::new();
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    let mut report = tokio::time::interval(Duration::from_secs(5));
+    report.tick().await;
+    loop {
+        let finished = state.values().filter(|d| **d).count();
+        if finished >= want {
+            println!(
+                "  {what}: {finished}/{want} done in {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        tokio::select! {
+            event = stream.next() => {
+                let Some(event) = event else { bail!("the watch of {what} ended") };
+                let Ok(event) = event else { continue };
+                match event {
+                    watcher::Event::Init => listing.clear(),
+                    watcher::Event::InitApply(o) => {
+                        listing.insert(o.name_any(), done(&o));
+                    }
+                    watcher::Event::InitDone => state = std::mem::take(&mut listing),
+                    watcher::Event::Apply(o) => {
+                        state.insert(o.name_any(), done(&o));
+                    }
+                    watcher::Event::Delete(o) => {
+                        state.remove(&o.name_any());
+                    }
+                }
+            }
+            _ = report.tick() => {
+                println!(
+                    "  {what}: {finished}/{want} done ({:.0}s)",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let mut pending: Vec<&String> =
+                    state.iter().filter(|(_, d)| !**d).map(|(n, _)| n).collect();
+                pending.sort();
+                pending.truncate(5);
+                bail!(
+                    "{what}: only {finished} of {want} done after {}s (not done: {pending:?})",
+                    timeout.as_secs()
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile_ms(&d, 0.5), Some(50.0));
+        assert_eq!(percentile_ms(&d, 0.99), Some(99.0));
+        assert_eq!(percentile_ms(&d[..1], 0.99), Some(1.0));
+        assert_eq!(percentile_ms(&[], 0.5), None);
+    }
+
+    #[test]
+    fn a_change_is_timed_from_its_mark() {
+        let changes = Changes::default();
+        changes.mark("a");
+        let later = Instant::now() + Duration::from_millis(30);
+        assert!(changes.since("a", later).unwrap() >= Duration::from_millis(30));
+        assert_eq!(changes.since("b", later), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! The runs: N Rollouts of a scenario through create and update with the controller running,
+//! then N Deployments through the same with only kube-controller-manager, each in a namespace
+//! of its own that is deleted (and waited for) before the next, so no run pays for another's
+//! objects.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use sluice_api::Rollout;
+
+use crate::controller::Controller;
+use crate::measure::{Meters, PhaseResult};
+use crate::procs::{Processes, RssSampler};
+use crate::progress::{Changes, wait_all_done};
+use crate::workload::{self, Scenario};
+
+/// Requests the bench itself keeps in flight while creating or changing objects.
+const IN_FLIGHT: usize = 32;
+
+/// How a run is set up.
+#[derive(Clone)]
+pub struct Setup {
+    pub client: Client,
+    pub processes: Processes,
+    pub kubeconfig: PathBuf,
+    pub controller_binary: PathBuf,
+    pub work_dir: PathBuf,
+    pub objects: usize,
+    pub qps: u32,
+    pub burst: u32,
+    /// How long a phase may take before the run fails.
+    pub phase_timeout: Duration,
+}
+
+impl Setup {
+    fn namespace(&self, workload: &str) -> String {
+        format!("sluice-bench-{workload}")
+    }
+
+    /// Starts the controller and a sampler of its memory.
+    pub async fn start_controller(&self) -> anyhow::Result<(Controller, RssSampler)> {
+        let controller = Controller::start(
+            &self.controller_binary,
+            &self.kubeconfig,
+            &self.work_dir,
+            self.qps,
+            self.burst,
+        )
+        .await?;
+        let pid = controller.pid().context("the controller has no pid")?;
+        let sampler = RssSampler::start(pid, Duration::from_millis(250));
+        Ok((controller, sampler))
+    }
+
+    /// N Rollouts of `scenario`: created, all Healthy, every image changed, all Healthy again.
+    pub async fn rollouts(&self, scenario: Scenario) -> anyhow::Result<Vec<PhaseResult>> {
+        let label = format!("rollouts/{}", scenario.name());
+        let ns = self.namespace(scenario.name());
+        fresh_namespace(&self.client, &ns).await?;
+        let (controller, rss) = self.start_controller().await?;
+        let processes = self.processes.with_controller(controller.pid());
+        println!(
+            "{label}: controller ready, RSS {:.1} MiB",
+            processes
+                .controller_pid()
+                .and_then(crate::procs::rss_mib)
+                .unwrap_or(0.0)
+        );
+        let meters = Meters {
+            client: &self.client,
+            processes: &processes,
+            controller: Some(&controller),
+            rss: Some(&rss),
+        };
+        let rollouts: Api<Rollout> = Api::namespaced(self.client.clone(), &ns);
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &ns);
+        let replica_sets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
+        let n = self.objects;
+        let timeout = self.phase_timeout;
+
+        let create = meters
+            .phase(&label, "create", n, replica_sets.clone(), |changes| {
+                let (rollouts, services) = (rollouts.clone(), services.clone());
+                async move {
+                    for_each_object(n, |name| {
+                        let (rollouts, services, changes) =
+                            (rollouts.clone(), services.clone(), changes.clone());
+                        async move {
+                            for svc in workload::services(scenario, &name) {
+                                let svc: Service = serde_json::from_value(svc)?;
+                                services.create(&PostParams::default(), &svc).await?;
+                            }
+                            changes.mark(&name);
+                            let ro = workload::rollout(scenario, &name);
+                            rollouts.create(&PostParams::default(), &ro).await?;
+                            Ok(())
+                        }
+                    })
+                    .await?;
+                    wait_all_done(rollouts, n, "Healthy", timeout, move |ro| {
+                        workload::rollout_done(ro, scenario, 1)
+                    })
+                    .await
+                }
+            })
+            .await?;
+        let update = meters
+            .phase(&label, "update", n, replica_sets, |changes| {
+                change_images(rollouts.clone(), n, 2, changes, move |api| {
+                    wait_all_done(api, n, "Healthy", timeout, move |ro| {
+                        workload::rollout_done(ro, scenario, 2)
+                    })
+                })
+            })
+            .await?;
+        controller.stop().await?;
+        delete_namespace(&self.client, &ns).await?;
+        Ok(vec![create, update])
+    }
+
+    /// N Deployments, the same way, driven by kube-controller-manager alone.
+    pub async fn deployments(&self) -> anyhow::Result<Vec<PhaseResult>> {
+        let label = "deployments";
+        let ns = self.namespace(label);
+        fresh_namespace(&self.client, &ns).await?;
+        let meters = Meters {
+            client: &self.client,
+            processes: &self.processes,
+            controller: None,
+            rss: None,
+        };
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
+        let replica_sets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &ns);
+        let n = self.objects;
+        let timeout = self.phase_timeout;
+        let create = meters
+            .phase(label, "create", n, replica_sets.clone(), |changes| {
+                let deployments = deployments.clone();
+                async move {
+                    for_each_object(n, |name| {
+                        let (deployments, changes) = (deployments.clone(), changes.clone());
+                        async move {
+                            changes.mark(&name);
+                            let d = workload::deployment(&name);
+                            deployments.create(&PostParams::default(), &d).await?;
+                            Ok(())
+                        }
+                    })
+                    .await?;
+                    wait_all_done(deployments, n, "available", timeout, |d| {
+                        workload::deployment_done(d, 1)
+                    })
+                    .await
+                }
+            })
+            .await?;
+        let update = meters
+            .phase(label, "update", n, replica_sets, |changes| {
+                change_images(deployments.clone(), n, 2, changes, move |api| {
+                    wait_all_done(api, n, "available", timeout, |d| {
+                        workload::deployment_done(d, 2)
+                    })
+                })
+            })
+            .await?;
+        delete_namespace(&self.client, &ns).await?;
+        Ok(vec![create, update])
+    }
+}
+
+/// Runs `make` for the name of every object, [`IN_FLIGHT`] at a time.
+pub async fn for_each_object<F, Fut>(n: usize, make: F) -> anyhow::Result<()>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    futures::stream::iter((0..n).map(workload::workload_name))
+        .map(make)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<()>()
+        .await
+}
+
+/// Changes the image of all `n` objects of `api` to `revision`'s, then waits with `wait`.
+pub async fn change_images<K, W, WFut>(
+    api: Api<K>,
+    n: usize,
+    revision: u32,
+    changes: Changes,
+    wait: W,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+    W: FnOnce(Api<K>) -> WFut,
+    WFut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let patch: json_patch::Patch = serde_json::from_value(workload::image_patch(revision))?;
+    for_each_object(n, |name| {
+        let (api, patch, changes) = (api.clone(), patch.clone(), changes.clone());
+        async move {
+            changes.mark(&name);
+            api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+                .with_context(|| format!("changing the image of {name}"))
+                .map(|_| ())
+        }
+    })
+    .await?;
+    wait(api).await
+}
+
+/// Creates `ns`, deleting a namespace of that name left by an earlier run first.
+async fn fresh_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+    delete_namespace(client, ns).await?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let object: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": ns, "labels": { "sluice.dev/bench": "true" } }
+    }))?;
+    namespaces.create(&PostParams::default(), &object).await?;
+    Ok(())
+}
+
+/// Deletes `ns` and waits until it is gone (its objects are removed by the namespace and
+/// garbage collectors, which takes a while at thousands of objects).
+pub async fn delete_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(ns).await?.is_none() {
+        return Ok(());
+    }
+    println!("deleting namespace {ns}");
+    let _ = namespaces.delete(ns, &DeleteParams::background()).await;
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    while namespaces.get_opt(ns).await?.is_some() {
+        if started.elapsed() > Duration::from_secs(1800) {
+            bail!("namespace {ns} was not deleted within 30 minutes");
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            println!(
+                "  still deleting {ns} ({:.0}s)",
+                started.elapsed().as_secs_f64()
+            );
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The soak: N Rollouts whose images change again and again for a long time, the
+//! controller's RSS sampled every minute, and the slope of a least-squares line through the
+//! samples: a leak shows as a slope that stays above zero however long the run.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::PostParams;
+use serde::Serialize;
+use sluice_api::Rollout;
+
+use crate::procs::{RssSampler, rss_mib};
+use crate::progress::{Changes, wait_all_done};
+use crate::run::{Setup, change_images, delete_namespace, for_each_object};
+use crate::workload::{self, Scenario};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakReport {
+    pub objects: usize,
+    pub minutes: f64,
+    pub updates: u64,
+    /// (minute, MiB) of every sample.
+    pub rss_samples: Vec<(f64, f64)>,
+    /// Slope of RSS over the run, MiB per hour.
+    pub slope_mib_per_hour: Option<f64>,
+    /// The same over the second half only (after warm-up).
+    pub second_half_slope_mib_per_hour: Option<f64>,
+}
+
+impl SoakReport {
+    pub fn markdown(&self) -> String {
+        let first = self.rss_samples.first().map_or(0.0, |s| s.1);
+        let last = self.rss_samples.last().map_or(0.0, |s| s.1);
+        let slope = |s: Option<f64>| s.map_or_else(|| "–".into(), |s| format!("{s:+.1}"));
+        format!(
+            "Soak: {} Rollouts, {:.0} minutes, {} image changes in all. Controller RSS {:.1} MiB \
+             at the first sample, {:.1} MiB at the last; slope {} MiB/hour over the run, {} \
+             MiB/hour over its second half.\n",
+            self.objects,
+            self.minutes,
+            self.updates,
+            first,
+            last,
+            slope(self.slope_mib_per_hour),
+            slope(self.second_half_slope_mib_per_hour),
+        )
+    }
+}
+
+/// Least-squares slope of `points` (x, y); `None` for fewer than two distinct x.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    Some(sxy / sxx)
+}
+
+/// Runs the soak for `length`, one round of image changes after another.
+pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport> {
+    let ns = "sluice-bench-soak";
+    let scenario = Scenario::Plain;
+    delete_namespace(&setup.client, ns).await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(setup.client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let (controller, _rss) = setup.start_controller().await?;
+    let pid = controller.pid().unwrap_or_default();
+    let rollouts: Api<Rollout> = Api::namespaced(setup.client.clone(), ns);
+    let services: Api<Service> = Api::namespaced(setup.client.clone(), ns);
+    let n = setup.objects;
+    for_each_object(n, |name| {
+        let (rollouts, services) = (rollouts.clone(), services.clone());
+        async move {
+            for svc in workload::services(scenario, &name) {
+                let svc: Service = serde_json::from_value(svc)?;
+                services.create(&PostParams::default(), &svc).await?;
+            }
+            rollouts
+                .create(&PostParams::default(), &workload::rollout(scenario, &name))
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    wait_all_done(rollouts.clone(), n, "Healthy", setup.phase_timeout, |ro| {
+        workload::rollout_done(ro, scenario, 1)
+    })
+    .await?;
+
+    let started = Instant::now();
+    let minutes = RssSampler::start(pid, Duration::from_secs(60));
+    let mut revision = 1;
+    let mut updates = 0;
+    while started.elapsed() < length {
+        revision += 1;
+        let timeout = setup.phase_timeout;
+        change_images(rollouts.clone(), n, revision, Changes::default(), |api| {
+            wait_all_done(api, n, "Healthy", timeout, move |ro| {
+                workload::rollout_done(ro, scenario, revision)
+            })
+        })
+        .await?;
+        updates += n as u64;
+        println!(
+            "soak: round {} done at minute {:.1}, RSS {:.1} MiB",
+            revision - 1,
+            started.elapsed().as_secs_f64() / 60.0,
+            rss_mib(pid).unwrap_or(0.0)
+        );
+    }
+    let samples: Vec<(f64, f64)> = minutes
+        .samples()
+        .into_iter()
+        .map(|(secs, mib)| (secs / 60.0, mib))
+        .collect();
+    controller.stop().await?;
+    delete_namespace(&setup.client, ns).await?;
+    let half = samples.len() / 2;
+    let per_hour = |s: Option<f64>| s.map(|s| s * 60.0);
+    Ok(SoakReport {
+        objects: n,
+        minutes: started.elapsed().as_secs_f64() / 60.0,
+        updates,
+        slope_mib_per_hour: per_hour(slope(&samples)),
+        second_half_slope_mib_per_hour: per_hour(slope(&samples[half..])),
+        rss_samples: samples,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slope_of_a_line_and_of_too_few_points() {
+        let line: Vec<(f64, f64)> = (0..10).map(|x| (x as f64, 3.0 + 0.5 * x as f64)).collect();
+        assert!((slope(&line).unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(slope(&line[..1]), None);
+        assert_eq!(slope(&[(1.0, 2.0), (1.0, 3.0)]), None);
+    }
+}
