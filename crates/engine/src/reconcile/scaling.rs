@@ -118,7 +118,7 @@ impl World<'_> {
     pub(super) fn confirm_counted_replica_sets(&self, plan: &mut Plan) {
         // A router's weights are decided on the same counts: traffic must not move onto pods
         // a stale cache still shows.
-        let spends_availability = plan.actions.iter().any(|a| {
+        let spends = |a: &Action| {
             matches!(a, Action::ScaleReplicaSet { from, to, .. } if to < from)
                 || matches!(
                     a,
@@ -126,14 +126,32 @@ impl World<'_> {
                         | Action::CreateRouterObject { .. }
                         | Action::DeleteRouterObject { .. }
                 )
-        });
-        if !spends_availability {
+        };
+        let Some(first_spender) = plan.actions.iter().find(|a| spends(a)) else {
             return;
-        }
+        };
+        // The first scale-down carries its own ReplicaSet's resourceVersion, so that one needs
+        // no separate confirmation: it is checked by the write itself, after every other
+        // counted ReplicaSet has been confirmed and before anything is spent.
+        let checked_by_itself = match first_spender {
+            Action::ScaleReplicaSet {
+                name,
+                resource_version: Some(rv),
+                ..
+            } => Some((name.as_str(), rv.as_str())),
+            _ => None,
+        };
         let confirms: Vec<Action> = self
             .all
             .iter()
             .filter(|rs| rs.available_replicas() > 0)
+            .filter(|rs| {
+                checked_by_itself
+                    != Some((
+                        rs.name(),
+                        rs.metadata.resource_version.as_deref().unwrap_or(""),
+                    ))
+            })
             .map(|rs| Action::ConfirmReplicaSet {
                 name: rs.name().to_string(),
                 resource_version: rs.metadata.resource_version.clone(),
