@@ -50,6 +50,14 @@ pub struct Args {
     #[arg(long = "rollout-resync", default_value_t = 900)]
     pub rollout_resync: u64,
 
+    /// How long a status change that only reports an update's progress (replica counts, the
+    /// phase message) may wait for the next status write; a new revision, a step, a phase, a
+    /// pause or an abort is always written at once. Fewer writes of the Rollout, each the API
+    /// server's dearest request; counts are at most this late. 0s writes every change, as Argo
+    /// Rollouts does. Rollouts with a progress deadline under ten times this are never held back.
+    #[arg(long = "status-write-interval", default_value = "5s", value_parser = parse_go_duration, value_name = "DURATION")]
+    pub status_write_interval: Duration,
+
     /// Rollouts reconciled concurrently.
     #[arg(long = "rollout-threads", default_value_t = 10)]
     pub rollout_threads: u16,
@@ -219,6 +227,13 @@ impl Args {
                 .ambassador_api_version
                 .starts_with("x.getambassador.io/"),
             appmesh: self.appmesh_crd_version.clone(),
+        }
+    }
+
+    /// The engine's settings from the flags.
+    pub fn engine_settings(&self) -> sluice_engine::Settings {
+        sluice_engine::Settings {
+            status_write_interval: self.status_write_interval,
         }
     }
 

@@ -19,5 +19,6 @@ pub mod steps;
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
 pub use reconcile::{
-    reconcile, router_dependent_references, router_references, router_selections, supports,
+    Settings, reconcile, reconcile_with, router_dependent_references, router_references,
+    router_selections, supports,
 };

@@ -23,6 +23,7 @@
 mod analysis;
 mod bluegreen;
 mod canary;
+mod coalesce;
 mod experiment_step;
 mod history;
 mod metadata;
@@ -70,6 +71,20 @@ pub fn supports(rollout: &sluice_api::Rollout) -> Result<(), String> {
 
 /// Decides what to do for one Rollout.
 pub fn reconcile(observed: &Observed) -> Plan {
+    reconcile_with(observed, &Settings::default())
+}
+
+/// How the controller is set up to decide, beyond what it observes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// How long a status change that only reports an update's progress (counts, messages)
+    /// may wait for the next write; zero writes every change, as Argo does. See
+    /// `reconcile/coalesce.rs`.
+    pub status_write_interval: std::time::Duration,
+}
+
+/// [`reconcile`], with the controller's [`Settings`].
+pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     let now = whole_seconds(observed.now);
     let ro = &observed.rollout;
     let name = ro.metadata.name.as_deref().unwrap_or_default();
@@ -100,6 +115,14 @@ pub fn reconcile(observed: &Observed) -> Plan {
     plan.status.message = (!message.is_empty()).then_some(message);
     if plan.status.conditions.as_ref().is_some_and(Vec::is_empty) {
         plan.status.conditions = None;
+    }
+    // Progress bookkeeping in the middle of an update waits for the next write that matters
+    // (or the interval's end, when the Rollout is looked at again).
+    let deadline = i64::from(ro.spec.progress_deadline_seconds.unwrap_or(600));
+    let interval = settings.status_write_interval;
+    if let Some(wait) = coalesce::may_wait(&old_status, &plan.status, interval, deadline, now) {
+        plan.status = old_status;
+        crate::plan::set_requeue(&mut plan.requeue_after, wait);
     }
     plan
 }

@@ -285,6 +285,11 @@ fn owned_replica_sets(cache: &Cache<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet
         .collect()
 }
 
+/// The controller's default settings: what production runs is what the simulation checks.
+static SETTINGS: std::sync::LazyLock<sluice_engine::Settings> = std::sync::LazyLock::new(|| {
+    <sluice_controller::Args as clap::Parser>::parse_from(["sluice-controller"]).engine_settings()
+});
+
 /// The real reconciler's observe, decide and apply ([`driver::reconcile`]), applied by
 /// `apply`.
 async fn reconcile_once(
@@ -295,6 +300,7 @@ async fn reconcile_once(
     apply: ApplyFn,
 ) -> Result<Plan, WriteError> {
     let apply_with = |plan: Plan| apply(writer.clone(), ro.clone(), plan);
-    let (plan, _) = driver::reconcile(&writer, &ro, replica_sets, now, apply_with).await?;
+    let (plan, _) =
+        driver::reconcile(&writer, &ro, replica_sets, now, &SETTINGS, apply_with).await?;
     Ok(plan)
 }

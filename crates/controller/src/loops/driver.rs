@@ -9,7 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::Rollout;
-use sluice_engine::Plan;
+use sluice_engine::{Plan, Settings};
 
 use super::apply::Applied;
 use super::observe::observe;
@@ -43,13 +43,14 @@ pub fn owns(rollout: &Rollout, rs: &ReplicaSet) -> bool {
 }
 
 /// Observes the Rollout's world through `cluster` (its `replica_sets` come from a cache),
-/// lets the engine decide, and has `apply` execute the plan. Returns the plan and what
-/// applying it did.
+/// lets the engine decide with `settings`, and has `apply` execute the plan. Returns the plan
+/// and what applying it did.
 pub async fn reconcile<C, A, F>(
     cluster: &C,
     rollout: &Rollout,
     replica_sets: Vec<ReplicaSet>,
     now: Timestamp,
+    settings: &Settings,
     apply: A,
 ) -> Result<(Plan, Applied), WriteError>
 where
@@ -58,7 +59,7 @@ where
     F: Future<Output = Result<Applied, WriteError>>,
 {
     let observed = observe(cluster, rollout, replica_sets, now).await?;
-    let plan = sluice_engine::reconcile(&observed);
+    let plan = sluice_engine::reconcile_with(&observed, settings);
     let applied = apply(plan.clone()).await?;
     Ok((plan, applied))
 }

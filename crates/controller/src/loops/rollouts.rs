@@ -36,6 +36,7 @@ pub struct Context {
     /// Rollouts already announced with `RolloutAddedToInformer` by this process, by uid.
     announced: Mutex<HashSet<String>>,
     resync: Duration,
+    settings: sluice_engine::Settings,
     hooks: Hooks,
 }
 
@@ -131,6 +132,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         rollouts: ro_reader.clone(),
         announced: Mutex::new(HashSet::new()),
         resync: args.resync(),
+        settings: args.engine_settings(),
         hooks: hooks.clone(),
     });
 
@@ -256,7 +258,8 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
             result
         }
     };
-    let result = driver::reconcile(&ctx.writer, &ro, replica_sets, Timestamp::now(), apply).await;
+    let now = Timestamp::now();
+    let result = driver::reconcile(&ctx.writer, &ro, replica_sets, now, &ctx.settings, apply).await;
     match result {
         Ok((plan, applied)) => {
             if applied.writes > 0 {

@@ -15,7 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::labels::{EPHEMERAL_METADATA, MANAGED_BY, POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Action, Plan};
-use crate::reconcile;
 use sluice_api::analysis::{AnalysisRun, AnalysisRunStatus, AnalysisTemplateSpec};
 use sluice_api::common::AnalysisPhase;
 
@@ -34,6 +33,7 @@ struct World {
     /// Router objects, as an API server would hold them (resourceVersion bumped on writes).
     routers: BTreeMap<sluice_routers::kinds::ObjectRef, serde_json::Value>,
     experiments: Vec<sluice_api::experiment::Experiment>,
+    settings: crate::Settings,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -69,6 +69,7 @@ impl World {
             templates: Default::default(),
             routers: BTreeMap::new(),
             experiments: Vec::new(),
+            settings: Default::default(),
         }
     }
 
@@ -143,7 +144,7 @@ impl World {
         } else {
             Vec::new()
         };
-        let plan = reconcile(&Observed {
+        let observed = Observed {
             rollout: self.ro.clone(),
             replica_sets: self.rss.clone(),
             pods,
@@ -154,7 +155,8 @@ impl World {
             router_versions: Default::default(),
             experiments: self.experiments.clone(),
             now: self.now,
-        });
+        };
+        let plan = crate::reconcile_with(&observed, &self.settings);
         for action in &plan.actions {
             self.writes += 1;
             match action {
@@ -1273,7 +1275,12 @@ fn scale_downs_are_preceded_by_confirming_every_counted_replica_set() {
     let mut w = healthy_world(4, json!([{"setWeight": 50}, {"pause": {}}]));
     w.set_image("app:v2");
     let mut saw_scale_down = false;
-    for _ in 0..20 {
+    let mut saw_self_checked = false;
+    for round in 0..20 {
+        // As on an API server: every ReplicaSet has a resourceVersion its writes are made on.
+        for rs in &mut w.rss {
+            rs.metadata.resource_version = Some(format!("{round}"));
+        }
         let before = w.rss.clone();
         let plan = w.reconcile();
         let first_scale_down = plan
@@ -1289,17 +1296,40 @@ fn scale_downs_are_preceded_by_confirming_every_counted_replica_set() {
                     _ => None,
                 })
                 .collect();
+            // The first scale-down's own resourceVersion precondition confirms its target.
+            let checked_by_itself = match &plan.actions[i] {
+                Action::ScaleReplicaSet {
+                    name,
+                    resource_version,
+                    ..
+                } => Some((name.clone(), resource_version.clone())),
+                _ => None,
+            };
             for rs in before.iter().filter(|r| r.available_replicas() > 0) {
+                let by_itself = rs.metadata.resource_version.is_some()
+                    && checked_by_itself
+                        == Some((rs.name().to_string(), rs.metadata.resource_version.clone()));
                 assert!(
-                    confirmed.contains(&&rs.name().to_string()),
+                    confirmed.contains(&&rs.name().to_string()) || by_itself,
                     "{} counted but not confirmed: {:?}",
                     rs.name(),
                     plan.actions
                 );
+                assert!(
+                    !(confirmed.contains(&&rs.name().to_string()) && by_itself),
+                    "{} confirmed twice: {:?}",
+                    rs.name(),
+                    plan.actions
+                );
+                saw_self_checked |= by_itself;
             }
         }
     }
     assert!(saw_scale_down);
+    assert!(
+        saw_self_checked,
+        "a scale-down confirmed its own ReplicaSet"
+    );
 }
 
 #[test]
@@ -1925,4 +1955,61 @@ fn an_update_superseded_mid_way_is_not_announced_as_not_completed_again() {
     let reasons = w.settle_events();
     assert!(!reasons.contains(&"RolloutNotCompleted"), "{reasons:?}");
     assert!(reasons.contains(&"RolloutUpdated"), "{reasons:?}");
+}
+
+/// Status writes of an update of one replica, pods ready a second after they are created.
+fn status_writes_of_an_update(
+    interval: std::time::Duration,
+) -> (usize, Vec<Option<std::time::Duration>>, World) {
+    let mut w = World::new(rollout(1, json!([])));
+    w.settings.status_write_interval = interval;
+    w.settle();
+    w.advance(60);
+    w.set_image("app:v2");
+    let mut writes = 0;
+    let mut requeues = Vec::new();
+    for _ in 0..20 {
+        let before = (w.ro.clone(), w.rss.clone());
+        let plan = w.reconcile();
+        requeues.push(plan.requeue_after);
+        if w.ro.status != before.0.status {
+            writes += 1;
+        }
+        if before == (w.ro.clone(), w.rss.clone()) {
+            break;
+        }
+        w.advance(1);
+    }
+    (writes, requeues, w)
+}
+
+#[test]
+fn a_status_write_interval_coalesces_an_updates_progress_into_fewer_writes() {
+    let (argo, _, every) = status_writes_of_an_update(std::time::Duration::ZERO);
+    let (coalesced, requeues, w) = status_writes_of_an_update(std::time::Duration::from_secs(5));
+    assert!(
+        coalesced < argo,
+        "{coalesced} writes coalesced, {argo} without"
+    );
+    assert!(coalesced <= 2, "{coalesced}");
+    // Held back, the Rollout is looked at again within the interval.
+    assert!(
+        requeues
+            .iter()
+            .flatten()
+            .all(|d| *d <= std::time::Duration::from_secs(900)),
+        "{requeues:?}"
+    );
+    // Where it ends is the same.
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    let counts = |s: &sluice_api::RolloutStatus| {
+        (
+            s.replicas,
+            s.updated_replicas,
+            s.available_replicas,
+            s.stable_rs.clone(),
+            s.message.clone(),
+        )
+    };
+    assert_eq!(counts(w.status()), counts(every.status()));
 }

@@ -1,0 +1,182 @@
+//! Status writes that only report an update's progress are coalesced.
+//!
+//! While an update runs, every pod created, ready or gone changes the Rollout's counts, and
+//! writing each change costs a custom-resource write (JSON, schema validation and pruning
+//! against a large schema): the API server's dearest request. A write whose only news is
+//! bookkeeping (counts, the phase message, condition timestamps, the Progressing reason
+//! moving from "created" to "updated") may wait up to an interval after the last one
+//! ([`crate::Settings::status_write_interval`]); the Rollout is looked at again when it is
+//! due, so the counts are at most that late. Anything that matters to a reader (a new
+//! revision or generation observed, a phase, a condition turning, a step, a pause, an abort,
+//! weights, stable) is written at once.
+//!
+//! Argo writes every change. Progress held back is stamped when it is written, so the
+//! progress deadline may be judged up to one interval later than Argo would; a Rollout whose
+//! deadline is shorter than ten intervals is never coalesced. The controller's
+//! `--status-write-interval` sets the interval (0 writes every change, as Argo does).
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use sluice_api::rollout::{RolloutConditionType as Cond, RolloutPhase, RolloutStatus};
+
+use crate::conditions as c;
+
+/// Whether the change from `old` to `new` may wait, and if so for how long at most: `None`
+/// means write now.
+pub(super) fn may_wait(
+    old: &RolloutStatus,
+    new: &RolloutStatus,
+    interval: Duration,
+    progress_deadline_seconds: i64,
+    now: Timestamp,
+) -> Option<Duration> {
+    if interval.is_zero() || (progress_deadline_seconds as f64) < 10.0 * interval.as_secs_f64() {
+        return None;
+    }
+    // Only in the middle of an update: a paused, degraded or finished Rollout is not looked
+    // at again soon, so what it shows must be current.
+    if old.phase != Some(RolloutPhase::Progressing) || new.phase != Some(RolloutPhase::Progressing)
+    {
+        return None;
+    }
+    if bookkeeping_removed(old) != bookkeeping_removed(new) {
+        return None;
+    }
+    // Counted from the last write, which stamped the Progressing condition.
+    let last = c::find(
+        old.conditions.as_deref().unwrap_or_default(),
+        Cond::Progressing,
+    )?
+    .last_update_time
+    .as_ref()?
+    .0;
+    let since = now.duration_since(last);
+    let interval = jiff::SignedDuration::try_from(interval).ok()?;
+    (since >= jiff::SignedDuration::ZERO && since < interval)
+        .then(|| Duration::try_from(interval - since).ok())
+        .flatten()
+}
+
+/// The status without what only reports progress: the counts, the phase message, the
+/// conditions' update times and messages, and the difference between the two Progressing
+/// reasons an update in progress moves between.
+fn bookkeeping_removed(s: &RolloutStatus) -> RolloutStatus {
+    let mut s = s.clone();
+    s.replicas = None;
+    s.updated_replicas = None;
+    s.ready_replicas = None;
+    s.available_replicas = None;
+    s.hpa_replicas = None;
+    s.message = None;
+    for cond in s.conditions.iter_mut().flatten() {
+        cond.last_update_time = None;
+        cond.message = None;
+        if cond.type_ == Some(Cond::Progressing)
+            && cond.reason.as_deref() == Some(c::NEW_RS_CREATED)
+        {
+            cond.reason = Some(c::RS_UPDATED.to_string());
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(v: serde_json::Value) -> RolloutStatus {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn progressing(reason: &str, at: &str, extra: serde_json::Value) -> RolloutStatus {
+        let mut v = json!({
+            "phase": "Progressing", "message": "more replicas need to be updated",
+            "currentPodHash": "h2", "stableRS": "h1", "observedGeneration": "2",
+            "replicas": 1, "updatedReplicas": 0, "readyReplicas": 1, "availableReplicas": 1,
+            "conditions": [
+                {"type": "Available", "status": "True", "reason": "AvailableReason",
+                 "lastUpdateTime": at, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Progressing", "status": "True", "reason": reason,
+                 "message": "x", "lastUpdateTime": at,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            ],
+        });
+        for (k, val) in extra.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        status(v)
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    const FIVE: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn counts_and_the_progressing_reason_wait_until_the_interval_is_up() {
+        let old = progressing("NewReplicaSetCreated", "2026-01-01T00:00:10Z", json!({}));
+        let new = progressing(
+            "ReplicaSetUpdated",
+            "2026-01-01T00:00:11Z",
+            json!({"replicas": 2, "updatedReplicas": 1,
+                   "message": "old replicas are pending termination"}),
+        );
+        assert_eq!(
+            may_wait(&old, &new, FIVE, 600, at("2026-01-01T00:00:11Z")),
+            Some(Duration::from_secs(4))
+        );
+        // Five seconds after the last write, it is written.
+        assert_eq!(
+            may_wait(&old, &new, FIVE, 600, at("2026-01-01T00:00:15Z")),
+            None
+        );
+        // A short progress deadline is never judged on held-back counts.
+        assert_eq!(
+            may_wait(&old, &new, FIVE, 49, at("2026-01-01T00:00:11Z")),
+            None
+        );
+        // No interval: every change is written, as Argo does.
+        let now = at("2026-01-01T00:00:11Z");
+        assert_eq!(may_wait(&old, &new, Duration::ZERO, 600, now), None);
+    }
+
+    #[test]
+    fn what_a_reader_acts_on_is_written_at_once() {
+        let now = at("2026-01-01T00:00:11Z");
+        let old = progressing("ReplicaSetUpdated", "2026-01-01T00:00:10Z", json!({}));
+        for (what, extra) in [
+            ("a phase", json!({"phase": "Healthy"})),
+            ("a stable ReplicaSet", json!({"stableRS": "h2"})),
+            ("a new revision", json!({"currentPodHash": "h3"})),
+            ("a generation", json!({"observedGeneration": "3"})),
+            ("a step", json!({"currentStepIndex": 1})),
+            ("an abort", json!({"abort": true})),
+        ] {
+            let new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", extra);
+            assert_eq!(may_wait(&old, &new, FIVE, 600, now), None, "{what}");
+        }
+        // A condition turning.
+        let mut new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", json!({}));
+        new.conditions.as_mut().unwrap()[0].status =
+            Some(sluice_api::common::ConditionStatus::False);
+        assert_eq!(may_wait(&old, &new, FIVE, 600, now), None);
+        // Paused: nothing comes back soon to write the counts.
+        let paused = |s: &RolloutStatus| {
+            let mut s = s.clone();
+            s.phase = Some(RolloutPhase::Paused);
+            s
+        };
+        let counted = progressing(
+            "ReplicaSetUpdated",
+            "2026-01-01T00:00:11Z",
+            json!({"replicas": 2}),
+        );
+        assert_eq!(
+            may_wait(&paused(&old), &paused(&counted), FIVE, 600, now),
+            None
+        );
+    }
+}
