@@ -33,11 +33,33 @@ struct Key {
     message: String,
 }
 
+/// What a repeat needs of an event already published: only this is kept, not the event
+/// (which the API server returns with managed fields and all), since thousands of Rollouts
+/// updating at once publish thousands of events within one series window.
+#[derive(Debug, Clone)]
+struct Published {
+    name: String,
+    /// The series count so far (1 for an event not yet repeated).
+    count: i32,
+    last_seen: Timestamp,
+}
+
+/// Published events, and when to next drop those too old to grow a series.
+#[derive(Debug, Default)]
+struct Recent {
+    events: HashMap<Key, Published>,
+    next_prune: Option<Timestamp>,
+}
+
+/// How often events past their series window are dropped: a sweep per publish would cost
+/// time proportional to everything published in the window, for every event.
+const PRUNE_EVERY: SignedDuration = SignedDuration::from_secs(30);
+
 /// Publishes events, folding repeats into series.
 pub struct EventPublisher {
     client: Client,
     instance: String,
-    published: Mutex<HashMap<Key, K8sEvent>>,
+    published: Mutex<Recent>,
 }
 
 impl EventPublisher {
@@ -46,7 +68,7 @@ impl EventPublisher {
         Self {
             client,
             instance: instance.unwrap_or_else(|| REPORTING_CONTROLLER.to_owned()),
-            published: Mutex::new(HashMap::new()),
+            published: Mutex::new(Recent::default()),
         }
     }
 
@@ -70,38 +92,60 @@ impl EventPublisher {
             message: message.to_owned(),
         };
         let repeat = {
-            let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
-            published.retain(|_, e| last_seen(e).is_some_and(|t| t + SERIES_WINDOW > now));
-            published.get(&key).cloned()
+            let mut recent = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.next_prune.is_none_or(|at| at <= now) {
+                recent
+                    .events
+                    .retain(|_, e| e.last_seen + SERIES_WINDOW > now);
+                recent.next_prune = Some(now + PRUNE_EVERY);
+            }
+            recent
+                .events
+                .get(&key)
+                .filter(|e| e.last_seen + SERIES_WINDOW > now)
+                .cloned()
         };
         let namespace = regarding
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
         let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let event = match repeat {
-            Some(mut event) => {
-                let count = event.series.as_ref().map_or(2, |s| s.count + 1);
-                event.series = Some(EventSeries {
+        let published = match repeat {
+            Some(earlier) => {
+                let count = earlier.count + 1;
+                let series = EventSeries {
                     count,
                     last_observed_time: MicroTime(now),
-                });
-                let name = event.metadata.name.clone().unwrap_or_default();
-                let patch = serde_json::json!({"series": event.series});
+                };
+                let patch = serde_json::json!({ "series": series });
                 events
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(
+                        &earlier.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
                     .await?;
-                event
+                Published {
+                    name: earlier.name,
+                    count,
+                    last_seen: now,
+                }
             }
             None => {
                 let event = self.new_event(regarding, type_, reason, message, now);
-                events.create(&PostParams::default(), &event).await?
+                let created = events.create(&PostParams::default(), &event).await?;
+                Published {
+                    name: created.metadata.name.unwrap_or_default(),
+                    count: 1,
+                    last_seen: now,
+                }
             }
         };
         self.published
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, event);
+            .events
+            .insert(key, published);
         Ok(())
     }
 
@@ -132,12 +176,4 @@ impl EventPublisher {
             ..K8sEvent::default()
         }
     }
-}
-
-fn last_seen(event: &K8sEvent) -> Option<Timestamp> {
-    event
-        .series
-        .as_ref()
-        .map(|s| s.last_observed_time.0)
-        .or_else(|| event.event_time.as_ref().map(|t| t.0))
 }
