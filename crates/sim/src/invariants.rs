@@ -281,6 +281,10 @@ impl Checker {
             else {
                 continue;
             };
+            // An Experiment's ReplicaSets are named after their template, not their hash.
+            if crate::experiments::controller_owner(&rs, "Experiment").is_some() {
+                continue;
+            }
             let owner = owner_name(&rs).unwrap_or_default();
             if name_of(&rs) != format!("{owner}-{hash}") {
                 let detail = format!("rs/{} carries hash {hash} of another name", name_of(&rs));
