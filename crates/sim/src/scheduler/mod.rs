@@ -302,8 +302,9 @@ impl Sim {
             let quiet_from = self.end_ms.saturating_sub(QUIET_MS);
             let expect = self.setup.expect.clone();
             let last = self.last_write.clone();
+            let now = self.now();
             self.checker
-                .at_quiescence(&self.api, &expect, self.now_ms, last, quiet_from);
+                .at_quiescence(&self.api, &expect, self.now_ms, now, last, quiet_from);
             self.log(format!("end: {}", self.rollout_summary()));
         }
     }
