@@ -26,6 +26,7 @@ pub enum Kind {
     AnalysisRun,
     AnalysisTemplate,
     ClusterAnalysisTemplate,
+    Experiment,
     /// A traffic router's object (the simulated cluster has one namespace).
     Router(RouterKind),
 }
@@ -38,10 +39,13 @@ impl Kind {
             // As their CRDs define them: Istio's, the Gateway API's and Ingress have one,
             // SMI's TrafficSplit does not.
             Kind::Router(kind) => kind != RouterKind::TrafficSplit,
+            // Argo's Experiment CRD has none either: its controller writes status through the
+            // main resource.
             Kind::Lease
             | Kind::AnalysisRun
             | Kind::AnalysisTemplate
-            | Kind::ClusterAnalysisTemplate => false,
+            | Kind::ClusterAnalysisTemplate
+            | Kind::Experiment => false,
         }
     }
 }

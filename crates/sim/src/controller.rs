@@ -78,6 +78,9 @@ pub struct Replica {
     /// AnalysisRuns made by Rollouts: a verdict moves the owning Rollout on. Nothing is cached
     /// from it; a reconcile lists runs afresh.
     pub run_watch: WatchStream,
+    /// Experiments made by Rollouts: a phase change moves the owning Rollout's experiment step
+    /// on. Nothing is cached from it; a reconcile lists Experiments afresh.
+    pub exp_watch: WatchStream,
     /// Rollouts waiting to be reconciled, with the time they are due.
     queue: BTreeMap<String, u64>,
     /// Triggered while being reconciled: run again when done.
@@ -101,6 +104,7 @@ impl Replica {
             rollout_watch: WatchStream::default(),
             rs_watch: WatchStream::default(),
             run_watch: WatchStream::default(),
+            exp_watch: WatchStream::default(),
             queue: BTreeMap::new(),
             dirty: BTreeSet::new(),
             inflight: None,
@@ -142,6 +146,7 @@ impl Replica {
         self.rollout_watch.disconnect();
         self.rs_watch.disconnect();
         self.run_watch.disconnect();
+        self.exp_watch.disconnect();
     }
 
     /// The watch stream of a kind the controller watches.
@@ -150,6 +155,7 @@ impl Replica {
             Kind::Rollout => Some(&mut self.rollout_watch),
             Kind::ReplicaSet => Some(&mut self.rs_watch),
             Kind::AnalysisRun => Some(&mut self.run_watch),
+            Kind::Experiment => Some(&mut self.exp_watch),
             _ => None,
         }
     }
@@ -193,7 +199,7 @@ impl Replica {
             .map(|o| o.name.clone())
     }
 
-    /// The Rollout an AnalysisRun event concerns: its controller owner.
+    /// The Rollout an AnalysisRun or Experiment event concerns: its controller owner.
     pub fn run_owner(run: &Value) -> Option<String> {
         run.pointer("/metadata/ownerReferences")?
             .as_array()?

@@ -1,8 +1,10 @@
 //! What must hold in every schedule. Checked on every committed change, on every controller
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
-//! The checks of AnalysisRuns are in [`analysis`], those of traffic routing in [`traffic`].
+//! The checks of AnalysisRuns are in [`analysis`], those of Experiments in [`experiments`],
+//! those of traffic routing in [`traffic`].
 
 mod analysis;
+mod experiments;
 mod traffic;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +22,9 @@ pub use analysis::{
     INCONCLUSIVE_PAUSE, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE, ONE_LIVE_RUN,
     PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED, RUNS_AT_END, RunKey,
     UPDATE_HELD, background_runs,
+};
+pub use experiments::{
+    FAILED_EXPERIMENT_ABORTS, NO_LINGERING_EXPERIMENTS, NO_ORPHANED_EXPERIMENT_REPLICA_SETS,
 };
 pub use traffic::{
     ROUTED_REPLICA_SETS_KEEP_THEIR_PODS, Routed, TRAFFIC_WAITS_FOR_PODS, routed_weights,
@@ -64,6 +69,7 @@ pub struct Checker {
     armed: BTreeMap<String, bool>,
     writers_per_term: BTreeMap<i64, BTreeSet<String>>,
     analysis: analysis::AnalysisChecks,
+    experiments: experiments::ExperimentChecks,
     traffic: traffic::TrafficChecks,
 }
 
@@ -281,6 +287,10 @@ impl Checker {
             else {
                 continue;
             };
+            // An Experiment's ReplicaSets are named after their template, not their hash.
+            if crate::experiments::controller_owner(&rs, "Experiment").is_some() {
+                continue;
+            }
             let owner = owner_name(&rs).unwrap_or_default();
             if name_of(&rs) != format!("{owner}-{hash}") {
                 let detail = format!("rs/{} carries hash {hash} of another name", name_of(&rs));
@@ -300,6 +310,8 @@ impl Checker {
         self.fail_all(at_ms, found);
         let found = self.traffic.after_change(api);
         self.fail_all(at_ms, found);
+        let found = self.experiments.after_change(api);
+        self.fail_all(at_ms, found);
     }
 
     /// At quiescence: the end state the inputs dictate, nothing left up that should be down,
@@ -310,6 +322,7 @@ impl Checker {
         api: &ApiServer,
         expect: &Expect,
         at_ms: u64,
+        now: Timestamp,
         last_write: Option<(u64, String)>,
         quiet_from_ms: u64,
     ) {
@@ -414,6 +427,8 @@ impl Checker {
                 }
             }
         }
+        let found = experiments::at_quiescence(api, now);
+        self.fail_all(at_ms, found);
         if let Some((t, what)) = last_write
             && t >= quiet_from_ms
         {

@@ -2,13 +2,15 @@
 //! real write path (`sluice_controller::loops::apply::apply_plan` through `ClusterAccess`) run
 //! against an in-memory API server, with watches that lag, reorder, break and repeat, a
 //! ReplicaSet controller and kubelet, crashing and partitioned controller replicas with
-//! leases, and the real AnalysisRun driver measuring with scripted provider readings, all
-//! scheduled from one seed. Invariants are checked at every step and at the end.
+//! leases, the real AnalysisRun driver measuring with scripted provider readings, and the real
+//! Experiment engine running the Experiments of canary steps, all scheduled from one seed. Invariants are checked at every step and at the end.
 
 pub mod analysis_runs;
 pub mod api_model;
 pub mod controller;
+pub mod experiments;
 pub mod faults;
+pub mod gc;
 pub mod invariants;
 pub mod known_bugs;
 pub mod kubelet;

@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
+use sluice_api::experiment::Experiment;
 use sluice_controller::cluster::{ClusterAccess, WriteError};
 use sluice_engine::observed::TemplateKey;
 use sluice_routers::kinds::ObjectRef;
@@ -86,6 +87,25 @@ pub enum Request {
         target: ObjectRef,
         uid: Option<String>,
     },
+    ListExperiments,
+    CreateExperiment(Box<Experiment>),
+    /// A merge patch of the main resource: the Rollout's `spec.terminate`, the Experiment
+    /// controller's status (the kind has no status subresource).
+    PatchExperiment {
+        name: String,
+        patch: Value,
+    },
+    DeleteExperiment {
+        name: String,
+        uid: Option<String>,
+    },
+    /// The Experiment controller reads ReplicaSets from the API server, not from a cache.
+    ListReplicaSets,
+    CreateService(Box<Service>),
+    DeleteService {
+        name: String,
+        uid: Option<String>,
+    },
 }
 
 impl Request {
@@ -99,6 +119,8 @@ impl Request {
                 | Request::ListAnalysisRuns
                 | Request::GetAnalysisTemplate { .. }
                 | Request::GetRouterObject { .. }
+                | Request::ListExperiments
+                | Request::ListReplicaSets
         )
     }
 
@@ -131,12 +153,25 @@ impl Request {
             | Request::DeleteRouterObject { target, .. } => {
                 Some((Kind::Router(target.kind), target.name.clone()))
             }
+            Request::CreateExperiment(e) => Some((
+                Kind::Experiment,
+                e.metadata.name.clone().unwrap_or_default(),
+            )),
+            Request::PatchExperiment { name, .. } | Request::DeleteExperiment { name, .. } => {
+                Some((Kind::Experiment, name.clone()))
+            }
+            Request::CreateService(svc) => {
+                Some((Kind::Service, svc.metadata.name.clone().unwrap_or_default()))
+            }
+            Request::DeleteService { name, .. } => Some((Kind::Service, name.clone())),
             Request::ListPods { .. }
             | Request::GetService { .. }
             | Request::ListServices
             | Request::ListAnalysisRuns
             | Request::GetAnalysisTemplate { .. }
-            | Request::GetRouterObject { .. } => None,
+            | Request::GetRouterObject { .. }
+            | Request::ListExperiments
+            | Request::ListReplicaSets => None,
         }
     }
 
@@ -181,6 +216,28 @@ impl Request {
                 format!("replace {target} at rv {rv} {spec}")
             }
             Request::DeleteRouterObject { target, .. } => format!("delete {target}"),
+            Request::ListExperiments => "list experiments".into(),
+            Request::CreateExperiment(e) => format!(
+                "create experiment/{}",
+                e.metadata.name.as_deref().unwrap_or_default()
+            ),
+            Request::PatchExperiment { name, patch } => {
+                // A status patch is long; what it changes is the phase.
+                match patch.pointer("/status") {
+                    Some(status) => format!(
+                        "patch experiment/{name} status (phase {})",
+                        status.get("phase").unwrap_or(&Value::Null)
+                    ),
+                    None => format!("patch experiment/{name} {patch}"),
+                }
+            }
+            Request::DeleteExperiment { name, .. } => format!("delete experiment/{name}"),
+            Request::ListReplicaSets => "list replicasets".into(),
+            Request::CreateService(svc) => format!(
+                "create service/{}",
+                svc.metadata.name.as_deref().unwrap_or_default()
+            ),
+            Request::DeleteService { name, .. } => format!("delete service/{name}"),
         }
     }
 }
@@ -195,6 +252,8 @@ pub enum Reply {
     AnalysisRuns(Vec<AnalysisRun>),
     Template(Option<Box<AnalysisTemplateSpec>>),
     RouterObject(Option<Box<Value>>),
+    Experiments(Vec<Experiment>),
+    ReplicaSets(Vec<ReplicaSet>),
 }
 
 pub type Response = Result<Reply, WriteError>;
@@ -511,11 +570,86 @@ impl ClusterAccess for SimWriter {
         })
         .await
     }
+
+    async fn list_experiments(&self, _ns: &str) -> Result<Vec<Experiment>, WriteError> {
+        match self.call(Request::ListExperiments).await? {
+            Reply::Experiments(e) => Ok(e),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn create_experiment(
+        &self,
+        _ns: &str,
+        experiment: &Experiment,
+    ) -> Result<(), WriteError> {
+        self.done(Request::CreateExperiment(Box::new(experiment.clone())))
+            .await
+    }
+
+    async fn patch_experiment_spec(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.patch_experiment(ns, name, patch).await
+    }
+
+    async fn delete_experiment(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.done(Request::DeleteExperiment {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+    }
 }
 
 impl SimWriter {
     async fn done(&self, request: Request) -> Result<(), WriteError> {
         self.call(request).await.map(|_| ())
+    }
+}
+
+/// The Experiment controller's calls beyond [`ClusterAccess`], as `KubeCluster` has them.
+impl SimWriter {
+    pub async fn list_replica_sets(&self) -> Result<Vec<ReplicaSet>, WriteError> {
+        match self.call(Request::ListReplicaSets).await? {
+            Reply::ReplicaSets(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn create_service(&self, svc: &Service) -> Result<(), WriteError> {
+        self.done(Request::CreateService(Box::new(svc.clone())))
+            .await
+    }
+
+    pub async fn delete_service(&self, name: &str, uid: Option<&str>) -> Result<(), WriteError> {
+        self.done(Request::DeleteService {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
+    }
+
+    /// A merge patch of an Experiment's main resource (its spec or its status).
+    pub async fn patch_experiment(
+        &self,
+        _ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.done(Request::PatchExperiment {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
     }
 }
 
@@ -666,7 +800,48 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
                 Err(e) => Err(to_write_error(e)),
             }
         }
+        Request::ListExperiments => Ok(Reply::Experiments(list_typed(api, Kind::Experiment))),
+        Request::CreateExperiment(e) => create(api, Kind::Experiment, &*e, now),
+        Request::PatchExperiment { name, patch } => api
+            .patch(Kind::Experiment, &name, &patch, Endpoint::Main)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
+        Request::DeleteExperiment { name, uid } => {
+            delete(api, Kind::Experiment, &name, uid.as_deref())
+        }
+        Request::ListReplicaSets => Ok(Reply::ReplicaSets(list_typed(api, Kind::ReplicaSet))),
+        Request::CreateService(svc) => create(api, Kind::Service, &*svc, now),
+        Request::DeleteService { name, uid } => delete(api, Kind::Service, &name, uid.as_deref()),
     }
+}
+
+/// Deletes `name` of `kind`, if it is still the object with `uid`; already gone is done.
+fn delete(api: &mut ApiServer, kind: Kind, name: &str, uid: Option<&str>) -> Response {
+    match api.delete(kind, name, uid) {
+        Ok(_) | Err(ApiError::NotFound) => Ok(Reply::Done),
+        Err(e) => Err(to_write_error(e)),
+    }
+}
+
+/// Creates a typed object as it goes over the wire.
+fn create<T: serde::Serialize>(
+    api: &mut ApiServer,
+    kind: Kind,
+    obj: &T,
+    now: Timestamp,
+) -> Response {
+    let v = serde_json::to_value(obj).map_err(|e| WriteError::Api(e.to_string()))?;
+    api.create(kind, v, now)
+        .map(|_| Reply::Done)
+        .map_err(to_write_error)
+}
+
+/// Every object of a kind, typed; one that does not parse is left out.
+fn list_typed<T: serde::de::DeserializeOwned>(api: &ApiServer, kind: Kind) -> Vec<T> {
+    api.list(kind)
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect()
 }
 
 /// A router object written to `target`: refused outside the cluster's namespace (404) or when

@@ -88,6 +88,16 @@ fn superseded_background_analysis() {
 }
 
 #[test]
+fn experiment_step() {
+    check("experiment-step");
+}
+
+#[test]
+fn interrupted_experiment() {
+    check("interrupted-experiment");
+}
+
+#[test]
 fn istio_host_split() {
     check_with("istio-host-split", ROUTED_SEEDS);
 }

@@ -79,6 +79,45 @@ fn inconclusive_background_analysis_seeds_hold_the_update() {
     }
 }
 
+/// Fixed: the progress deadline ran while the update waited at an experiment step, so an
+/// Experiment that outlasted `progressDeadlineSeconds` timed the update out and, with
+/// `progressDeadlineAbort`, aborted it. As in Argo, experiment and analysis steps no longer
+/// count against the deadline.
+#[test]
+fn experiment_step_seeds_do_not_time_out() {
+    let s = scenarios::find("experiment-step").unwrap();
+    for seed in [0u64, 8, 14, 19] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}
+
+/// Fixed: nothing reconciled a Rollout when its Experiment finished (the Rollout controller
+/// did not watch Experiments), so the step waited for the resync period: a passed Experiment
+/// did not complete its step, a failed one did not abort the update. The Rollout controller
+/// now watches the Experiments it owns.
+#[test]
+fn experiment_step_seeds_act_on_the_verdict() {
+    let s = scenarios::find("experiment-step").unwrap();
+    for seed in [0u64, 2, 4, 7] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}
+
+/// Fixed: an Experiment's pass started its AnalysisRun as the Rollout terminated the
+/// Experiment, and the status write recording the run failed with a 409. Terminating, the
+/// Experiment started no run and stopped only those on record, so that one measured on for
+/// ever. A terminating Experiment now stops the run it finds measuring for an analysis too.
+#[test]
+fn interrupted_experiment_seeds_stop_every_run() {
+    let s = scenarios::find("interrupted-experiment").unwrap();
+    for seed in [134u64, 165, 305] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}
+
 #[test]
 fn recorded_unfixed_bugs_still_reproduce() {
     for bug in KNOWN {

@@ -9,12 +9,13 @@ use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::PauseReason;
 use sluice_controller::cluster::{ClusterAccess, WriteError};
 use sluice_controller::loops::apply::{Applied, apply_plan};
-use sluice_engine::Plan;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::{Action, Plan};
 use sluice_sim::controller::BoxFuture;
 use sluice_sim::invariants::{
-    ANNOTATION_NEVER_EMPTY, INCONCLUSIVE_PAUSES, NOT_RECREATED_WHILE_INCONCLUSIVE,
-    PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD,
+    ANNOTATION_NEVER_EMPTY, FAILED_EXPERIMENT_ABORTS, INCONCLUSIVE_PAUSES,
+    NO_LINGERING_EXPERIMENTS, NOT_RECREATED_WHILE_INCONCLUSIVE, PAUSE_LIFTED_BY_USERS_ONLY,
+    PAUSE_STEP_HELD,
 };
 use sluice_sim::net::SimWriter;
 use sluice_sim::{ApplyFn, Outcome, run, scenarios};
@@ -341,5 +342,58 @@ fn pause_step_running_out_early_under_inconclusive_is_caught() {
         "inconclusive-background-analysis",
         expire_pause_step,
         PAUSE_STEP_HELD,
+    );
+}
+
+/// A Failed or Errored Experiment read as a pass: instead of aborting, the update goes on to
+/// the step after the experiment step.
+fn promote_past_a_failed_experiment(
+    w: SimWriter,
+    ro: Rollout,
+    mut plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    let observed = ro.status.clone().unwrap_or_default();
+    let at_experiment = ro
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+        .and_then(|c| c.steps.as_ref())
+        .and_then(|s| s.get(usize::try_from(observed.current_step_index.unwrap_or(0)).ok()?))
+        .is_some_and(|s| s.experiment.is_some());
+    if at_experiment && observed.abort != Some(true) && plan.status.abort == Some(true) {
+        plan.status.abort = None;
+        plan.status.aborted_at = None;
+        plan.status.current_step_index = observed.current_step_index.map(|i| i + 1);
+    }
+    Box::pin(async move { apply_plan(&w, &ro, &plan).await })
+}
+
+/// Experiments the update no longer waits on are left running: no terminate is sent.
+fn leave_experiments_running(
+    w: SimWriter,
+    ro: Rollout,
+    mut plan: Plan,
+) -> BoxFuture<Result<Applied, WriteError>> {
+    plan.actions
+        .retain(|a| !matches!(a, Action::TerminateExperiment { .. }));
+    Box::pin(async move { apply_plan(&w, &ro, &plan).await })
+}
+
+#[test]
+fn an_update_that_goes_past_a_failed_experiment_is_caught() {
+    seeds_to_catch(
+        "experiment-step",
+        promote_past_a_failed_experiment,
+        FAILED_EXPERIMENT_ABORTS,
+    );
+}
+
+#[test]
+fn an_experiment_left_running_after_its_step_is_caught() {
+    seeds_to_catch(
+        "interrupted-experiment",
+        leave_experiments_running,
+        NO_LINGERING_EXPERIMENTS,
     );
 }

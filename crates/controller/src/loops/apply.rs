@@ -209,7 +209,7 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
 
 /// A merge patch of `metadata`: the resourceVersion it was decided on, and annotations set
 /// (`Some`) or removed (`None`).
-pub(crate) fn annotations_patch(
+pub fn annotations_patch(
     resource_version: Option<&str>,
     annotations: &BTreeMap<String, Option<String>>,
 ) -> Value {

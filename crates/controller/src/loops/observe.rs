@@ -100,11 +100,9 @@ pub async fn observe<W: ClusterAccess>(
 /// How deep templates may nest (`templates` within templates); deeper is reported as missing.
 const MAX_TEMPLATE_NESTING: usize = 8;
 
-/// The Rollout's AnalysisRuns and every template its analyses name, nested ones included.
-/// Nothing is read for a Rollout without analysis.
 /// The templates `refs` name, and those they nest (to a bounded depth); a missing one is
 /// simply absent, for the engine to report.
-pub(crate) async fn fetch_templates<W: ClusterAccess>(
+pub async fn fetch_templates<W: ClusterAccess>(
     writer: &W,
     ns: &str,
     refs: Vec<TemplateKey>,
@@ -130,6 +128,8 @@ pub(crate) async fn fetch_templates<W: ClusterAccess>(
     Ok(templates)
 }
 
+/// The Rollout's AnalysisRuns and every template its analyses name, nested ones included.
+/// Nothing is read for a Rollout without analysis.
 async fn observe_analysis<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,

@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
+use sluice_api::experiment::Experiment;
 use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH};
 use sluice_engine::observed::{TemplateKey, references_template};
 use sluice_engine::{EventType, Plan};
@@ -82,25 +83,31 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     } else {
         (Api::all(client.clone()), Some(Api::all(client.clone())))
     };
-    let (rollouts, replica_sets, runs): (Api<Rollout>, Api<ReplicaSet>, Api<AnalysisRun>) =
-        if args.namespaced {
-            let ns = args
-                .namespace
-                .clone()
-                .unwrap_or_else(|| client.default_namespace().to_string());
-            info!(namespace = %ns, "watching one namespace");
-            (
-                Api::namespaced(client.clone(), &ns),
-                Api::namespaced(client.clone(), &ns),
-                Api::namespaced(client.clone(), &ns),
-            )
-        } else {
-            (
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-            )
-        };
+    let (rollouts, replica_sets, runs, experiments): (
+        Api<Rollout>,
+        Api<ReplicaSet>,
+        Api<AnalysisRun>,
+        Api<Experiment>,
+    ) = if args.namespaced {
+        let ns = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        info!(namespace = %ns, "watching one namespace");
+        (
+            Api::namespaced(client.clone(), &ns),
+            Api::namespaced(client.clone(), &ns),
+            Api::namespaced(client.clone(), &ns),
+            Api::namespaced(client.clone(), &ns),
+        )
+    } else {
+        (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        )
+    };
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
     // just those keeps memory proportional to what we manage.
@@ -150,6 +157,9 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             runs,
             watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
         )
+        // So does an experiment step's Experiment: nothing else looks at the Rollout when it
+        // finishes (Argo's Experiment informer enqueues the owning Rollout likewise).
+        .owns(experiments, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
         // A new leader reconciles everything: as a follower it decided nothing.
         .reconcile_all_on(hooks.gate.acquisitions());

@@ -222,6 +222,25 @@ pub fn place_run(run: &AnalysisRun, existing: &[AnalysisRun], uid: &str) -> Plac
     Placement::Create(collision_name(&base, existing.len() as u32 + 1))
 }
 
+/// The run a pass started for `a` whose status write was lost (a 409 when the Rollout
+/// terminated the Experiment meanwhile): unfinished, still measuring what `a` measures. A
+/// terminating Experiment starts no run, so without this one it would measure on unrecorded
+/// and never be told to stop.
+fn unrecorded_run<'o>(
+    o: &'o ExperimentObserved,
+    uid: &str,
+    a: &ExperimentAnalysisTemplateRef,
+    facts: &ArgFacts,
+) -> Option<&'o AnalysisRun> {
+    let run = build_run(&o.experiment, uid, a, &o.analysis_templates, facts).ok()?;
+    let Placement::Reuse(name) = place_run(&run, &o.analysis_runs, uid) else {
+        return None;
+    };
+    o.analysis_runs
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))
+}
+
 /// Reconciles every analysis into `status.analysisRuns`.
 pub(crate) fn reconcile_analyses(
     o: &ExperimentObserved,
@@ -255,11 +274,17 @@ pub(crate) fn reconcile_analyses(
             }
         } else {
             let recorded = previous.analysis_run.as_deref().filter(|n| !n.is_empty());
-            let run = recorded.and_then(|n| {
-                o.analysis_runs.iter().find(|r| {
-                    r.metadata.name.as_deref() == Some(n) && controlled_by(&r.metadata, uid)
+            let run = recorded
+                .and_then(|n| {
+                    o.analysis_runs.iter().find(|r| {
+                        r.metadata.name.as_deref() == Some(n) && controlled_by(&r.metadata, uid)
+                    })
                 })
-            });
+                .or_else(|| {
+                    terminating
+                        .then(|| unrecorded_run(o, uid, a, &facts))
+                        .flatten()
+                });
             match run {
                 None if terminating => {}
                 None => match build_run(e, uid, a, &o.analysis_templates, &facts) {
@@ -286,6 +311,7 @@ pub(crate) fn reconcile_analyses(
                 Some(run) => {
                     let phase = run_phase(run);
                     let run_name = run.metadata.name.clone().unwrap_or_default();
+                    next.analysis_run = Some(run_name.clone());
                     if terminating
                         && phase.is_none_or(|p| !p.is_completed())
                         && run.spec.terminate != Some(true)

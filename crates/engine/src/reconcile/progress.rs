@@ -8,8 +8,10 @@ use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
 use super::World;
+use super::prepare::Strategy;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
 use crate::plan::{Event, set_requeue};
+use crate::steps;
 
 /// What the reconcile did to the update, as the conditions need it.
 pub(super) struct Progress {
@@ -154,7 +156,7 @@ impl World<'_> {
                 now,
                 true,
             );
-        } else {
+        } else if !self.at_indefinite_step(status) {
             self.check_deadline(status, &mut conds, events, requeue, progress.revision);
         }
 
@@ -221,6 +223,15 @@ impl World<'_> {
             );
         }
         status.conditions = Some(conds);
+    }
+
+    /// Whether the update waits at an `experiment` or `analysis` step. How long those take is
+    /// up to the Experiment or AnalysisRun, whose verdict ends the step, so no progress is
+    /// expected meanwhile: as in Argo, the progress deadline does not run there.
+    fn at_indefinite_step(&self, status: &RolloutStatus) -> bool {
+        matches!(self.p.strategy, Strategy::Canary(_))
+            && steps::current_step(self.p.canary(), status.current_step_index.unwrap_or(0))
+                .is_some_and(|s| s.experiment.is_some() || s.analysis.is_some())
     }
 
     /// Progressing with no progress since `lastUpdateTime`: past the deadline it becomes

@@ -1535,6 +1535,37 @@ fn background_analysis_waits_for_its_starting_step_and_stops_when_the_update_com
 }
 
 #[test]
+fn the_progress_deadline_does_not_run_at_experiment_and_analysis_steps() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"experiment": {"templates": [{"name": "canary", "specRef": "canary"}]}},
+        {"analysis": {"templates": [{"templateName": "health"}]}},
+        {"setWeight": 50}
+    ]);
+    let mut ro = rollout(4, steps);
+    ro.spec.progress_deadline_seconds = Some(30);
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(1));
+    assert_eq!(w.experiments.len(), 1);
+    // The Experiment takes longer than the deadline: the update still progresses.
+    w.advance(31);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Progressing, "{:#?}", w.status());
+    w.experiments[0].status = Some(serde_json::from_value(json!({"phase": "Successful"})).unwrap());
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(2));
+    // So does the analysis.
+    w.advance(31);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Progressing, "{:#?}", w.status());
+    w.verdict("Step", AnalysisPhase::Successful, "");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+}
+
+#[test]
 fn analysis_step_waits_for_success_and_a_failure_aborts() {
     let steps = json!([
         {"setWeight": 25},

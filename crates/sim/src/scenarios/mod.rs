@@ -4,6 +4,7 @@
 mod analysis;
 mod bluegreen;
 mod chaos;
+mod experiments;
 mod istio;
 mod known;
 
@@ -21,7 +22,8 @@ use crate::rng::Rng;
 pub struct Setup {
     pub rollout: Value,
     /// Objects the Rollout depends on, created with it: Services it routes through,
-    /// AnalysisTemplates its analyses name, router objects (a VirtualService).
+    /// AnalysisTemplates its analyses (and its Experiments') name, router objects (a
+    /// VirtualService).
     pub objects: Vec<(Kind, Value)>,
     pub controllers: usize,
     pub leases: bool,
@@ -99,6 +101,7 @@ pub fn all() -> Vec<Scenario> {
     let mut v = known::scenarios();
     v.push(bluegreen::scenario());
     v.extend(analysis::scenarios());
+    v.extend(experiments::scenarios());
     v.extend(istio::scenarios());
     v.push(chaos::scenario());
     v

@@ -17,6 +17,7 @@ use sluice_controller::cluster::WriteError;
 use crate::analysis_runs::{Polled, RunController};
 use crate::api_model::{ApiServer, Endpoint, Kind, name_of};
 use crate::controller::{Addr, ApplyFn, Replica};
+use crate::experiments::{self, ExperimentController};
 use crate::invariants::Checker;
 use crate::kubelet::{Cluster, Followup};
 use crate::lease::MonoClock;
@@ -116,6 +117,21 @@ enum Ev {
         name: String,
         response: Response,
     },
+    /// The Experiment controller's wake-up for an Experiment.
+    SyncExperiment {
+        name: String,
+    },
+    /// A request of the Experiment controller's reconcile of `name` reaches the API server.
+    ExperimentArrive {
+        name: String,
+        request: Request,
+    },
+    ExperimentReply {
+        name: String,
+        response: Response,
+    },
+    /// The garbage collector deletes what lost its owners.
+    CollectGarbage,
     Script,
     Calm,
     Meddle,
@@ -137,6 +153,8 @@ pub struct Sim {
     lease_fail_until: Vec<u64>,
     rs_sync_pending: BTreeSet<String>,
     runs: RunController,
+    experiments: ExperimentController,
+    gc_pending: bool,
     script_pos: usize,
     script_armed: bool,
     wait_since: u64,
@@ -185,6 +203,8 @@ impl Sim {
             replicas,
             rs_sync_pending: BTreeSet::new(),
             runs: RunController::new(),
+            experiments: ExperimentController::new(),
+            gc_pending: false,
             script_pos: 0,
             script_armed: false,
             wait_since: 0,
@@ -282,8 +302,9 @@ impl Sim {
             let quiet_from = self.end_ms.saturating_sub(QUIET_MS);
             let expect = self.setup.expect.clone();
             let last = self.last_write.clone();
+            let now = self.now();
             self.checker
-                .at_quiescence(&self.api, &expect, self.now_ms, last, quiet_from);
+                .at_quiescence(&self.api, &expect, self.now_ms, now, last, quiet_from);
             self.log(format!("end: {}", self.rollout_summary()));
         }
     }
@@ -416,6 +437,23 @@ impl Sim {
                 self.runs.deliver(&name, response);
                 self.drive_run(&name);
             }
+            Ev::SyncExperiment { name } => {
+                let now = self.now();
+                if self.experiments.start(&self.api, &name, self.now_ms, now) {
+                    self.drive_experiment(&name);
+                }
+            }
+            Ev::ExperimentArrive { name, request } => self.experiment_arrive(name, request),
+            Ev::ExperimentReply { name, response } => {
+                self.experiments.deliver(&name, response);
+                self.drive_experiment(&name);
+            }
+            Ev::CollectGarbage => {
+                self.gc_pending = false;
+                for (kind, name) in crate::gc::collect(&mut self.api) {
+                    self.log(format!("gc: delete {kind:?}/{name}"));
+                }
+            }
             Ev::Script => self.fire_script(),
             Ev::Calm => {
                 if self.calm {
@@ -509,6 +547,7 @@ impl Sim {
         r.rollout_watch.disconnect();
         r.rs_watch.disconnect();
         r.run_watch.disconnect();
+        r.exp_watch.disconnect();
         let to = r.addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
             let backoff = self.setup.faults.relist_backoff_ms;
@@ -612,6 +651,66 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// Polls the Experiment controller's reconcile of `name`; sends its next request (with the
+    /// network's latency) or books its requeue.
+    fn drive_experiment(&mut self, name: &str) {
+        match self.experiments.poll(name, self.now_ms) {
+            experiments::Polled::Waiting => {}
+            experiments::Polled::Send(request) => {
+                let latency = self.setup.faults.net_latency_ms;
+                let name = name.to_string();
+                self.after(latency, Ev::ExperimentArrive { name, request });
+            }
+            experiments::Polled::Done {
+                phase_change,
+                failed_writes,
+                error,
+                next_ms,
+            } => {
+                if let Some(phase) = phase_change {
+                    self.log(format!("experiments: experiment/{name} is {phase}"));
+                }
+                for w in failed_writes {
+                    self.log(format!("experiments: experiment/{name}: write failed: {w}"));
+                }
+                if let Some(e) = error {
+                    self.log(format!(
+                        "experiments: reconcile of experiment/{name} failed: {e}"
+                    ));
+                }
+                if let Some(at) = next_ms {
+                    let name = name.to_string();
+                    self.at(at, Ev::SyncExperiment { name });
+                }
+            }
+        }
+    }
+
+    /// A request of the Experiment controller reaches the API server. A ReplicaSet it patches
+    /// may have been written by someone else just before, as the Rollout controller's may.
+    fn experiment_arrive(&mut self, name: String, request: Request) {
+        if let Request::PatchReplicaSet { name: rs, .. } = &request
+            && self.rng.chance(self.setup.faults.conflict_before_patch)
+            && !self.calm
+        {
+            let rs = rs.clone();
+            self.meddle(Kind::ReplicaSet, &rs);
+        }
+        let what = request.describe();
+        let is_write = request.is_write();
+        let rv_before = self.api.resource_version();
+        let now = self.now();
+        let response = serve(&mut self.api, request, now);
+        if is_write && self.api.resource_version() != rv_before {
+            self.last_write = Some((self.now_ms, format!("experiment controller: {what}")));
+            self.log(format!("experiments: {what}"));
+        } else if let Err(e) = &response {
+            self.log(format!("experiments: {what} -> {e}"));
+        }
+        let latency = self.setup.faults.net_latency_ms;
+        self.after(latency, Ev::ExperimentReply { name, response });
     }
 
     fn send(&mut self, i: usize, request: Request) {

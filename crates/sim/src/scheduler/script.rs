@@ -60,9 +60,16 @@ impl Sim {
         self.wait_since = self.now_ms;
         match step.op {
             Op::SetImage(image) => {
-                let patch = json!({"spec": {"template": {"spec": {"containers": [
-                    {"name": "app", "image": image}
-                ]}}}});
+                // A merge patch replaces the whole list: the container keeps what else it had
+                // (its ports), as `kubectl set image` leaves it.
+                let mut app = self
+                    .api
+                    .get(Kind::Rollout, "demo")
+                    .and_then(|ro| ro.pointer("/spec/template/spec/containers/0"))
+                    .cloned()
+                    .unwrap_or_else(|| json!({"name": "app"}));
+                app["image"] = json!(image);
+                let patch = json!({"spec": {"template": {"spec": {"containers": [app]}}}});
                 let _ = self
                     .api
                     .patch(Kind::Rollout, "demo", &patch, Endpoint::Main);

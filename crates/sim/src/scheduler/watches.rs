@@ -9,11 +9,12 @@ use super::{Ev, Sim};
 use crate::analysis_runs;
 use crate::api_model::{Kind, WatchEvent, name_of};
 use crate::controller::{Addr, Replica};
+use crate::experiments;
 use crate::kubelet::Cluster;
 
 impl Sim {
-    /// Hands committed changes to the watches, the ReplicaSet and AnalysisRun controllers and
-    /// the checks.
+    /// Hands committed changes to the watches, the ReplicaSet, AnalysisRun and Experiment
+    /// controllers, the garbage collector and the checks.
     pub(super) fn fan_out(&mut self) {
         let changes = self.api.take_changes();
         if changes.is_empty() {
@@ -33,11 +34,24 @@ impl Sim {
                     self.at(at, Ev::SyncAnalysisRun { name: run });
                 }
             }
-            // Controllers watch Rollouts, ReplicaSets and the AnalysisRuns Rollouts made; pods
-            // and Services are read on demand, the Lease by the elector.
+            if let Some(exp) = experiments::interested_in(*kind, event) {
+                let at = self.now_ms + self.rng.range(self.setup.faults.watch_delay_ms);
+                if let Some(at) = self.experiments.trigger(&exp, at) {
+                    self.at(at, Ev::SyncExperiment { name: exp });
+                }
+            }
+            if !self.gc_pending && crate::gc::interested_in(&self.api, *kind, event) {
+                self.gc_pending = true;
+                let delay = self.setup.faults.rs_controller_delay_ms;
+                self.after(delay, Ev::CollectGarbage);
+            }
+            // Controllers watch Rollouts, ReplicaSets, the AnalysisRuns Rollouts made and the
+            // Experiments Rollouts own; pods and Services are read on demand, the Lease by the
+            // elector.
             let watched = match kind {
                 Kind::Rollout | Kind::ReplicaSet => true,
                 Kind::AnalysisRun => made_by_a_rollout(event.object()),
+                Kind::Experiment => owned_by_a_rollout(event.object()),
                 _ => false,
             };
             if !watched {
@@ -109,7 +123,7 @@ impl Sim {
                 r.rollouts.apply(&event);
                 r.trigger(name_of(event.object()), now_ms);
             }
-            Kind::AnalysisRun => {
+            Kind::AnalysisRun | Kind::Experiment => {
                 if let Some(owner) = Replica::run_owner(event.object()) {
                     r.trigger(&owner, now_ms);
                 }
@@ -141,6 +155,11 @@ impl Sim {
             self.try_start(i);
             return;
         }
+        if kind == Kind::Experiment {
+            self.relist_experiments(i);
+            self.try_start(i);
+            return;
+        }
         let list = self.api.list(kind);
         let r = &mut self.replicas[i];
         match kind {
@@ -164,9 +183,11 @@ impl Sim {
             list.len()
         ));
         if kind == Kind::Rollout {
-            // The run watch (re)connects with the Rollout watch: scheduling it on its own
-            // would draw from the seed's stream and change every schedule without analysis.
+            // The run and Experiment watches (re)connect with the Rollout watch: scheduling
+            // them on their own would draw from the seed's stream and change every schedule
+            // without analysis or Experiments.
             self.relist_runs(i);
+            self.relist_experiments(i);
         }
         self.try_start(i);
     }
@@ -189,6 +210,32 @@ impl Sim {
         let who = r.identity();
         self.log(format!("{who}: listed AnalysisRun: {}", runs.len()));
     }
+
+    /// The Experiment watch (re)connects: the owners of what it lists are reconciled. An
+    /// Experiment watch that broke alone re-lists through [`Sim::relist`].
+    fn relist_experiments(&mut self, i: usize) {
+        let experiments: Vec<_> = self
+            .api
+            .list(Kind::Experiment)
+            .into_iter()
+            .filter(owned_by_a_rollout)
+            .collect();
+        let now_ms = self.now_ms;
+        let r = &mut self.replicas[i];
+        r.exp_watch.connected = true;
+        for owner in experiments.iter().filter_map(Replica::run_owner) {
+            r.trigger(&owner, now_ms);
+        }
+        if !experiments.is_empty() {
+            let who = r.identity();
+            self.log(format!("{who}: listed Experiment: {}", experiments.len()));
+        }
+    }
+}
+
+/// The controller watches the Experiments whose controller is a Rollout.
+fn owned_by_a_rollout(e: &Value) -> bool {
+    crate::experiments::controller_owner(e, "Rollout").is_some()
 }
 
 /// The controller watches only runs with a `rollout-type` label, the ones Rollouts make.

@@ -373,3 +373,28 @@ fn terminating_stops_unfinished_runs_and_starts_none() {
     assert!(p.actions.is_empty());
     assert_eq!(entry(&p, "a").analysis_run.as_deref(), Some(""));
 }
+
+#[test]
+fn terminating_stops_a_run_whose_record_was_lost() {
+    let analyses =
+        json!([{"name": "a", "templateName": "t", "args": [{"name": "hash", "value": "h"}]}]);
+    let o = available(analyses.clone(), json!({}), json!([]));
+    let [ExperimentAction::CreateAnalysisRun(created)] = &reconcile(&o).actions[..] else {
+        panic!("no run started")
+    };
+    // Started, but the status write recording it conflicted with the terminate.
+    let mut o = available(analyses, json!({"terminate": true}), json!([]));
+    let mut measuring = (**created).clone();
+    measuring.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    o.analysis_runs = vec![measuring];
+    let p = reconcile(&o);
+    assert_eq!(
+        p.actions,
+        [ExperimentAction::TerminateAnalysisRun {
+            name: "ex-a".into()
+        }]
+    );
+    let a = entry(&p, "a");
+    assert_eq!(a.analysis_run.as_deref(), Some("ex-a"));
+    assert_eq!(a.phase, Some(AnalysisPhase::Running));
+}
