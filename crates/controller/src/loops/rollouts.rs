@@ -22,6 +22,7 @@ use sluice_engine::{EventType, Plan};
 use tracing::{debug, info, warn};
 
 use crate::args::Args;
+use crate::cache::{self, IndexedStore};
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
@@ -30,7 +31,8 @@ use crate::runtime::Hooks;
 
 pub struct Context {
     writer: KubeCluster,
-    replica_sets: Store<ReplicaSet>,
+    /// The cached ReplicaSets, by their controller's uid.
+    replica_sets: IndexedStore<ReplicaSet>,
     events: EventPublisher,
     rollouts: Store<Rollout>,
     /// Rollouts already announced with `RolloutAddedToInformer` by this process, by uid.
@@ -103,13 +105,15 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
     // just those keeps memory proportional to what we manage.
-    let (rs_reader, rs_writer) = reflector::store();
-    let rs_stream = watcher(
-        replica_sets,
-        watcher::Config::default().labels(POD_TEMPLATE_HASH),
+    let (rs_cache, rs_writer) = cache::indexed(cache::controller_uids);
+    let rs_stream = cache::reflect(
+        watcher(
+            replica_sets,
+            watcher::Config::default().labels(POD_TEMPLATE_HASH),
+        )
+        .default_backoff(),
+        rs_writer,
     )
-    .default_backoff()
-    .reflect(rs_writer)
     .touched_objects();
 
     // The Rollout cache is made here, not by the Controller, so that template changes can be
@@ -126,7 +130,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
             .with_router_versions(args.router_versions()),
-        replica_sets: rs_reader,
+        replica_sets: rs_cache,
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
         rollouts: ro_reader.clone(),
         announced: Mutex::new(HashSet::new()),
@@ -162,7 +166,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         None => controller,
     };
     let controller = hooks.with_shutdown(controller);
-    hooks.watch_caches(controller.store(), ctx.replica_sets.clone());
+    hooks.watch_caches(controller.store(), ctx.replica_sets.store().clone());
 
     controller
         .run(observed_reconcile, error_policy, ctx)
@@ -202,9 +206,13 @@ where
     }
 }
 
-fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
-    store
-        .state()
+/// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one.
+fn owned_replica_sets(cache: &IndexedStore<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
+    let Some(uid) = ro.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    cache
+        .find(uid)
         .into_iter()
         .filter(|rs| driver::owns(ro, rs))
         .map(|rs| (*rs).clone())
@@ -235,7 +243,7 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     };
     // Deciding on a half-filled ReplicaSet cache could mistake a running update for a first
     // deploy, so nothing is decided before the cache has listed everything once.
-    if !crate::runtime::store_ready(&ctx.replica_sets).await {
+    if !crate::runtime::store_ready(ctx.replica_sets.store()).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     announce(&ctx, &ro).await;
