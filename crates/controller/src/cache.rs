@@ -11,10 +11,16 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, TryStreamExt};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
+use sluice_api::experiment::Experiment;
+use sluice_engine::labels::MANAGED_BY;
+
+use crate::runtime::store_ready;
 
 /// The keys an object is found under.
 pub type KeysOf<K> = fn(&K) -> Vec<String>;
@@ -206,6 +212,11 @@ where
         found
     }
 
+    /// Which cached objects are filed under `key`, without the objects themselves.
+    pub fn refs(&self, key: &str) -> Vec<ObjectRef<K>> {
+        self.index.get(key)
+    }
+
     /// The plain store, for lookups by name and readiness.
     pub fn store(&self) -> &Store<K> {
         &self.store
@@ -256,6 +267,56 @@ where
         .reflect(writer.writer)
 }
 
+/// The watch caches a [`crate::cluster::KubeCluster`] answers the Rollout loop's reads from,
+/// instead of listing or getting from the API server on every reconcile.
+#[derive(Clone)]
+pub struct Caches {
+    /// Services, by the Rollout their managed-by annotation names ([`managed_by_key`]).
+    pub services: IndexedStore<Service>,
+    /// AnalysisRuns made by Rollouts (they carry the rollout-type label), by controller uid.
+    pub analysis_runs: IndexedStore<AnalysisRun>,
+    pub analysis_templates: Store<AnalysisTemplate>,
+    /// `None` in namespaced mode, where ClusterAnalysisTemplates are not watched (a namespaced
+    /// install may not list them); they are then read from the API server.
+    pub cluster_analysis_templates: Option<Store<ClusterAnalysisTemplate>>,
+    /// Experiments, by controller uid.
+    pub experiments: IndexedStore<Experiment>,
+}
+
+impl Caches {
+    /// Waits until every cache has listed once; `false` if one never will. Until then a
+    /// missing object may only be one not listed yet, so nothing is decided.
+    pub async fn ready(&self) -> bool {
+        store_ready(self.services.store()).await
+            && store_ready(self.analysis_runs.store()).await
+            && store_ready(&self.analysis_templates).await
+            && match &self.cluster_analysis_templates {
+                Some(store) => store_ready(store).await,
+                None => true,
+            }
+            && store_ready(self.experiments.store()).await
+    }
+}
+
+/// The key a Service carrying the managed-by annotation of Rollout `rollout` in `namespace` is
+/// filed under.
+pub fn managed_by_key(namespace: &str, rollout: &str) -> String {
+    format!("{namespace}/{rollout}")
+}
+
+/// The keys of a Service in [`Caches::services`]: the Rollout its managed-by annotation names.
+pub fn managed_by_keys(svc: &Service) -> Vec<String> {
+    let managed_by = svc
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MANAGED_BY));
+    match (svc.metadata.namespace.as_deref(), managed_by) {
+        (Some(ns), Some(rollout)) => vec![managed_by_key(ns, rollout)],
+        _ => Vec::new(),
+    }
+}
+
 /// The uids of an object's controller owners (there is at most one): the key under which a
 /// Rollout finds the ReplicaSets, AnalysisRuns and Experiments it controls.
 pub fn controller_uids<K: Resource>(object: &K) -> Vec<String> {
@@ -269,6 +330,24 @@ fn controller_uids_of(meta: &ObjectMeta) -> Vec<String> {
         .filter(|o| o.controller == Some(true))
         .map(|o| o.uid.clone())
         .collect()
+}
+
+/// An indexed store holding `objects`, as after a watch's initial list.
+#[cfg(test)]
+pub(crate) fn listed<K>(keys_of: KeysOf<K>, objects: Vec<K>) -> IndexedStore<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    let (store, mut writer) = indexed(keys_of);
+    let events = std::iter::once(watcher::Event::Init)
+        .chain(objects.into_iter().map(watcher::Event::InitApply))
+        .chain(std::iter::once(watcher::Event::InitDone));
+    for event in events {
+        writer.index.apply(&event);
+        writer.writer.apply_watcher_event(&event);
+    }
+    store
 }
 
 #[cfg(test)]
