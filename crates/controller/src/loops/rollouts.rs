@@ -19,7 +19,7 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
 use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, MANAGED_BY, POD_TEMPLATE_HASH};
-use sluice_engine::observed::{TemplateKey, references_template};
+use sluice_engine::observed::TemplateKey;
 use sluice_engine::{EventType, Observed, Plan};
 use tracing::{debug, info, warn};
 
@@ -189,21 +189,21 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         // Rollout waiting for a missing template is InvalidSpec until then).
         .watches_stream(
             template_stream,
-            referencing_rollouts::<AnalysisTemplate>(ro_reader.clone(), false),
+            referencing_rollouts::<AnalysisTemplate>(ro_cache.clone(), false),
         )
         // A run's verdict moves its Rollout on, and so does an experiment step's.
         .owns_stream(run_stream)
         .owns_stream(exp_stream)
         // A Service that appears or changes re-evaluates the Rollouts that name it or whose
         // managed-by annotation it carries.
-        .watches_stream(svc_stream, rollouts_of_service(ro_cache))
+        .watches_stream(svc_stream, rollouts_of_service(ro_cache.clone()))
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
         // A new leader reconciles everything: as a follower it decided nothing.
         .reconcile_all_on(hooks.gate.acquisitions());
     let controller = match cluster_templates {
         Some((_, stream)) => controller.watches_stream(
             stream,
-            referencing_rollouts::<ClusterAnalysisTemplate>(ro_reader, true),
+            referencing_rollouts::<ClusterAnalysisTemplate>(ro_cache, true),
         ),
         None => controller,
     };
@@ -235,14 +235,28 @@ where
     }
 }
 
-/// The keys a Rollout is filed under in the Rollout cache: the Services it names
-/// ([`service_key`]), so that a Service's change finds the Rollouts to reconcile.
+/// The keys a Rollout is filed under in the Rollout cache: the Services ([`service_key`]) and
+/// analysis templates ([`template_key`]) it names, so that a change of one finds the Rollouts
+/// to reconcile without looking at every Rollout.
 fn rollout_keys(ro: &Rollout) -> Vec<String> {
     let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
-    Observed::service_names(ro)
+    let services = Observed::service_names(ro);
+    let templates = Observed::analysis_template_refs(ro);
+    services
         .iter()
         .map(|name| service_key(ns, name))
+        .chain(templates.iter().map(|key| template_key(ns, key)))
         .collect()
+}
+
+/// The key of the Rollouts naming a template: an AnalysisTemplate of `namespace`, or a
+/// ClusterAnalysisTemplate (whatever the namespace).
+fn template_key(namespace: &str, key: &TemplateKey) -> String {
+    if key.cluster_scope {
+        format!("ClusterAnalysisTemplate/{}", key.name)
+    } else {
+        format!("AnalysisTemplate/{namespace}/{}", key.name)
+    }
 }
 
 /// The key of the Rollouts naming Service `name` of `namespace`.
@@ -269,7 +283,7 @@ fn rollouts_of_service(
 /// Maps a template to the Rollouts that name it: in its namespace for an AnalysisTemplate,
 /// in every namespace for a ClusterAnalysisTemplate.
 fn referencing_rollouts<T>(
-    rollouts: Store<Rollout>,
+    rollouts: IndexedStore<Rollout>,
     cluster_scope: bool,
 ) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
 where
@@ -280,14 +294,8 @@ where
             cluster_scope,
             name: template.name_any(),
         };
-        let namespace = template.namespace();
-        rollouts
-            .state()
-            .iter()
-            .filter(|ro| cluster_scope || ro.namespace() == namespace)
-            .filter(|ro| references_template(ro, &key))
-            .map(|ro| ObjectRef::from_obj(ro.as_ref()))
-            .collect()
+        let namespace = template.namespace().unwrap_or_default();
+        rollouts.refs(&template_key(&namespace, &key))
     }
 }
 
@@ -518,6 +526,43 @@ mod tests {
         assert!(map(service("a", "unnamed", None)).is_empty());
         // A Service a Rollout no longer names, still carrying its managed-by annotation.
         assert_eq!(names(map(service("a", "old-active", Some("bg")))), ["a/bg"]);
+    }
+
+    #[test]
+    fn a_template_change_reaches_the_rollouts_that_name_it() {
+        let analysis = |name: &str, kind: Option<&str>| {
+            json!({"canary": {"analysis": {"templates": [
+                {"templateName": name, "clusterScope": kind == Some("cluster")}
+            ]}}})
+        };
+        let rollouts = cache::listed(
+            rollout_keys,
+            vec![
+                rollout("a", "uses-t", analysis("t", None)),
+                rollout("b", "uses-t", analysis("t", None)),
+                rollout("a", "uses-cluster-t", analysis("t", Some("cluster"))),
+                rollout("b", "uses-cluster-t", analysis("t", Some("cluster"))),
+                rollout(
+                    "a",
+                    "in-a-step",
+                    json!({"canary": {"steps": [{"analysis": {"templates": [{"templateName": "t"}]}}]}}),
+                ),
+                rollout("a", "none", json!({"canary": {}})),
+            ],
+        );
+        let template: AnalysisTemplate = serde_json::from_value(
+            json!({"metadata": {"name": "t", "namespace": "a"}, "spec": {}}),
+        )
+        .unwrap();
+        let map = referencing_rollouts::<AnalysisTemplate>(rollouts.clone(), false);
+        assert_eq!(names(map(template)), ["a/in-a-step", "a/uses-t"]);
+        let cluster_template: ClusterAnalysisTemplate =
+            serde_json::from_value(json!({"metadata": {"name": "t"}, "spec": {}})).unwrap();
+        let map = referencing_rollouts::<ClusterAnalysisTemplate>(rollouts, true);
+        assert_eq!(
+            names(map(cluster_template)),
+            ["a/uses-cluster-t", "b/uses-cluster-t"]
+        );
     }
 
     #[test]
