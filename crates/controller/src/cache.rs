@@ -18,7 +18,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
-use sluice_engine::labels::MANAGED_BY;
+use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 
 use crate::runtime::store_ready;
 
@@ -268,7 +268,9 @@ where
 }
 
 /// The watch caches a [`crate::cluster::KubeCluster`] answers the Rollout loop's reads from,
-/// instead of listing or getting from the API server on every reconcile.
+/// instead of listing or getting from the API server on every reconcile. Their objects are
+/// cached without what the controller never reads ([`drop_managed_fields`] for all,
+/// [`drop_unread_metadata`] for Services and templates), so they are no source for a copy.
 #[derive(Clone)]
 pub struct Caches {
     /// Services, by the Rollout their managed-by annotation names ([`managed_by_key`]).
@@ -314,6 +316,25 @@ pub fn managed_by_keys(svc: &Service) -> Vec<String> {
     match (svc.metadata.namespace.as_deref(), managed_by) {
         (Some(ns), Some(rollout)) => vec![managed_by_key(ns, rollout)],
         _ => Vec::new(),
+    }
+}
+
+/// Drops `metadata.managedFields` from an object about to be cached. No part of the controller
+/// reads it (writes are merge patches that name only the fields they change, never a copy of
+/// a cached object), and it is often as large as the rest of the object.
+pub fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// [`drop_managed_fields`], and kubectl's `last-applied-configuration` annotation (a copy of
+/// the whole object as last applied), for the kinds whose annotations the controller only
+/// reads key by key (ReplicaSets, Services, analysis templates) and never copies into a write.
+/// Not for Rollouts: an analysis argument may take the Rollout's whole annotation map
+/// (`fieldRef: metadata.annotations`), that annotation included.
+pub fn drop_unread_metadata<K: Resource>(object: &mut K) {
+    drop_managed_fields(object);
+    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
     }
 }
 
@@ -405,6 +426,38 @@ mod tests {
         feed(&mut writer, watcher::Event::Delete(rs("a", Some("u1"))));
         assert_eq!(names(&store.find("u1")), ["c"]);
         assert!(store.index.live.read().unwrap().filed.len() == 1);
+    }
+
+    #[test]
+    fn only_what_is_never_read_is_dropped() {
+        let object = || -> ReplicaSet {
+            serde_json::from_value(json!({"metadata": {
+                "name": "r", "namespace": "ns", "resourceVersion": "7",
+                "labels": {"rollouts-pod-template-hash": "abc"},
+                "annotations": {LAST_APPLIED: "{...}", "rollout.argoproj.io/revision": "3"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+            }}))
+            .unwrap()
+        };
+        let mut lean = object();
+        drop_managed_fields(&mut lean);
+        let mut expected = object();
+        expected.metadata.managed_fields = None;
+        assert_eq!(lean, expected);
+
+        let mut lean = object();
+        drop_unread_metadata(&mut lean);
+        expected
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(LAST_APPLIED);
+        assert_eq!(lean, expected);
+        assert_eq!(
+            lean.metadata.annotations.unwrap()["rollout.argoproj.io/revision"],
+            "3"
+        );
     }
 
     #[test]

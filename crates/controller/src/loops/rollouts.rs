@@ -93,7 +93,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             api_in::<ReplicaSet>(&client, ns),
             watcher::Config::default().labels(POD_TEMPLATE_HASH),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(cache::drop_unread_metadata),
         rs_writer,
     )
     .touched_objects();
@@ -106,7 +107,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             api_in::<Rollout>(&client, ns),
             watcher::Config::default().labels(&instance_selector(&args.instance_id)),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
         ro_writer,
     )
     .touched_objects();
@@ -116,7 +118,9 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     // cache and triggers the Rollouts concerned.
     let (svc_cache, svc_writer) = cache::indexed(cache::managed_by_keys);
     let svc_stream = cache::reflect(
-        watcher(api_in::<Service>(&client, ns), watcher::Config::default()).default_backoff(),
+        watcher(api_in::<Service>(&client, ns), watcher::Config::default())
+            .default_backoff()
+            .modify(cache::drop_unread_metadata),
         svc_writer,
     )
     .touched_objects();
@@ -127,7 +131,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             api_in::<AnalysisRun>(&client, ns),
             watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
         run_writer,
     )
     .touched_objects();
@@ -137,7 +142,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             api_in::<Experiment>(&client, ns),
             watcher::Config::default(),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
         exp_writer,
     )
     .touched_objects();
@@ -147,6 +153,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         watcher::Config::default(),
     )
     .default_backoff()
+    .modify(cache::drop_unread_metadata)
     .reflect(template_writer)
     .touched_objects();
     // Argo starts no ClusterAnalysisTemplate informer in namespaced mode (nor may a namespaced
@@ -158,6 +165,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(cache::drop_unread_metadata)
         .reflect(writer)
         .touched_objects();
         (cache, stream)
