@@ -14,7 +14,7 @@ use futures::StreamExt;
 use futures::future::join_all;
 use jiff::Timestamp;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
 use sluice_analysis::secrets::KubeSecrets;
 use sluice_analysis::{Providers, ResolvedArgs, RunContext, resolve_args, resolve_metric};
@@ -62,12 +62,19 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         providers,
         hooks: hooks.clone(),
     });
-    let controller = Controller::new(
+    // The cache is made here rather than by the Controller, to keep managedFields out of it.
+    let (cache, writer) = reflector::store();
+    let stream = watcher(
         runs,
         watcher::Config::default().labels(&instance_selector(&args.instance_id)),
     )
-    .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)))
-    .reconcile_all_on(hooks.gate.acquisitions());
+    .default_backoff()
+    .modify(crate::cache::drop_managed_fields)
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(stream, cache)
+        .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)))
+        .reconcile_all_on(hooks.gate.acquisitions());
     let controller = hooks.with_shutdown(controller);
     hooks.watch_run_cache(controller.store());
     controller

@@ -145,4 +145,160 @@ mod tests {
             Requeue::After(ERROR_RETRY)
         );
     }
+
+    /// A canary Rollout with a stable and a canary Service and background analysis, as it is
+    /// once its first revision is out: its ReplicaSet fully available, both Services
+    /// selecting it, and the status the reconciles before it wrote.
+    mod settled {
+        use super::*;
+        use crate::cache::{Caches, controller_uids, listed, managed_by_keys};
+        use crate::cluster::KubeCluster;
+        use crate::cluster::tests::recording_client;
+        use crate::loops::apply::apply_plan;
+        use crate::loops::observe::observe;
+        use k8s_openapi::api::core::v1::Service;
+        use kube::runtime::reflector;
+        use kube::runtime::watcher;
+        use sluice_api::analysis::AnalysisTemplate;
+        use sluice_engine::Action;
+        use sluice_engine::labels::{MANAGED_BY, POD_TEMPLATE_HASH};
+
+        fn rollout() -> Rollout {
+            serde_json::from_value(json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                "metadata": {"name": "web", "namespace": "ns", "uid": "uid-web",
+                             "generation": 1, "resourceVersion": "10"},
+                "spec": {
+                    "replicas": 3,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "app", "image": "app:v1"}]}
+                    },
+                    "strategy": {"canary": {
+                        "stableService": "web-stable", "canaryService": "web-canary",
+                        "analysis": {"templates": [{"templateName": "success-rate"}]},
+                        "steps": [{"setWeight": 50}, {"pause": {}}]
+                    }}
+                }
+            }))
+            .unwrap()
+        }
+
+        fn available(mut rs: ReplicaSet) -> ReplicaSet {
+            let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            rs.metadata.generation = Some(1);
+            rs.metadata.resource_version = Some("20".into());
+            rs.metadata.uid = Some("uid-rs".into());
+            rs.status = Some(
+                serde_json::from_value(json!({
+                    "replicas": replicas, "readyReplicas": replicas,
+                    "availableReplicas": replicas, "observedGeneration": 1
+                }))
+                .unwrap(),
+            );
+            rs
+        }
+
+        fn service(name: &str, hash: &str) -> Service {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": "30",
+                             "annotations": {MANAGED_BY: "web"}},
+                "spec": {"selector": {"app": "web", POD_TEMPLATE_HASH: hash}}
+            }))
+            .unwrap()
+        }
+
+        fn caches(hash: &str) -> Caches {
+            let template: AnalysisTemplate = serde_json::from_value(json!({
+                "metadata": {"name": "success-rate", "namespace": "ns"},
+                "spec": {"metrics": [{"name": "m", "provider": {"web": {"url": "http://x"}}}]}
+            }))
+            .unwrap();
+            let (templates, mut writer) = reflector::store();
+            for event in [
+                watcher::Event::Init,
+                watcher::Event::InitApply(template),
+                watcher::Event::InitDone,
+            ] {
+                writer.apply_watcher_event(&event);
+            }
+            let (cluster_templates, mut writer) = reflector::store();
+            writer.apply_watcher_event(&watcher::Event::Init);
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            Caches {
+                services: listed(
+                    managed_by_keys,
+                    vec![service("web-stable", hash), service("web-canary", hash)],
+                ),
+                analysis_runs: listed(controller_uids, Vec::new()),
+                analysis_templates: templates,
+                cluster_analysis_templates: Some(cluster_templates),
+                experiments: listed(controller_uids, Vec::new()),
+            }
+        }
+
+        #[tokio::test]
+        async fn a_reconcile_that_changes_nothing_sends_no_request() {
+            let now = Timestamp::from_second(1_800_000_000).unwrap();
+            let mut ro = rollout();
+            let hash = sluice_engine::pod_hash::template_hash(&ro).unwrap();
+            let replica_sets = vec![available(sluice_engine::replicaset::build(
+                &ro, &hash, 1, 3, None,
+            ))];
+            let (client, sent) = recording_client();
+            let cluster = KubeCluster::new(client).with_caches(caches(&hash));
+
+            // The reconciles that brought it there: what they wrote to the Rollout, taken as
+            // the API server would have (the ReplicaSet and Services are already as wanted).
+            let mut settled = false;
+            for _ in 0..5 {
+                let observed = observe(&cluster, &ro, replica_sets.clone(), now)
+                    .await
+                    .unwrap();
+                let plan = sluice_engine::reconcile(&observed);
+                for action in &plan.actions {
+                    let Action::AnnotateRollout { annotations, .. } = action else {
+                        panic!("unexpected {action:?}");
+                    };
+                    let ours = ro.metadata.annotations.get_or_insert_with(Default::default);
+                    for (k, v) in annotations {
+                        match v {
+                            Some(v) => ours.insert(k.clone(), v.clone()),
+                            None => ours.remove(k),
+                        };
+                    }
+                }
+                let status = Some(plan.status.clone());
+                settled = plan.actions.is_empty() && status == ro.status;
+                if settled {
+                    break;
+                }
+                ro.status = status;
+            }
+            assert!(settled, "did not settle: {:#?}", ro.status);
+            let status = ro.status.as_ref().unwrap();
+            assert_eq!(status.stable_rs.as_deref(), Some(hash.as_str()));
+            assert_eq!(
+                status.phase,
+                Some(sluice_api::rollout::RolloutPhase::Healthy),
+                "{status:#?}"
+            );
+
+            let settings = Settings::default();
+            let (plan, applied) = reconcile(&cluster, &ro, replica_sets, now, &settings, |plan| {
+                let (cluster, ro) = (&cluster, &ro);
+                async move { apply_plan(cluster, ro, &plan).await }
+            })
+            .await
+            .unwrap();
+            assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+            assert_eq!(applied, Applied::default(), "no write, not even the status");
+            assert!(
+                sent.lock().unwrap().is_empty(),
+                "requests sent: {:?}",
+                sent.lock().unwrap()
+            );
+        }
+    }
 }

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use sluice_api::analysis::AnalysisRun;
@@ -66,16 +66,23 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         resync: args.resync(),
         hooks: hooks.clone(),
     });
-    let controller = Controller::new(
+    // The cache is made here rather than by the Controller, to keep managedFields out of it.
+    let (cache, writer) = reflector::store();
+    let stream = watcher(
         experiments,
         watcher::Config::default().labels(&instance_selector(&args.instance_id)),
     )
-    .owns(
-        replica_sets,
-        watcher::Config::default().labels(sluice_engine::labels::POD_TEMPLATE_HASH),
-    )
-    .owns(runs, watcher::Config::default())
-    .reconcile_all_on(hooks.gate.acquisitions());
+    .default_backoff()
+    .modify(crate::cache::drop_managed_fields)
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(stream, cache)
+        .owns(
+            replica_sets,
+            watcher::Config::default().labels(sluice_engine::labels::POD_TEMPLATE_HASH),
+        )
+        .owns(runs, watcher::Config::default())
+        .reconcile_all_on(hooks.gate.acquisitions());
     let controller = hooks.with_shutdown(controller);
     hooks.watch_experiment_cache(controller.store());
     controller

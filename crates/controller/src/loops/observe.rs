@@ -10,9 +10,10 @@ use sluice_engine::observed::{AnalysisTemplates, TemplateKey, nested_template_re
 
 use crate::cluster::{ClusterAccess, WriteError};
 
-/// Builds the engine's input from cached ReplicaSets plus what is read on demand: pods only
-/// while a restart is pending or pods are to get a new role's ephemeral metadata, and the
-/// Services the Rollout names or carries the managed-by annotation of.
+/// Builds the engine's input from cached ReplicaSets plus what `writer` reads (from watch
+/// caches in the controller): pods only while a restart is pending or pods are to get a new
+/// role's ephemeral metadata, the Services the Rollout names or carries the managed-by
+/// annotation of, its AnalysisRuns and templates, Experiments, and its router objects.
 pub async fn observe<W: ClusterAccess>(
     writer: &W,
     rollout: &Rollout,
@@ -31,13 +32,8 @@ pub async fn observe<W: ClusterAccess>(
     } else {
         Vec::new()
     };
-    // One list finds both the Services the Rollout names and those it has to give back.
-    let services = writer
-        .list_services(&ns)
-        .await?
-        .into_iter()
-        .filter(|svc| Observed::wants_service(rollout, svc))
-        .collect();
+    // Both the Services the Rollout names and those it has to give back.
+    let services = writer.rollout_services(rollout).await?;
     let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
     // Router objects are read fresh: the weight they route now decides what may scale down.
     let router_versions = writer.router_versions();
@@ -65,21 +61,9 @@ pub async fn observe<W: ClusterAccess>(
             router_objects.insert(target, object);
         }
     }
-    // An experiment step's verdict is read fresh, like an analysis run's.
+    // An experiment step's verdict is read like an analysis run's.
     let experiments = if Observed::has_experiment_steps(rollout) {
-        let uid = rollout.metadata.uid.as_deref();
-        writer
-            .list_experiments(&ns)
-            .await?
-            .into_iter()
-            .filter(|e| {
-                e.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-            })
-            .collect()
+        writer.rollout_experiments(rollout).await?
     } else {
         Vec::new()
     };
@@ -140,18 +124,6 @@ async fn observe_analysis<W: ClusterAccess>(
         return Ok(Default::default());
     }
     let templates = fetch_templates(writer, ns, pending).await?;
-    let uid = rollout.metadata.uid.as_deref();
-    let runs = writer
-        .list_analysis_runs(ns)
-        .await?
-        .into_iter()
-        .filter(|run| {
-            run.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-        })
-        .collect();
+    let runs = writer.rollout_analysis_runs(rollout).await?;
     Ok((runs, templates))
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -17,12 +18,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
-use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, POD_TEMPLATE_HASH};
-use sluice_engine::observed::{TemplateKey, references_template};
-use sluice_engine::{EventType, Plan};
+use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, MANAGED_BY, POD_TEMPLATE_HASH};
+use sluice_engine::observed::TemplateKey;
+use sluice_engine::{EventType, Observed, Plan};
 use tracing::{debug, info, warn};
 
 use crate::args::Args;
+use crate::cache::{self, Caches, IndexedStore};
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
@@ -31,7 +33,10 @@ use crate::runtime::Hooks;
 
 pub struct Context {
     writer: KubeCluster,
-    replica_sets: Store<ReplicaSet>,
+    /// The cached ReplicaSets, by their controller's uid.
+    replica_sets: IndexedStore<ReplicaSet>,
+    /// The other caches the writer reads from.
+    caches: Caches,
     events: EventPublisher,
     rollouts: Store<Rollout>,
     /// Rollouts already announced with `RolloutAddedToInformer` by this process, by uid.
@@ -71,70 +76,115 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
 /// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
 /// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`.
 pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
-    let (templates, cluster_templates): (
-        Api<AnalysisTemplate>,
-        Option<Api<ClusterAnalysisTemplate>>,
-    ) = if args.namespaced {
-        let ns = args
-            .namespace
+    let namespace = args.namespaced.then(|| {
+        args.namespace
             .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        (Api::namespaced(client.clone(), &ns), None)
-    } else {
-        (Api::all(client.clone()), Some(Api::all(client.clone())))
-    };
-    let (rollouts, replica_sets, runs, experiments): (
-        Api<Rollout>,
-        Api<ReplicaSet>,
-        Api<AnalysisRun>,
-        Api<Experiment>,
-    ) = if args.namespaced {
-        let ns = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
+            .unwrap_or_else(|| client.default_namespace().to_string())
+    });
+    if let Some(ns) = &namespace {
         info!(namespace = %ns, "watching one namespace");
-        (
-            Api::namespaced(client.clone(), &ns),
-            Api::namespaced(client.clone(), &ns),
-            Api::namespaced(client.clone(), &ns),
-            Api::namespaced(client.clone(), &ns),
-        )
-    } else {
-        (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-        )
-    };
+    }
+    let ns = namespace.as_deref();
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
     // just those keeps memory proportional to what we manage.
-    let (rs_reader, rs_writer) = reflector::store();
-    let rs_stream = watcher(
-        replica_sets,
-        watcher::Config::default().labels(POD_TEMPLATE_HASH),
+    let (rs_cache, rs_writer) = cache::indexed(cache::controller_uids);
+    let rs_stream = cache::reflect(
+        watcher(
+            api_in::<ReplicaSet>(&client, ns),
+            watcher::Config::default().labels(POD_TEMPLATE_HASH),
+        )
+        .default_backoff()
+        .modify(cache::drop_unread_metadata),
+        rs_writer,
     )
-    .default_backoff()
-    .reflect(rs_writer)
     .touched_objects();
 
-    // The Rollout cache is made here, not by the Controller, so that template changes can be
-    // mapped to the Rollouts that name them.
-    let (ro_reader, ro_writer) = reflector::store();
-    let ro_stream = watcher(
-        rollouts,
-        watcher::Config::default().labels(&instance_selector(&args.instance_id)),
+    // The Rollout cache is made here, not by the Controller, so that changes of the Services
+    // and templates a Rollout names can be mapped to it.
+    let (ro_cache, ro_writer) = cache::indexed(rollout_keys);
+    let ro_stream = cache::reflect(
+        watcher(
+            api_in::<Rollout>(&client, ns),
+            watcher::Config::default().labels(&instance_selector(&args.instance_id)),
+        )
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
+        ro_writer,
+    )
+    .touched_objects();
+    let ro_reader = ro_cache.store().clone();
+
+    // What a reconcile reads besides ReplicaSets, each from one watch that both fills its
+    // cache and triggers the Rollouts concerned.
+    let (svc_cache, svc_writer) = cache::indexed(cache::managed_by_keys);
+    let svc_stream = cache::reflect(
+        watcher(api_in::<Service>(&client, ns), watcher::Config::default())
+            .default_backoff()
+            .modify(cache::drop_unread_metadata),
+        svc_writer,
+    )
+    .touched_objects();
+    // Only runs a Rollout made (they carry rollout-type).
+    let (run_cache, run_writer) = cache::indexed(cache::controller_uids);
+    let run_stream = cache::reflect(
+        watcher(
+            api_in::<AnalysisRun>(&client, ns),
+            watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
+        )
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
+        run_writer,
+    )
+    .touched_objects();
+    let (exp_cache, exp_writer) = cache::indexed(cache::controller_uids);
+    let exp_stream = cache::reflect(
+        watcher(
+            api_in::<Experiment>(&client, ns),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(cache::drop_managed_fields),
+        exp_writer,
+    )
+    .touched_objects();
+    let (template_cache, template_writer) = reflector::store();
+    let template_stream = watcher(
+        api_in::<AnalysisTemplate>(&client, ns),
+        watcher::Config::default(),
     )
     .default_backoff()
-    .reflect(ro_writer)
+    .modify(cache::drop_unread_metadata)
+    .reflect(template_writer)
     .touched_objects();
+    // Argo starts no ClusterAnalysisTemplate informer in namespaced mode (nor may a namespaced
+    // install list them).
+    let cluster_templates = namespace.is_none().then(|| {
+        let (cache, writer) = reflector::store();
+        let stream = watcher(
+            Api::<ClusterAnalysisTemplate>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(cache::drop_unread_metadata)
+        .reflect(writer)
+        .touched_objects();
+        (cache, stream)
+    });
+    let caches = Caches {
+        services: svc_cache,
+        analysis_runs: run_cache,
+        analysis_templates: template_cache,
+        cluster_analysis_templates: cluster_templates.as_ref().map(|(c, _)| c.clone()),
+        experiments: exp_cache,
+    };
 
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
-            .with_router_versions(args.router_versions()),
-        replica_sets: rs_reader,
+            .with_router_versions(args.router_versions())
+            .with_caches(caches.clone()),
+        replica_sets: rs_cache,
+        caches,
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
         rollouts: ro_reader.clone(),
         announced: Mutex::new(HashSet::new()),
@@ -147,34 +197,28 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         .owns_stream(rs_stream)
         // A template that appears or changes re-evaluates the Rollouts that name it at once (a
         // Rollout waiting for a missing template is InvalidSpec until then).
-        .watches(
-            templates,
-            watcher::Config::default(),
-            referencing_rollouts::<AnalysisTemplate>(ro_reader.clone(), false),
+        .watches_stream(
+            template_stream,
+            referencing_rollouts::<AnalysisTemplate>(ro_cache.clone(), false),
         )
-        // A run's verdict moves its Rollout on: only runs a Rollout made (they carry rollout-type).
-        .owns(
-            runs,
-            watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
-        )
-        // So does an experiment step's Experiment: nothing else looks at the Rollout when it
-        // finishes (Argo's Experiment informer enqueues the owning Rollout likewise).
-        .owns(experiments, watcher::Config::default())
+        // A run's verdict moves its Rollout on, and so does an experiment step's.
+        .owns_stream(run_stream)
+        .owns_stream(exp_stream)
+        // A Service that appears or changes re-evaluates the Rollouts that name it or whose
+        // managed-by annotation it carries.
+        .watches_stream(svc_stream, rollouts_of_service(ro_cache.clone()))
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
         // A new leader reconciles everything: as a follower it decided nothing.
         .reconcile_all_on(hooks.gate.acquisitions());
-    // Argo starts no ClusterAnalysisTemplate informer in namespaced mode (nor may a namespaced
-    // install list them).
     let controller = match cluster_templates {
-        Some(cluster_templates) => controller.watches(
-            cluster_templates,
-            watcher::Config::default(),
-            referencing_rollouts::<ClusterAnalysisTemplate>(ro_reader, true),
+        Some((_, stream)) => controller.watches_stream(
+            stream,
+            referencing_rollouts::<ClusterAnalysisTemplate>(ro_cache, true),
         ),
         None => controller,
     };
     let controller = hooks.with_shutdown(controller);
-    hooks.watch_caches(controller.store(), ctx.replica_sets.clone());
+    hooks.watch_caches(controller.store(), ctx.replica_sets.store().clone());
 
     controller
         .run(observed_reconcile, error_policy, ctx)
@@ -189,10 +233,67 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     Ok(())
 }
 
+/// An `Api` of one namespace, or of all.
+fn api_in<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The keys a Rollout is filed under in the Rollout cache: the Services ([`service_key`]) and
+/// analysis templates ([`template_key`]) it names, so that a change of one finds the Rollouts
+/// to reconcile without looking at every Rollout.
+fn rollout_keys(ro: &Rollout) -> Vec<String> {
+    let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
+    let services = Observed::service_names(ro);
+    let templates = Observed::analysis_template_refs(ro);
+    services
+        .iter()
+        .map(|name| service_key(ns, name))
+        .chain(templates.iter().map(|key| template_key(ns, key)))
+        .collect()
+}
+
+/// The key of the Rollouts naming a template: an AnalysisTemplate of `namespace`, or a
+/// ClusterAnalysisTemplate (whatever the namespace).
+fn template_key(namespace: &str, key: &TemplateKey) -> String {
+    if key.cluster_scope {
+        format!("ClusterAnalysisTemplate/{}", key.name)
+    } else {
+        format!("AnalysisTemplate/{namespace}/{}", key.name)
+    }
+}
+
+/// The key of the Rollouts naming Service `name` of `namespace`.
+fn service_key(namespace: &str, name: &str) -> String {
+    format!("Service/{namespace}/{name}")
+}
+
+/// Maps a Service to the Rollouts that name it and to the one its managed-by annotation names
+/// (which may have to give it back).
+fn rollouts_of_service(
+    rollouts: IndexedStore<Rollout>,
+) -> impl Fn(Service) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static {
+    move |svc: Service| {
+        let ns = svc.namespace().unwrap_or_default();
+        let mut found = rollouts.refs(&service_key(&ns, &svc.name_any()));
+        let managed_by = svc.annotations().get(MANAGED_BY);
+        if let Some(owner) = managed_by.filter(|o| !o.is_empty()) {
+            found.push(ObjectRef::new(owner).within(&ns));
+        }
+        found
+    }
+}
+
 /// Maps a template to the Rollouts that name it: in its namespace for an AnalysisTemplate,
 /// in every namespace for a ClusterAnalysisTemplate.
 fn referencing_rollouts<T>(
-    rollouts: Store<Rollout>,
+    rollouts: IndexedStore<Rollout>,
     cluster_scope: bool,
 ) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
 where
@@ -203,20 +304,18 @@ where
             cluster_scope,
             name: template.name_any(),
         };
-        let namespace = template.namespace();
-        rollouts
-            .state()
-            .iter()
-            .filter(|ro| cluster_scope || ro.namespace() == namespace)
-            .filter(|ro| references_template(ro, &key))
-            .map(|ro| ObjectRef::from_obj(ro.as_ref()))
-            .collect()
+        let namespace = template.namespace().unwrap_or_default();
+        rollouts.refs(&template_key(&namespace, &key))
     }
 }
 
-fn owned_replica_sets(store: &Store<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
-    store
-        .state()
+/// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one.
+fn owned_replica_sets(cache: &IndexedStore<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
+    let Some(uid) = ro.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    cache
+        .find(uid)
         .into_iter()
         .filter(|rs| driver::owns(ro, rs))
         .map(|rs| (*rs).clone())
@@ -246,8 +345,9 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         return Ok(Action::await_change());
     };
     // Deciding on a half-filled ReplicaSet cache could mistake a running update for a first
-    // deploy, so nothing is decided before the cache has listed everything once.
-    if !crate::runtime::store_ready(&ctx.replica_sets).await {
+    // deploy (and a half-filled Service or template cache a valid spec for an invalid one), so
+    // nothing is decided before every cache has listed everything once.
+    if !crate::runtime::store_ready(ctx.replica_sets.store()).await || !ctx.caches.ready().await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     announce(&ctx, &ro).await;
@@ -382,4 +482,114 @@ pub const ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
 fn error_policy(ro: Arc<Rollout>, err: &ReconcileError, _ctx: Arc<Context>) -> Action {
     warn!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), error = %err, "reconcile failed, retrying");
     Action::requeue(driver::ERROR_RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rollout(ns: &str, name: &str, strategy: serde_json::Value) -> Rollout {
+        serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}")},
+            "spec": {"strategy": strategy}
+        }))
+        .unwrap()
+    }
+
+    fn service(ns: &str, name: &str, managed_by: Option<&str>) -> Service {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns,
+            "annotations": managed_by.map(|m| json!({MANAGED_BY: m}))}}))
+        .unwrap()
+    }
+
+    fn names(mut refs: Vec<ObjectRef<Rollout>>) -> Vec<String> {
+        refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        refs.into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+            .collect()
+    }
+
+    #[test]
+    fn a_service_change_reaches_the_rollouts_that_name_or_manage_it() {
+        let rollouts = cache::listed(
+            rollout_keys,
+            vec![
+                rollout(
+                    "a",
+                    "bg",
+                    json!({"blueGreen": {"activeService": "web", "previewService": "web-preview"}}),
+                ),
+                rollout(
+                    "a",
+                    "canary",
+                    json!({"canary": {"stableService": "web", "canaryService": "web-canary"}}),
+                ),
+                rollout("b", "bg", json!({"blueGreen": {"activeService": "web"}})),
+                rollout("a", "plain", json!({"canary": {}})),
+            ],
+        );
+        let map = rollouts_of_service(rollouts);
+        assert_eq!(names(map(service("a", "web", None))), ["a/bg", "a/canary"]);
+        assert_eq!(names(map(service("a", "web-canary", None))), ["a/canary"]);
+        assert_eq!(names(map(service("b", "web", None))), ["b/bg"]);
+        assert!(map(service("a", "unnamed", None)).is_empty());
+        // A Service a Rollout no longer names, still carrying its managed-by annotation.
+        assert_eq!(names(map(service("a", "old-active", Some("bg")))), ["a/bg"]);
+    }
+
+    #[test]
+    fn a_template_change_reaches_the_rollouts_that_name_it() {
+        let analysis = |name: &str, kind: Option<&str>| {
+            json!({"canary": {"analysis": {"templates": [
+                {"templateName": name, "clusterScope": kind == Some("cluster")}
+            ]}}})
+        };
+        let rollouts = cache::listed(
+            rollout_keys,
+            vec![
+                rollout("a", "uses-t", analysis("t", None)),
+                rollout("b", "uses-t", analysis("t", None)),
+                rollout("a", "uses-cluster-t", analysis("t", Some("cluster"))),
+                rollout("b", "uses-cluster-t", analysis("t", Some("cluster"))),
+                rollout(
+                    "a",
+                    "in-a-step",
+                    json!({"canary": {"steps": [{"analysis": {"templates": [{"templateName": "t"}]}}]}}),
+                ),
+                rollout("a", "none", json!({"canary": {}})),
+            ],
+        );
+        let template: AnalysisTemplate = serde_json::from_value(
+            json!({"metadata": {"name": "t", "namespace": "a"}, "spec": {}}),
+        )
+        .unwrap();
+        let map = referencing_rollouts::<AnalysisTemplate>(rollouts.clone(), false);
+        assert_eq!(names(map(template)), ["a/in-a-step", "a/uses-t"]);
+        let cluster_template: ClusterAnalysisTemplate =
+            serde_json::from_value(json!({"metadata": {"name": "t"}, "spec": {}})).unwrap();
+        let map = referencing_rollouts::<ClusterAnalysisTemplate>(rollouts, true);
+        assert_eq!(
+            names(map(cluster_template)),
+            ["a/uses-cluster-t", "b/uses-cluster-t"]
+        );
+    }
+
+    #[test]
+    fn a_rollout_is_filed_again_when_the_services_it_names_change() {
+        let (store, writer) = cache::indexed(rollout_keys);
+        let before = rollout("a", "bg", json!({"blueGreen": {"activeService": "old"}}));
+        let after = rollout("a", "bg", json!({"blueGreen": {"activeService": "new"}}));
+        let events = futures::stream::iter([
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(before)),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(after)),
+        ]);
+        let _: Vec<_> = futures::executor::block_on(cache::reflect(events, writer).collect());
+        let map = rollouts_of_service(store);
+        assert!(map(service("a", "old", None)).is_empty());
+        assert_eq!(names(map(service("a", "new", None))), ["a/bg"]);
+    }
 }
