@@ -119,26 +119,31 @@ async fn main() -> anyhow::Result<()> {
     let started = jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M UTC")
         .to_string();
-    let mut phases = Vec::new();
-    for scenario in &args.scenarios {
-        phases.extend(setup.rollouts(*scenario).await?);
-    }
-    if !args.no_deployments {
-        phases.extend(setup.deployments().await?);
-    }
-    let report = Report {
+    let mut report = Report {
         machine: Machine::describe(kubernetes),
         started,
         objects: n,
         qps: args.qps,
         burst: args.burst,
         controller_idle_rss_mib: idle_rss,
-        phases,
+        phases: Vec::new(),
     };
     let json = out.join(format!("cluster-{n}.json"));
-    std::fs::write(&json, serde_json::to_vec_pretty(&report)?)?;
     let md = out.join(format!("cluster-{n}.md"));
-    std::fs::write(&md, report.markdown())?;
+    // Written after every run, so that a later failure keeps what was measured.
+    let write = |report: &Report| -> anyhow::Result<()> {
+        std::fs::write(&json, serde_json::to_vec_pretty(report)?)?;
+        std::fs::write(&md, report.markdown())?;
+        Ok(())
+    };
+    for scenario in &args.scenarios {
+        report.phases.extend(setup.rollouts(*scenario).await?);
+        write(&report)?;
+    }
+    if !args.no_deployments {
+        report.phases.extend(setup.deployments().await?);
+        write(&report)?;
+    }
     print!("\n{}", report.markdown());
     println!("\nwritten: {} and {}", json.display(), md.display());
     Ok(())

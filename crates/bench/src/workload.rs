@@ -106,7 +106,10 @@ pub fn services(scenario: Scenario, name: &str) -> Vec<Value> {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": { "name": active_service(name) },
+            // Headless: thousands of Services would not fit the local control plane's
+            // service IP range, and the controller only ever edits the selector.
             "spec": {
+                "clusterIP": "None",
                 "selector": { "app": name },
                 "ports": [{ "port": 80, "targetPort": 8080 }],
             },

@@ -53,8 +53,16 @@ async fn scaling_down_a_crashing_canary_update_keeps_surge_and_availability() {
     })
     .await
     .unwrap();
-    let ro = api.get("sc").await.unwrap();
-    let status = ro.status.unwrap();
-    assert_eq!(status.available_replicas, Some(2));
+    // The counts of an update in progress are written within the status write interval.
+    let status = harness::wait_for("the Rollout's counts", TIMEOUT, || async {
+        let status = api.get("sc").await?.status.unwrap_or_default();
+        if status.available_replicas == Some(2) {
+            Ok(status)
+        } else {
+            anyhow::bail!("{status:?}")
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(status.current_step_index, Some(0));
 }

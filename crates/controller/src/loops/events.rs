@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Resource;
+use kube::api::{Patch, PatchParams, PostParams};
 use sluice_engine::EventType;
 
 /// The controller name events are reported by, as Argo reports them.
@@ -109,7 +110,7 @@ impl EventPublisher {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let url = K8sEvent::url_path(&(), Some(&namespace));
         let published = match repeat {
             Some(earlier) => {
                 let count = earlier.count + 1;
@@ -118,13 +119,14 @@ impl EventPublisher {
                     last_observed_time: MicroTime(now),
                 };
                 let patch = serde_json::json!({ "series": series });
-                events
+                let request = kube::core::Request::new(url.clone())
                     .patch(
                         &earlier.name,
                         &PatchParams::default(),
                         &Patch::Merge(&patch),
                     )
-                    .await?;
+                    .map_err(kube::Error::BuildRequest)?;
+                self.send(request).await?;
                 Published {
                     name: earlier.name,
                     count,
@@ -133,9 +135,13 @@ impl EventPublisher {
             }
             None => {
                 let event = self.new_event(regarding, type_, reason, message, now);
-                let created = events.create(&PostParams::default(), &event).await?;
+                let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+                let request = kube::core::Request::new(url)
+                    .create(&PostParams::default(), body)
+                    .map_err(kube::Error::BuildRequest)?;
+                self.send(request).await?;
                 Published {
-                    name: created.metadata.name.unwrap_or_default(),
+                    name: event.metadata.name.unwrap_or_default(),
                     count: 1,
                     last_seen: now,
                 }
@@ -147,6 +153,15 @@ impl EventPublisher {
             .events
             .insert(key, published);
         Ok(())
+    }
+
+    /// Sends an event write, reading nothing of the response but its status: the event's
+    /// name is the one it was created with.
+    async fn send(&self, request: http::Request<Vec<u8>>) -> Result<(), kube::Error> {
+        self.client
+            .request::<serde::de::IgnoredAny>(request)
+            .await
+            .map(drop)
     }
 
     fn new_event(
