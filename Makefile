@@ -21,25 +21,33 @@ cluster-down: ## Stop the local control plane and remove its state in .dev/
 fake-kubelet: ## Build the fake kubelet binary
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 
+# The control plane is stopped afterwards if the target started it (KEEP_CLUSTER=1 keeps it).
+define with_cluster
+	@if ! scripts/cluster-up.sh --check && [ -z "$(KEEP_CLUSTER)" ]; then \
+		trap 'scripts/cluster-down.sh' EXIT; trap 'exit 130' INT TERM; \
+	fi; \
+	scripts/cluster-up.sh && $(1)
+endef
+
 test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane (stopped again if this started it; KEEP_CLUSTER=1 keeps it)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
-	@if ! scripts/cluster-up.sh --check && [ -z "$(KEEP_CLUSTER)" ]; then \
-		trap 'scripts/cluster-down.sh' EXIT; trap 'exit 130' INT TERM; \
-	fi; \
-	scripts/cluster-up.sh && $(CARGO) test --workspace
+	$(call with_cluster,$(CARGO) test --workspace)
 
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green
+
 bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N Deployments; results in target/bench
 	$(CARGO) build --release -p sluice-controller -p sluice-bench
-	$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS)
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS))
 
 SOAK ?= 60m
 soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute
 	$(CARGO) build --release -p sluice-controller -p sluice-bench
-	$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK)
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK))
 
 bench-engine: ## Criterion benchmarks of the pure engine: plans per second for typical Rollouts (report in target/criterion)
 	$(CARGO) bench -p sluice-engine --bench reconcile
