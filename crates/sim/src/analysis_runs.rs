@@ -15,11 +15,6 @@
 //! one runs it again afterwards, as kube's controller runtime does. It does not crash or take
 //! part in leader election: it stands apart from the Rollout controller replicas.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
@@ -35,7 +30,8 @@ use sluice_controller::loops::driver::Requeue;
 use sluice_engine::analysis::{MetricTask, TaskKind, in_flight_measurement};
 
 use crate::api_model::{ApiServer, Kind, WatchEvent};
-use crate::net::{Gate, Request, Response, SimWriter};
+use crate::net::{Request, Response};
+use crate::side_loop::{Reconcile, SideLoop};
 
 /// What a provider reports for one measurement.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,15 +178,6 @@ impl Measurer for ScriptedMeasurer {
     }
 }
 
-type RunFuture = Pin<Box<dyn Future<Output = Result<RunReconciled, WriteError>> + Send>>;
-
-struct InFlight {
-    writer: SimWriter,
-    /// The run as the reconcile observed it.
-    observed: AnalysisRun,
-    future: RunFuture,
-}
-
 /// What polling a run's reconcile came to.
 pub enum Polled {
     /// Nothing in flight for the run, or it waits for a reply.
@@ -206,39 +193,20 @@ pub enum Polled {
     },
 }
 
-/// The controller's work queue and the reconciles in flight.
+/// The controller's work queue and the reconciles in flight, each beside the run as it
+/// observed it.
 #[derive(Default)]
-pub struct RunController {
-    /// Runs waiting to be reconciled, with the time they are due.
-    queue: BTreeMap<String, u64>,
-    /// Triggered while being reconciled: run again when done.
-    dirty: BTreeSet<String>,
-    inflight: BTreeMap<String, InFlight>,
-    /// Always open: this controller stands apart from leader election.
-    gate: Gate,
-}
+pub struct RunController(SideLoop<AnalysisRun, Result<RunReconciled, WriteError>>);
 
 impl RunController {
     pub fn new() -> Self {
-        let c = Self::default();
-        c.gate.set(Some(0));
-        c
+        Self(SideLoop::new())
     }
 
     /// Queues `name` for `at_ms`. Returns when to wake the controller for it, if that is sooner
     /// than it was already due.
     pub fn trigger(&mut self, name: &str, at_ms: u64) -> Option<u64> {
-        if self.inflight.contains_key(name) {
-            self.dirty.insert(name.to_string());
-            return None;
-        }
-        match self.queue.get(name) {
-            Some(due) if *due <= at_ms => None,
-            _ => {
-                self.queue.insert(name.to_string(), at_ms);
-                Some(at_ms)
-            }
-        }
+        self.0.trigger(name, at_ms)
     }
 
     /// Starts the reconcile of `name` if it is due at `now_ms` (a wake-up for an earlier
@@ -252,82 +220,50 @@ impl RunController {
         now: Timestamp,
         script: &MeasureScript,
     ) -> bool {
-        if self.inflight.contains_key(name) || self.queue.get(name).is_none_or(|d| *d > now_ms) {
-            return false;
-        }
-        self.queue.remove(name);
-        let Some(observed) = api
-            .get(Kind::AnalysisRun, name)
-            .and_then(|v| serde_json::from_value::<AnalysisRun>(v.clone()).ok())
-        else {
-            return false;
-        };
-        let writer = SimWriter::new(self.gate.clone(), Some(0));
-        let measurer = ScriptedMeasurer {
-            script: script.clone(),
-            now,
-        };
-        let (w, run) = (writer.clone(), observed.clone());
-        let future: RunFuture =
-            Box::pin(async move { analysis_run_driver::reconcile(&w, &measurer, &run, now).await });
-        self.inflight.insert(
-            name.to_string(),
-            InFlight {
-                writer,
-                observed,
-                future,
-            },
-        );
-        true
+        self.0.start(name, now_ms, |w| {
+            let observed = api
+                .get(Kind::AnalysisRun, name)
+                .and_then(|v| serde_json::from_value::<AnalysisRun>(v.clone()).ok())?;
+            let measurer = ScriptedMeasurer {
+                script: script.clone(),
+                now,
+            };
+            let run = observed.clone();
+            let future =
+                async move { analysis_run_driver::reconcile(&w, &measurer, &run, now).await };
+            let future: Reconcile<_> = Box::pin(future);
+            Some((observed, future))
+        })
     }
 
     /// Hands the reply to the reconcile of `name`.
     pub fn deliver(&mut self, name: &str, response: Response) {
-        if let Some(f) = self.inflight.get(name) {
-            f.writer.deliver(response);
-        }
+        self.0.deliver(name, response);
     }
 
     /// Runs the reconcile of `name` until it sends a request or finishes; a finished one is
     /// queued again as the driver's requeue policy says (or at once if triggered meanwhile).
     pub fn poll(&mut self, name: &str, now_ms: u64) -> Polled {
-        let Some(inflight) = self.inflight.get_mut(name) else {
-            return Polled::Waiting;
+        let requeue = |result: &_| match analysis_run_driver::requeue(result) {
+            Requeue::After(after) => Some(after),
+            Requeue::AwaitChange => None,
         };
-        let mut cx = Context::from_waker(Waker::noop());
-        let Poll::Ready(result) = inflight.future.as_mut().poll(&mut cx) else {
-            return match inflight.writer.take_request() {
-                Some(request) => Polled::Send(request),
-                None => Polled::Waiting,
+        let polled = self.0.poll(name, now_ms, requeue);
+        polled.resolve(Polled::Waiting, Polled::Send, |done| {
+            let (phase_change, error) = match done.output {
+                Ok(r) => (
+                    r.phase_change(&done.context)
+                        .map(|(p, m)| (p.to_string(), m.to_string())),
+                    None,
+                ),
+                Err(e) => (None, Some(e)),
             };
-        };
-        let Some(done) = self.inflight.remove(name) else {
-            return Polled::Waiting;
-        };
-        let requeue = analysis_run_driver::requeue(&result);
-        let next_ms = if self.dirty.remove(name) {
-            self.trigger(name, now_ms)
-        } else {
-            match requeue {
-                Requeue::After(after) => {
-                    self.trigger(name, now_ms + u64::try_from(after.as_millis()).unwrap_or(0))
-                }
-                Requeue::AwaitChange => None,
+            Polled::Done {
+                phase_change,
+                error,
+                next_ms: done.next_ms,
             }
-        };
-        let (phase_change, error) = match result {
-            Ok(r) => (
-                r.phase_change(&done.observed)
-                    .map(|(p, m)| (p.to_string(), m.to_string())),
-                None,
-            ),
-            Err(e) => (None, Some(e)),
-        };
-        Polled::Done {
-            phase_change,
-            error,
-            next_ms,
-        }
+        })
     }
 }
 

@@ -18,10 +18,6 @@
 //! errs the Experiment, which would make the end state depend on the schedule rather than
 //! on the scenario's inputs.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -38,7 +34,8 @@ use sluice_engine::experiment::{
 };
 
 use crate::api_model::{ApiServer, Kind, WatchEvent, name_of};
-use crate::net::{Gate, NAMESPACE, Request, Response, SimWriter};
+use crate::net::{NAMESPACE, Request, Response, SimWriter};
+use crate::side_loop::{Reconcile, SideLoop};
 
 /// The loop's resync period (`--rollout-resync` default): the latest it looks again.
 const RESYNC: Duration = Duration::from_secs(900);
@@ -236,15 +233,6 @@ pub async fn reconcile(
     })
 }
 
-type ExpFuture = Pin<Box<dyn Future<Output = Result<Reconciled, String>> + Send>>;
-
-struct InFlight {
-    writer: SimWriter,
-    /// The phase the reconcile observed.
-    phase: Option<AnalysisPhase>,
-    future: ExpFuture,
-}
-
 /// What polling an Experiment's reconcile came to.
 pub enum Polled {
     /// Nothing in flight for it, or it waits for a reply.
@@ -261,116 +249,64 @@ pub enum Polled {
     },
 }
 
-/// The controller's work queue and the reconciles in flight.
+/// The controller's work queue and the reconciles in flight, each beside the phase it observed.
 #[derive(Default)]
-pub struct ExperimentController {
-    /// Experiments waiting to be reconciled, with the time they are due.
-    queue: BTreeMap<String, u64>,
-    /// Triggered while being reconciled: run again when done.
-    dirty: BTreeSet<String>,
-    inflight: BTreeMap<String, InFlight>,
-    /// Always open: this controller stands apart from leader election.
-    gate: Gate,
-}
+pub struct ExperimentController(SideLoop<Option<AnalysisPhase>, Result<Reconciled, String>>);
 
 impl ExperimentController {
     pub fn new() -> Self {
-        let c = Self::default();
-        c.gate.set(Some(0));
-        c
+        Self(SideLoop::new())
     }
 
     /// Queues `name` for `at_ms`. Returns when to wake the controller for it, if that is sooner
     /// than it was already due.
     pub fn trigger(&mut self, name: &str, at_ms: u64) -> Option<u64> {
-        if self.inflight.contains_key(name) {
-            self.dirty.insert(name.to_string());
-            return None;
-        }
-        match self.queue.get(name) {
-            Some(due) if *due <= at_ms => None,
-            _ => {
-                self.queue.insert(name.to_string(), at_ms);
-                Some(at_ms)
-            }
-        }
+        self.0.trigger(name, at_ms)
     }
 
     /// Starts the reconcile of `name` if it is due at `now_ms`, on the Experiment as the API
     /// server has it now. Returns whether a reconcile started.
     pub fn start(&mut self, api: &ApiServer, name: &str, now_ms: u64, now: Timestamp) -> bool {
-        if self.inflight.contains_key(name) || self.queue.get(name).is_none_or(|d| *d > now_ms) {
-            return false;
-        }
-        self.queue.remove(name);
-        let Some(observed) = api
-            .get(Kind::Experiment, name)
-            .and_then(|v| serde_json::from_value::<Experiment>(v.clone()).ok())
-        else {
-            return false;
-        };
-        let phase = observed.status.as_ref().and_then(|s| s.phase.clone());
-        let writer = SimWriter::new(self.gate.clone(), Some(0));
-        let w = writer.clone();
-        let future: ExpFuture = Box::pin(async move { reconcile(&w, &observed, now).await });
-        self.inflight.insert(
-            name.to_string(),
-            InFlight {
-                writer,
-                phase,
-                future,
-            },
-        );
-        true
+        self.0.start(name, now_ms, |w| {
+            let observed = api
+                .get(Kind::Experiment, name)
+                .and_then(|v| serde_json::from_value::<Experiment>(v.clone()).ok())?;
+            let phase = observed.status.as_ref().and_then(|s| s.phase.clone());
+            let future: Reconcile<_> = Box::pin(async move { reconcile(&w, &observed, now).await });
+            Some((phase, future))
+        })
     }
 
     /// Hands the reply to the reconcile of `name`.
     pub fn deliver(&mut self, name: &str, response: Response) {
-        if let Some(f) = self.inflight.get(name) {
-            f.writer.deliver(response);
-        }
+        self.0.deliver(name, response);
     }
 
     /// Runs the reconcile of `name` until it sends a request or finishes; a finished one is
     /// queued again as the loop's requeue policy says (or at once if triggered meanwhile).
     pub fn poll(&mut self, name: &str, now_ms: u64) -> Polled {
-        let Some(inflight) = self.inflight.get_mut(name) else {
-            return Polled::Waiting;
+        let requeue = |result: &Result<Reconciled, String>| {
+            Some(match result {
+                Ok(r) => r.plan.requeue_after.unwrap_or(RESYNC).min(RESYNC),
+                Err(_) => ERROR_RETRY,
+            })
         };
-        let mut cx = Context::from_waker(Waker::noop());
-        let Poll::Ready(result) = inflight.future.as_mut().poll(&mut cx) else {
-            return match inflight.writer.take_request() {
-                Some(request) => Polled::Send(request),
-                None => Polled::Waiting,
-            };
-        };
-        let Some(done) = self.inflight.remove(name) else {
-            return Polled::Waiting;
-        };
-        let after = match &result {
-            Ok(r) => r.plan.requeue_after.unwrap_or(RESYNC).min(RESYNC),
-            Err(_) => ERROR_RETRY,
-        };
-        let next_ms = if self.dirty.remove(name) {
-            self.trigger(name, now_ms)
-        } else {
-            self.trigger(name, now_ms + u64::try_from(after.as_millis()).unwrap_or(0))
-        };
-        match result {
+        let polled = self.0.poll(name, now_ms, requeue);
+        polled.resolve(Polled::Waiting, Polled::Send, |done| match done.output {
             Ok(r) => Polled::Done {
-                phase_change: (r.plan.status.phase != done.phase)
+                phase_change: (r.plan.status.phase != done.context)
                     .then(|| r.plan.status.phase.map(|p| p.to_string()))
                     .flatten(),
                 failed_writes: r.failed_writes,
                 error: None,
-                next_ms,
+                next_ms: done.next_ms,
             },
             Err(e) => Polled::Done {
                 phase_change: None,
                 failed_writes: Vec::new(),
                 error: Some(e),
-                next_ms,
+                next_ms: done.next_ms,
             },
-        }
+        })
     }
 }

@@ -19,6 +19,7 @@ pub mod net;
 pub mod rng;
 pub mod scenarios;
 pub mod scheduler;
+pub mod side_loop;
 pub mod watch;
 
 pub use controller::{ApplyFn, real_apply};
