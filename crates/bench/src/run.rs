@@ -97,7 +97,7 @@ impl Setup {
                                 services.create(&PostParams::default(), &svc).await?;
                             }
                             changes.mark(&name);
-                            let ro = workload::rollout(scenario, &name);
+                            let ro = workload::rollout(scenario, &name)?;
                             rollouts.create(&PostParams::default(), &ro).await?;
                             Ok(())
                         }
@@ -147,7 +147,7 @@ impl Setup {
                         let (deployments, changes) = (deployments.clone(), changes.clone());
                         async move {
                             changes.mark(&name);
-                            let d = workload::deployment(&name);
+                            let d = workload::deployment(&name)?;
                             deployments.create(&PostParams::default(), &d).await?;
                             Ok(())
                         }

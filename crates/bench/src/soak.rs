@@ -89,7 +89,7 @@ pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport>
                 services.create(&PostParams::default(), &svc).await?;
             }
             rollouts
-                .create(&PostParams::default(), &workload::rollout(scenario, &name))
+                .create(&PostParams::default(), &workload::rollout(scenario, &name)?)
                 .await?;
             Ok(())
         }

@@ -70,7 +70,7 @@ fn pod_template(name: &str, revision: u32) -> Value {
     })
 }
 
-pub fn rollout(scenario: Scenario, name: &str) -> Rollout {
+pub fn rollout(scenario: Scenario, name: &str) -> serde_json::Result<Rollout> {
     serde_json::from_value(json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
@@ -82,10 +82,9 @@ pub fn rollout(scenario: Scenario, name: &str) -> Rollout {
             "strategy": scenario.strategy(name),
         },
     }))
-    .expect("a valid Rollout")
 }
 
-pub fn deployment(name: &str) -> Deployment {
+pub fn deployment(name: &str) -> serde_json::Result<Deployment> {
     serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -96,7 +95,6 @@ pub fn deployment(name: &str) -> Deployment {
             "template": pod_template(name, 1),
         },
     }))
-    .expect("a valid Deployment")
 }
 
 /// The Services a scenario needs beside each Rollout (blue-green's active Service).
@@ -192,9 +190,9 @@ mod tests {
     #[test]
     fn every_scenario_makes_a_valid_rollout_with_its_twin_template() {
         for scenario in [Scenario::Plain, Scenario::Steps, Scenario::BlueGreen] {
-            let ro = rollout(scenario, &workload_name(7));
+            let ro = rollout(scenario, &workload_name(7)).unwrap();
             assert_eq!(ro.metadata.name.as_deref(), Some("bench-00007"));
-            let d = deployment("bench-00007");
+            let d = deployment("bench-00007").unwrap();
             assert_eq!(
                 serde_json::to_value(ro.spec.template.as_ref().unwrap()).unwrap(),
                 serde_json::to_value(&d.spec.as_ref().unwrap().template).unwrap(),
@@ -209,7 +207,7 @@ mod tests {
 
     #[test]
     fn done_needs_the_new_image_healthy_and_the_old_replicas_gone() {
-        let mut ro = rollout(Scenario::Plain, "a");
+        let mut ro = rollout(Scenario::Plain, "a").unwrap();
         ro.metadata.generation = Some(2);
         let healthy = json!({
             "phase": "Healthy", "observedGeneration": "2", "currentPodHash": "h2",
@@ -234,7 +232,7 @@ mod tests {
         ro.status = serde_json::from_value(stale).unwrap();
         assert!(!rollout_done(&ro, Scenario::Plain, 1));
 
-        let mut d = deployment("a");
+        let mut d = deployment("a").unwrap();
         d.metadata.generation = Some(1);
         d.status = serde_json::from_value(json!({
             "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1,

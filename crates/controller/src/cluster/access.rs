@@ -1,0 +1,302 @@
+//! What the observe and apply steps may read and write: the trait both the real API server
+//! and the simulator stand behind.
+
+use std::future::Future;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+use sluice_api::Rollout;
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
+use sluice_api::experiment::Experiment;
+use sluice_engine::Observed;
+use sluice_engine::observed::TemplateKey;
+use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
+
+use super::WriteError;
+/// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
+/// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
+pub trait ClusterAccess: Send + Sync {
+    /// Whether a write may be made now. The apply layer asks right before each write, so a
+    /// controller that lost its leader lease stops at once, even in the middle of a plan.
+    fn may_write(&self) -> Result<(), WriteError> {
+        Ok(())
+    }
+
+    fn create_replica_set(
+        &self,
+        namespace: &str,
+        rs: &ReplicaSet,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn patch_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn delete_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Evicts a pod through the Eviction API (PodDisruptionBudgets apply).
+    fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Merge-patches a pod's labels and annotations (ephemeral metadata of its role).
+    fn patch_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Reads a Service (blue-green Rollouts route through theirs); `None` when it is absent.
+    fn get_service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Service>, WriteError>> + Send;
+
+    /// Lists the Services of a namespace.
+    fn list_services(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Service>, WriteError>> + Send;
+
+    /// The Services of the Rollout's namespace that the Rollout names or that carry its
+    /// managed-by annotation ([`Observed::wants_service`]), in name order. By default, those
+    /// of [`ClusterAccess::list_services`].
+    fn rollout_services(
+        &self,
+        rollout: &Rollout,
+    ) -> impl Future<Output = Result<Vec<Service>, WriteError>> + Send {
+        async move {
+            let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+            Ok(self
+                .list_services(ns)
+                .await?
+                .into_iter()
+                .filter(|svc| Observed::wants_service(rollout, svc))
+                .collect())
+        }
+    }
+
+    /// Merge-patches a Service (its selector and managed-by annotation).
+    fn patch_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Lists the pods a label selector matches (only read when a decision needs them).
+    fn list_pods(
+        &self,
+        namespace: &str,
+        selector: &str,
+    ) -> impl Future<Output = Result<Vec<Pod>, WriteError>> + Send;
+
+    /// Patches Rollout metadata; returns the new resourceVersion.
+    fn patch_rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+
+    /// Patches the Rollout's status subresource; returns the new resourceVersion.
+    fn patch_rollout_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<Option<String>, WriteError>> + Send;
+
+    /// Lists the AnalysisRuns of a namespace that a Rollout created (they carry the
+    /// `rollout-type` label).
+    ///
+    /// A watch cache may answer: a run's verdict only ever moves from running to final, so a
+    /// view that lags holds the update back rather than moving it on, and a run missing from
+    /// it is created again under the same name (the names follow from the runs seen), which
+    /// the API server refuses as a conflict.
+    fn list_analysis_runs(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<AnalysisRun>, WriteError>> + Send;
+
+    /// The AnalysisRuns of [`ClusterAccess::list_analysis_runs`] that `rollout` controls.
+    fn rollout_analysis_runs(
+        &self,
+        rollout: &Rollout,
+    ) -> impl Future<Output = Result<Vec<AnalysisRun>, WriteError>> + Send {
+        async move {
+            let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+            Ok(self
+                .list_analysis_runs(ns)
+                .await?
+                .into_iter()
+                .filter(|run| controlled_by(&run.metadata, rollout))
+                .collect())
+        }
+    }
+
+    /// Reads an AnalysisTemplate (in `namespace`) or ClusterAnalysisTemplate; `None` when absent.
+    fn get_analysis_template(
+        &self,
+        namespace: &str,
+        key: &TemplateKey,
+    ) -> impl Future<Output = Result<Option<AnalysisTemplateSpec>, WriteError>> + Send;
+
+    fn create_analysis_run(
+        &self,
+        namespace: &str,
+        run: &AnalysisRun,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Merge-patches an AnalysisRun (terminate, annotations).
+    fn patch_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    fn delete_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// Which API versions of the router kinds to speak (`--istio-api-version`,
+    /// `--traffic-split-api-version`).
+    fn router_versions(&self) -> ApiVersions {
+        ApiVersions::default()
+    }
+
+    /// Reads a router object (a VirtualService, an Ingress, ...); `None` when it is absent.
+    fn get_router_object(
+        &self,
+        _target: &ObjectRef,
+    ) -> impl Future<Output = Result<Option<Value>, WriteError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Lists the router objects of one kind in `namespace` that `label_selector` selects.
+    fn list_router_objects(
+        &self,
+        _kind: RouterKind,
+        _namespace: &str,
+        _label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, WriteError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// Creates a router object the Rollout owns (a canary Ingress, a TrafficSplit).
+    fn create_router_object(
+        &self,
+        target: &ObjectRef,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Replaces a router object; refused with a conflict when its resourceVersion is stale.
+    fn replace_router_object(
+        &self,
+        target: &ObjectRef,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Lists the Experiments of a namespace (a Rollout's experiment steps).
+    fn list_experiments(
+        &self,
+        _namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Experiment>, WriteError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
+    /// The Experiments of [`ClusterAccess::list_experiments`] that `rollout` controls.
+    fn rollout_experiments(
+        &self,
+        rollout: &Rollout,
+    ) -> impl Future<Output = Result<Vec<Experiment>, WriteError>> + Send {
+        async move {
+            let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+            Ok(self
+                .list_experiments(ns)
+                .await?
+                .into_iter()
+                .filter(|e| controlled_by(&e.metadata, rollout))
+                .collect())
+        }
+    }
+
+    /// Creates the Experiment of an experiment step.
+    fn create_experiment(
+        &self,
+        _namespace: &str,
+        experiment: &Experiment,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!(
+            "Experiment {}: not supported here",
+            experiment.metadata.name.as_deref().unwrap_or_default()
+        );
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Merge-patches an Experiment (`spec.terminate`).
+    fn patch_experiment_spec(
+        &self,
+        _namespace: &str,
+        name: &str,
+        _merge_patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("Experiment {name}: not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Deletes an Experiment with a uid precondition; an absent one is not an error.
+    fn delete_experiment(
+        &self,
+        _namespace: &str,
+        name: &str,
+        _uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("Experiment {name}: not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Deletes a router object with a uid precondition; an absent object is not an error.
+    fn delete_router_object(
+        &self,
+        target: &ObjectRef,
+        _uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+}
+
+/// Whether `rollout` (by uid) is the controller owner of the object with `meta`.
+pub fn controlled_by(meta: &ObjectMeta, rollout: &Rollout) -> bool {
+    let uid = rollout.metadata.uid.as_deref();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}

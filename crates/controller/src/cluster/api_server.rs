@@ -1,0 +1,626 @@
+//! [`ClusterAccess`] against a real API server, reading from watch caches where it has them.
+
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams, Preconditions,
+};
+use kube::runtime::reflector::ObjectRef as StoreRef;
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sluice_api::Rollout;
+use sluice_api::analysis::{
+    AnalysisRun, AnalysisTemplate, AnalysisTemplateSpec, ClusterAnalysisTemplate,
+};
+use sluice_api::experiment::Experiment;
+use sluice_engine::Observed;
+use sluice_engine::observed::TemplateKey;
+use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
+
+use crate::cache::{Caches, managed_by_key};
+use crate::leader::fence::WriteGate;
+
+use super::{ClusterAccess, WriteError, controlled_by};
+/// [`ClusterAccess`] against a real API server.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    gate: WriteGate,
+    /// The leadership term the current plan was decided in, when pinned.
+    term: Option<u64>,
+    versions: ApiVersions,
+    /// Watch caches to read Services, AnalysisRuns, templates and Experiments from; without
+    /// them these are read from the API server.
+    caches: Option<Caches>,
+}
+
+/// Field manager recorded on every write.
+pub const FIELD_MANAGER: &str = "sluice-controller";
+
+impl KubeCluster {
+    /// A writer that always may write.
+    pub fn new(client: Client) -> Self {
+        Self::with_gate(client, WriteGate::open())
+    }
+
+    /// A writer that writes only while `gate` is open.
+    pub fn with_gate(client: Client, gate: WriteGate) -> Self {
+        Self {
+            client,
+            gate,
+            term: None,
+            versions: ApiVersions::default(),
+            caches: None,
+        }
+    }
+
+    /// This writer, reading from `caches` instead of the API server. The caller waits for
+    /// them to be ready ([`Caches::ready`]) before deciding on what they hold.
+    pub fn with_caches(self, caches: Caches) -> Self {
+        Self {
+            caches: Some(caches),
+            ..self
+        }
+    }
+
+    /// This writer, speaking these API versions of the router kinds.
+    pub fn with_router_versions(self, versions: ApiVersions) -> Self {
+        Self { versions, ..self }
+    }
+
+    fn router_api(&self, target: &ObjectRef) -> Api<DynamicObject> {
+        let kind = target.kind;
+        let version = kind.version(&self.versions);
+        let resource = ApiResource {
+            group: kind.group().to_string(),
+            version: version.to_string(),
+            api_version: kind.api_version(&self.versions),
+            kind: kind.kind().to_string(),
+            plural: kind.plural().to_string(),
+        };
+        Api::namespaced_with(self.client.clone(), &target.namespace, &resource)
+    }
+
+    /// This writer, writing only while the leadership term is still `term`.
+    pub fn for_term(&self, term: u64) -> Self {
+        Self {
+            term: Some(term),
+            ..self.clone()
+        }
+    }
+
+    fn params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        }
+    }
+
+    fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn create<K>(&self, namespace: &str, object: &K) -> Result<(), WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Serialize + Debug,
+        K::DynamicType: Default,
+    {
+        let body = serde_json::to_vec(object).map_err(|e| WriteError::Api(e.to_string()))?;
+        let request = kube::core::Request::new(K::url_path(&Default::default(), Some(namespace)))
+            .create(&post_params(), body)
+            .map_err(|e| WriteError::Api(e.to_string()))?;
+        self.client.request::<Written>(request).await?;
+        Ok(())
+    }
+
+    /// A merge patch of `name` (or of its `subresource`); the new resourceVersion.
+    async fn merge_patch<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Option<String>, WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        self.merge_patch_of::<K>(namespace, name, None, patch).await
+    }
+
+    async fn merge_patch_of<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        subresource: Option<&str>,
+        patch: &Value,
+    ) -> Result<Option<String>, WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        let request = kube::core::Request::new(K::url_path(&Default::default(), Some(namespace)));
+        let patch = Patch::Merge(patch);
+        let request = match subresource {
+            Some(sub) => request.patch_subresource(sub, name, &Self::params(), &patch),
+            None => request.patch(name, &Self::params(), &patch),
+        }
+        .map_err(|e| WriteError::Api(e.to_string()))?;
+        let written: Written = self.client.request(request).await?;
+        Ok(written.metadata.resource_version)
+    }
+
+    /// Deletes `name` if it is still the object with `uid`; already gone counts as done.
+    async fn delete<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        match self
+            .api::<K>(namespace)
+            .delete(name, &uid_precondition(uid))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+/// The writes of the Experiment controller beyond those of [`ClusterAccess`]: a template's
+/// Service, and the Experiment's status (a merge patch of the main resource: the kind has no
+/// status subresource).
+impl KubeCluster {
+    pub async fn create_service(&self, namespace: &str, svc: &Service) -> Result<(), WriteError> {
+        self.create(namespace, svc).await
+    }
+
+    pub async fn delete_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<Service>(namespace, name, uid).await
+    }
+
+    pub async fn patch_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<Experiment>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+}
+
+/// What the controller needs of a write's response: the new resourceVersion. Reading just
+/// that skips building the whole object (managed fields and all), which costs more CPU than
+/// the rest of the write.
+#[derive(serde::Deserialize)]
+struct Written {
+    #[serde(default)]
+    metadata: WrittenMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WrittenMeta {
+    resource_version: Option<String>,
+}
+
+/// Create and replace options naming the field manager.
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// A router object as the dynamic client sends it.
+fn dynamic_object(object: &Value) -> Result<DynamicObject, WriteError> {
+    serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))
+}
+
+/// Delete options that refuse to delete a newer object of the same name.
+fn uid_precondition(uid: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|u| Preconditions {
+            uid: Some(u.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The cached objects of `namespace`, in name order (as the API server lists them). A scan of
+/// the whole cache: the Rollout loop reads through the indexed lookups instead.
+fn in_namespace<K: Resource + Clone>(cached: Vec<std::sync::Arc<K>>, namespace: &str) -> Vec<K> {
+    let mut found: Vec<K> = cached
+        .iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .map(|o| (**o).clone())
+        .collect();
+    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    found
+}
+
+/// Cached objects found by their owner's uid, kept when in the owner's namespace.
+fn owned<K: Resource + Clone>(found: Vec<std::sync::Arc<K>>, namespace: &str) -> Vec<K> {
+    found
+        .iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .map(|o| (**o).clone())
+        .collect()
+}
+
+/// The Services a Rollout wants, from the cache: those it names, by name, and those filed under
+/// its managed-by annotation, in name order.
+fn cached_rollout_services(caches: &Caches, rollout: &Rollout) -> Vec<Service> {
+    let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+    let mut found = std::collections::BTreeMap::new();
+    for name in Observed::service_names(rollout) {
+        if let Some(svc) = caches
+            .services
+            .store()
+            .get(&StoreRef::new(&name).within(ns))
+        {
+            found.insert(name, svc);
+        }
+    }
+    if let Some(name) = rollout.metadata.name.as_deref() {
+        for svc in caches.services.find(&managed_by_key(ns, name)) {
+            let name = svc.metadata.name.clone().unwrap_or_default();
+            found.entry(name).or_insert(svc);
+        }
+    }
+    found
+        .into_values()
+        .filter(|svc| Observed::wants_service(rollout, svc))
+        .map(|svc| (*svc).clone())
+        .collect()
+}
+
+impl ClusterAccess for KubeCluster {
+    fn may_write(&self) -> Result<(), WriteError> {
+        self.gate
+            .check(self.term)
+            .map_err(|_| WriteError::NotLeader)
+    }
+
+    async fn create_replica_set(&self, namespace: &str, rs: &ReplicaSet) -> Result<(), WriteError> {
+        self.create(namespace, rs).await
+    }
+
+    async fn patch_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<ReplicaSet>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+
+    async fn delete_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<ReplicaSet>(namespace, name, uid).await
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let params = EvictParams {
+            delete_options: Some(uid_precondition(uid)),
+            ..Default::default()
+        };
+        match self.api::<Pod>(namespace).evict(name, &params).await {
+            Ok(_) => Ok(()),
+            // A PodDisruptionBudget said not now: try again later.
+            Err(kube::Error::Api(s)) if s.code == 429 => Err(WriteError::Conflict),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn patch_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<Pod>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+
+    async fn get_service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Service>, WriteError> {
+        Ok(self.api::<Service>(namespace).get_opt(name).await?)
+    }
+
+    async fn list_services(&self, namespace: &str) -> Result<Vec<Service>, WriteError> {
+        if let Some(caches) = &self.caches {
+            return Ok(in_namespace(caches.services.store().state(), namespace));
+        }
+        let lp = ListParams::default();
+        Ok(self.api::<Service>(namespace).list(&lp).await?.items)
+    }
+
+    async fn rollout_services(&self, rollout: &Rollout) -> Result<Vec<Service>, WriteError> {
+        let Some(caches) = &self.caches else {
+            let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+            return Ok(self
+                .list_services(ns)
+                .await?
+                .into_iter()
+                .filter(|svc| Observed::wants_service(rollout, svc))
+                .collect());
+        };
+        Ok(cached_rollout_services(caches, rollout))
+    }
+
+    async fn patch_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<Service>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+
+    async fn list_pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>, WriteError> {
+        let lp = ListParams::default().labels(selector);
+        Ok(self.api::<Pod>(namespace).list(&lp).await?.items)
+    }
+
+    async fn patch_rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        self.merge_patch::<Rollout>(namespace, name, merge_patch)
+            .await
+    }
+
+    async fn patch_rollout_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<Option<String>, WriteError> {
+        self.merge_patch_of::<Rollout>(namespace, name, Some("status"), merge_patch)
+            .await
+    }
+
+    async fn list_analysis_runs(&self, namespace: &str) -> Result<Vec<AnalysisRun>, WriteError> {
+        if let Some(caches) = &self.caches {
+            return Ok(in_namespace(
+                caches.analysis_runs.store().state(),
+                namespace,
+            ));
+        }
+        let lp = ListParams::default().labels(sluice_engine::analysis::ROLLOUT_TYPE);
+        Ok(self.api::<AnalysisRun>(namespace).list(&lp).await?.items)
+    }
+
+    async fn rollout_analysis_runs(
+        &self,
+        rollout: &Rollout,
+    ) -> Result<Vec<AnalysisRun>, WriteError> {
+        let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+        let runs = match (&self.caches, rollout.metadata.uid.as_deref()) {
+            (Some(caches), Some(uid)) => owned(caches.analysis_runs.find(uid), ns),
+            (Some(_), None) => Vec::new(),
+            (None, _) => self.list_analysis_runs(ns).await?,
+        };
+        Ok(runs
+            .into_iter()
+            .filter(|run| controlled_by(&run.metadata, rollout))
+            .collect())
+    }
+
+    async fn get_analysis_template(
+        &self,
+        namespace: &str,
+        key: &TemplateKey,
+    ) -> Result<Option<AnalysisTemplateSpec>, WriteError> {
+        if let Some(caches) = &self.caches {
+            if !key.cluster_scope {
+                let at = StoreRef::new(&key.name).within(namespace);
+                return Ok(caches.analysis_templates.get(&at).map(|t| t.spec.clone()));
+            }
+            if let Some(cluster_templates) = &caches.cluster_analysis_templates {
+                let cat = StoreRef::new(&key.name);
+                return Ok(cluster_templates.get(&cat).map(|t| t.spec.0.clone()));
+            }
+        }
+        if key.cluster_scope {
+            let api: Api<ClusterAnalysisTemplate> = Api::all(self.client.clone());
+            Ok(api.get_opt(&key.name).await?.map(|t| t.spec.0))
+        } else {
+            let api = self.api::<AnalysisTemplate>(namespace);
+            Ok(api.get_opt(&key.name).await?.map(|t| t.spec))
+        }
+    }
+
+    async fn create_analysis_run(
+        &self,
+        namespace: &str,
+        run: &AnalysisRun,
+    ) -> Result<(), WriteError> {
+        self.create(namespace, run).await
+    }
+
+    async fn patch_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.merge_patch::<AnalysisRun>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+
+    async fn delete_analysis_run(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<AnalysisRun>(namespace, name, uid).await
+    }
+
+    fn router_versions(&self) -> ApiVersions {
+        self.versions.clone()
+    }
+
+    async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
+        let found = self.router_api(target).get_opt(&target.name).await?;
+        found
+            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
+            .transpose()
+    }
+
+    async fn list_router_objects(
+        &self,
+        kind: RouterKind,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Value>, WriteError> {
+        let api = self.router_api(&ObjectRef::new(kind, namespace, ""));
+        let listed = api
+            .list(&ListParams::default().labels(label_selector))
+            .await?;
+        listed
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
+            .collect()
+    }
+
+    async fn create_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        let object = dynamic_object(object)?;
+        self.router_api(target)
+            .create(&post_params(), &object)
+            .await?;
+        Ok(())
+    }
+
+    async fn replace_router_object(
+        &self,
+        target: &ObjectRef,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        let object = dynamic_object(object)?;
+        self.router_api(target)
+            .replace(&target.name, &post_params(), &object)
+            .await?;
+        Ok(())
+    }
+
+    async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {
+        if let Some(caches) = &self.caches {
+            return Ok(in_namespace(caches.experiments.store().state(), namespace));
+        }
+        Ok(self
+            .api::<Experiment>(namespace)
+            .list(&ListParams::default())
+            .await?
+            .items)
+    }
+
+    async fn rollout_experiments(&self, rollout: &Rollout) -> Result<Vec<Experiment>, WriteError> {
+        let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
+        let experiments = match (&self.caches, rollout.metadata.uid.as_deref()) {
+            (Some(caches), Some(uid)) => owned(caches.experiments.find(uid), ns),
+            (Some(_), None) => Vec::new(),
+            (None, _) => self.list_experiments(ns).await?,
+        };
+        Ok(experiments
+            .into_iter()
+            .filter(|e| controlled_by(&e.metadata, rollout))
+            .collect())
+    }
+
+    async fn create_experiment(
+        &self,
+        namespace: &str,
+        experiment: &Experiment,
+    ) -> Result<(), WriteError> {
+        self.create(namespace, experiment).await
+    }
+
+    async fn patch_experiment_spec(
+        &self,
+        namespace: &str,
+        name: &str,
+        merge_patch: &Value,
+    ) -> Result<(), WriteError> {
+        self.patch_experiment(namespace, name, merge_patch).await
+    }
+
+    async fn delete_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<Experiment>(namespace, name, uid).await
+    }
+
+    async fn delete_router_object(
+        &self,
+        target: &ObjectRef,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        let params = uid_precondition(uid);
+        match self.router_api(target).delete(&target.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) => match WriteError::from(e) {
+                WriteError::NotFound => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+}
