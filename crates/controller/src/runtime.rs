@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
@@ -67,7 +66,11 @@ impl Hooks {
     }
 
     /// Reports readiness and feeds the Rollout gauges once both caches have synced.
-    pub(crate) fn watch_caches(&self, rollouts: Store<Rollout>, replica_sets: Store<ReplicaSet>) {
+    pub(crate) fn watch_caches(
+        &self,
+        rollouts: Store<Rollout>,
+        replica_sets: Store<crate::cache::CachedReplicaSet>,
+    ) {
         let (metrics, health) = (self.metrics.clone(), self.health.clone());
         if metrics.is_none() && health.is_none() {
             return;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::Rollout;
 use sluice_engine::{Plan, Settings};
 
@@ -32,10 +33,14 @@ pub enum Requeue {
 /// Whether `rs` belongs to `rollout`: the Rollout is its controller owner (by uid, which also
 /// tells apart a namesake created since) in the same namespace.
 pub fn owns(rollout: &Rollout, rs: &ReplicaSet) -> bool {
+    controls(rollout, &rs.metadata)
+}
+
+/// [`owns`], for an object of which only the metadata is at hand.
+pub fn controls(rollout: &Rollout, object: &ObjectMeta) -> bool {
     let uid = rollout.metadata.uid.as_deref();
-    rs.metadata.namespace == rollout.metadata.namespace
-        && rs
-            .metadata
+    object.namespace == rollout.metadata.namespace
+        && object
             .owner_references
             .iter()
             .flatten()

@@ -24,7 +24,7 @@ use sluice_engine::{EventType, Observed, Plan};
 use tracing::{debug, info, warn};
 
 use crate::args::Args;
-use crate::cache::{self, Caches, IndexedStore};
+use crate::cache::{self, CachedReplicaSet, Caches, IndexedStore};
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
@@ -34,7 +34,7 @@ use crate::runtime::Hooks;
 pub struct Context {
     writer: KubeCluster,
     /// The cached ReplicaSets, by their controller's uid.
-    replica_sets: IndexedStore<ReplicaSet>,
+    replica_sets: IndexedStore<CachedReplicaSet>,
     /// The other caches the writer reads from.
     caches: Caches,
     events: EventPublisher,
@@ -43,6 +43,8 @@ pub struct Context {
     announced: Mutex<HashSet<String>>,
     resync: Duration,
     settings: sluice_engine::Settings,
+    /// Since when each Rollout has progress held back (`--status-write-interval`).
+    held: driver::HeldProgress,
     hooks: Hooks,
 }
 
@@ -50,6 +52,12 @@ pub struct Context {
 pub enum ReconcileError {
     #[error("write failed: {0}")]
     Write(#[from] WriteError),
+    /// A cached ReplicaSet's pod spec that is no PodSpec (the API server stores none such).
+    #[error("cannot decode the pod template of ReplicaSet {name}: {source}")]
+    CachedReplicaSet {
+        name: String,
+        source: serde_json::Error,
+    },
 }
 
 /// Label selector for the objects this instance manages (Argo's rule: without an instance id,
@@ -87,15 +95,15 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     let ns = namespace.as_deref();
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
-    // just those keeps memory proportional to what we manage.
+    // just those keeps memory proportional to what we manage. They are decoded into their
+    // cached form as they arrive (pod specs kept as text, no managed fields).
     let (rs_cache, rs_writer) = cache::indexed(cache::controller_uids);
     let rs_stream = cache::reflect(
         watcher(
-            api_in::<ReplicaSet>(&client, ns),
+            api_in::<CachedReplicaSet>(&client, ns),
             watcher::Config::default().labels(POD_TEMPLATE_HASH),
         )
-        .default_backoff()
-        .modify(cache::drop_unread_metadata),
+        .default_backoff(),
         rs_writer,
     )
     .touched_objects();
@@ -190,6 +198,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         announced: Mutex::new(HashSet::new()),
         resync: args.resync(),
         settings: args.engine_settings(),
+        held: driver::HeldProgress::default(),
         hooks: hooks.clone(),
     });
 
@@ -309,16 +318,26 @@ where
     }
 }
 
-/// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one.
-fn owned_replica_sets(cache: &IndexedStore<ReplicaSet>, ro: &Rollout) -> Vec<ReplicaSet> {
+/// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one, and
+/// decoded whole from their cached form.
+fn owned_replica_sets(
+    cache: &IndexedStore<CachedReplicaSet>,
+    ro: &Rollout,
+) -> Result<Vec<ReplicaSet>, ReconcileError> {
     let Some(uid) = ro.metadata.uid.as_deref() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     cache
         .find(uid)
         .into_iter()
-        .filter(|rs| driver::owns(ro, rs))
-        .map(|rs| (*rs).clone())
+        .filter(|rs| driver::controls(ro, rs.meta()))
+        .map(|rs| {
+            rs.to_replica_set()
+                .map_err(|source| ReconcileError::CachedReplicaSet {
+                    name: rs.name_any(),
+                    source,
+                })
+        })
         .collect()
 }
 
@@ -351,7 +370,7 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     announce(&ctx, &ro).await;
-    let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro);
+    let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro)?;
     let pinned = ctx.writer.for_term(term);
     let rollout: &Rollout = &ro;
     // What a plan that stops at its status patch has written, so that the events of those
@@ -369,7 +388,16 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         }
     };
     let now = Timestamp::now();
-    let result = driver::reconcile(&ctx.writer, &ro, replica_sets, now, &ctx.settings, apply).await;
+    let result = driver::reconcile(
+        &ctx.writer,
+        &ro,
+        replica_sets,
+        now,
+        &ctx.settings,
+        &ctx.held,
+        apply,
+    )
+    .await;
     match result {
         Ok((plan, applied)) => {
             if applied.writes > 0 {

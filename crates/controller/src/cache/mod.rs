@@ -22,6 +22,11 @@ use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 
 use crate::runtime::store_ready;
 
+mod lean_meta;
+mod replica_set;
+
+pub use replica_set::CachedReplicaSet;
+
 /// The keys an object is found under.
 pub type KeysOf<K> = fn(&K) -> Vec<String>;
 
