@@ -42,6 +42,10 @@ pub struct Observed {
     /// Experiments controlled by this Rollout (gathered only for a Rollout with experiment
     /// steps, see [`Observed::has_experiment_steps`]).
     pub experiments: Vec<sluice_api::experiment::Experiment>,
+    /// Since when the controller has held back a status change that only reports progress
+    /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
+    /// cluster's. `None` when nothing is held.
+    pub progress_held_since: Option<Timestamp>,
     pub now: Timestamp,
 }
 

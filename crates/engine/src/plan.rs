@@ -185,6 +185,9 @@ pub struct Plan {
     pub events: Vec<Event>,
     /// Come back after this long even if nothing changes (a pause or deadline expires).
     pub requeue_after: Option<Duration>,
+    /// A status change that only reports progress was held back (`status` is the observed
+    /// one): the controller remembers since when, as [`crate::Observed::progress_held_since`].
+    pub progress_held: bool,
 }
 
 impl Plan {

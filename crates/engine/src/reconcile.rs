@@ -120,8 +120,17 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     // (or the interval's end, when the Rollout is looked at again).
     let deadline = i64::from(ro.spec.progress_deadline_seconds.unwrap_or(600));
     let interval = settings.status_write_interval;
-    if let Some(wait) = coalesce::may_wait(&old_status, &plan.status, interval, deadline, now) {
+    let held_since = observed.progress_held_since;
+    if let Some(wait) = coalesce::may_wait(
+        &old_status,
+        &plan.status,
+        interval,
+        deadline,
+        held_since,
+        now,
+    ) {
         plan.status = old_status;
+        plan.progress_held = true;
         crate::plan::set_requeue(&mut plan.requeue_after, wait);
     }
     plan

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_controller::cluster::WriteError;
 use sluice_controller::loops::apply::{Applied, apply_plan};
-use sluice_controller::loops::driver::{self, Requeue};
+use sluice_controller::loops::driver::{self, HeldProgress, Requeue};
 use sluice_engine::Plan;
 
 use sluice_controller::leader::lease::LeaderElector;
@@ -90,6 +91,8 @@ pub struct Replica {
     pub elector: Option<LeaderElector>,
     /// The write fence: the term this replica may write in.
     pub gate: Gate,
+    /// What the process remembers of progress held back (lost with it in a crash).
+    held: Arc<HeldProgress>,
 }
 
 impl Replica {
@@ -110,6 +113,7 @@ impl Replica {
             inflight: None,
             elector: None,
             gate: Gate::default(),
+            held: Arc::default(),
         };
         r.reset_election(leases);
         r
@@ -147,6 +151,7 @@ impl Replica {
         self.rs_watch.disconnect();
         self.run_watch.disconnect();
         self.exp_watch.disconnect();
+        self.held = Arc::default();
     }
 
     /// The watch stream of a kind the controller watches.
@@ -247,7 +252,8 @@ impl Replica {
                 .join(",")
         );
         let writer = SimWriter::new(self.gate.clone(), Some(term));
-        let future = Box::pin(reconcile_once(writer.clone(), ro, owned, now, apply));
+        let held = self.held.clone();
+        let future = Box::pin(reconcile_once(writer.clone(), ro, owned, now, held, apply));
         self.inflight = Some(InFlight {
             rollout: name,
             writer,
@@ -303,10 +309,19 @@ async fn reconcile_once(
     ro: Rollout,
     replica_sets: Vec<ReplicaSet>,
     now: Timestamp,
+    held: Arc<HeldProgress>,
     apply: ApplyFn,
 ) -> Result<Plan, WriteError> {
     let apply_with = |plan: Plan| apply(writer.clone(), ro.clone(), plan);
-    let (plan, _) =
-        driver::reconcile(&writer, &ro, replica_sets, now, &SETTINGS, apply_with).await?;
+    let (plan, _) = driver::reconcile(
+        &writer,
+        &ro,
+        replica_sets,
+        now,
+        &SETTINGS,
+        &held,
+        apply_with,
+    )
+    .await?;
     Ok(plan)
 }

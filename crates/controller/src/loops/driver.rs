@@ -48,14 +48,15 @@ pub fn controls(rollout: &Rollout, object: &ObjectMeta) -> bool {
 }
 
 /// Observes the Rollout's world through `cluster` (its `replica_sets` come from a cache),
-/// lets the engine decide with `settings`, and has `apply` execute the plan. Returns the plan
-/// and what applying it did.
+/// lets the engine decide with `settings` and what `held` remembers of the Rollout, and has
+/// `apply` execute the plan. Returns the plan and what applying it did.
 pub async fn reconcile<C, A, F>(
     cluster: &C,
     rollout: &Rollout,
     replica_sets: Vec<ReplicaSet>,
     now: Timestamp,
     settings: &Settings,
+    held: &HeldProgress,
     apply: A,
 ) -> Result<(Plan, Applied), WriteError>
 where
@@ -63,10 +64,71 @@ where
     A: FnOnce(Plan) -> F,
     F: Future<Output = Result<Applied, WriteError>>,
 {
-    let observed = observe(cluster, rollout, replica_sets, now).await?;
+    let mut observed = observe(cluster, rollout, replica_sets, now).await?;
+    let uid = rollout.metadata.uid.as_deref().unwrap_or_default();
+    observed.progress_held_since = held.since(uid);
     let plan = sluice_engine::reconcile_with(&observed, settings);
+    held.record(uid, plan.progress_held, now);
     let applied = apply(plan.clone()).await?;
     Ok((plan, applied))
+}
+
+/// Since when each Rollout has had a status change that only reports progress held back
+/// (`Plan::progress_held`), by uid: the one thing the engine is told that the cluster does not
+/// show. An entry goes when the Rollout's status is next written or found up to date; entries
+/// of Rollouts deleted meanwhile are swept once they are older than any hold can be.
+#[derive(Debug, Default)]
+pub struct HeldProgress {
+    since: std::sync::Mutex<HeldEntries>,
+}
+
+#[derive(Debug, Default)]
+struct HeldEntries {
+    by_uid: std::collections::HashMap<String, Timestamp>,
+    swept: Option<Timestamp>,
+}
+
+/// How old an entry may grow before a sweep takes it: far beyond any status write interval,
+/// so only a Rollout that is gone (never reconciled again) loses one.
+const HELD_ENTRY_LIFETIME: jiff::SignedDuration = jiff::SignedDuration::from_secs(600);
+
+impl HeldProgress {
+    /// When the Rollout with `uid` first had progress held back, if it still has.
+    pub fn since(&self, uid: &str) -> Option<Timestamp> {
+        self.lock().by_uid.get(uid).copied()
+    }
+
+    /// Notes a plan's outcome at `now`: held back (kept from the first hold), or not.
+    pub fn record(&self, uid: &str, held: bool, now: Timestamp) {
+        let mut entries = self.lock();
+        if !held {
+            entries.by_uid.remove(uid);
+            return;
+        }
+        entries.by_uid.entry(uid.to_string()).or_insert(now);
+        let due = entries
+            .swept
+            .is_none_or(|at| now.duration_since(at) > HELD_ENTRY_LIFETIME);
+        if due {
+            entries
+                .by_uid
+                .retain(|_, since| now.duration_since(*since) <= HELD_ENTRY_LIFETIME);
+            entries.swept = Some(now);
+        }
+    }
+
+    /// How many Rollouts have progress held back.
+    pub fn len(&self) -> usize {
+        self.lock().by_uid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HeldEntries> {
+        self.since.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The requeue policy: after a plan, when it asks (a pause or deadline expiring) or at the
@@ -115,6 +177,24 @@ mod tests {
         assert!(!owns(&ro, &rs("a", "u2", true)), "a namesake's");
         assert!(!owns(&ro, &rs("a", "u1", false)), "not the controller");
         assert!(!owns(&ro, &rs("b", "u1", true)), "another namespace");
+    }
+
+    #[test]
+    fn held_progress_is_remembered_from_the_first_hold_until_a_plan_holds_nothing() {
+        let held = HeldProgress::default();
+        let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        assert_eq!(held.since("u1"), None);
+        held.record("u1", true, t(0));
+        held.record("u1", true, t(3));
+        assert_eq!(held.since("u1"), Some(t(0)), "kept from the first hold");
+        held.record("u2", true, t(3));
+        held.record("u1", false, t(5));
+        assert_eq!(held.since("u1"), None, "written");
+        assert_eq!(held.since("u2"), Some(t(3)));
+        // A Rollout deleted while it had progress held is swept once its entry is old.
+        held.record("u3", true, t(2000));
+        assert_eq!(held.since("u2"), None);
+        assert_eq!(held.len(), 1);
     }
 
     #[test]
@@ -291,12 +371,15 @@ mod tests {
             );
 
             let settings = Settings::default();
-            let (plan, applied) = reconcile(&cluster, &ro, replica_sets, now, &settings, |plan| {
+            let held = HeldProgress::default();
+            let apply = |plan: Plan| {
                 let (cluster, ro) = (&cluster, &ro);
                 async move { apply_plan(cluster, ro, &plan).await }
-            })
-            .await
-            .unwrap();
+            };
+            let (plan, applied) =
+                reconcile(&cluster, &ro, replica_sets, now, &settings, &held, apply)
+                    .await
+                    .unwrap();
             assert!(plan.actions.is_empty(), "{:?}", plan.actions);
             assert_eq!(applied, Applied::default(), "no write, not even the status");
             assert!(

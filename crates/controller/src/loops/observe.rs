@@ -77,6 +77,7 @@ pub async fn observe<W: ClusterAccess>(
         router_objects,
         router_versions,
         experiments,
+        progress_held_since: None,
         now,
     })
 }

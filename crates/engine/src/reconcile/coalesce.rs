@@ -4,11 +4,18 @@
 //! writing each change costs a custom-resource write (JSON, schema validation and pruning
 //! against a large schema): the API server's dearest request. A write whose only news is
 //! bookkeeping (counts, the phase message, condition timestamps, the Progressing reason
-//! moving from "created" to "updated") may wait up to an interval after the last one
-//! ([`crate::Settings::status_write_interval`]); the Rollout is looked at again when it is
-//! due, so the counts are at most that late. Anything that matters to a reader (a new
-//! revision or generation observed, a phase, a condition turning, a step, a pause, an abort,
-//! weights, stable) is written at once.
+//! moving from "created" to "updated") waits for the next write that matters, for one
+//! interval ([`crate::Settings::status_write_interval`]) at most, counted from when the
+//! controller first held it back ([`crate::Observed::progress_held_since`]), and never
+//! written sooner than an interval after the last write. The Rollout is looked at again when
+//! it is due, so the counts are at most one interval late. Anything that matters to a reader
+//! (a new revision or generation observed, a phase, a condition turning, a step, a pause, an
+//! abort, weights, stable) is written at once, and carries the progress held back with it.
+//!
+//! Counting from the first hold rather than from the last write is what folds an update's
+//! progress into its completion when the pods come long after the ReplicaSet (a busy
+//! cluster): the pods' arrival is held, and the completion that follows within the interval
+//! writes both.
 //!
 //! Argo writes every change. Progress held back is stamped when it is written, so the
 //! progress deadline may be judged up to one interval later than Argo would; a Rollout whose
@@ -23,12 +30,13 @@ use sluice_api::rollout::{RolloutConditionType as Cond, RolloutPhase, RolloutSta
 use crate::conditions as c;
 
 /// Whether the change from `old` to `new` may wait, and if so for how long at most: `None`
-/// means write now.
+/// means write now. `held_since` is when a change not written since was first held back.
 pub(super) fn may_wait(
     old: &RolloutStatus,
     new: &RolloutStatus,
     interval: Duration,
     progress_deadline_seconds: i64,
+    held_since: Option<Timestamp>,
     now: Timestamp,
 ) -> Option<Duration> {
     if interval.is_zero() || (progress_deadline_seconds as f64) < 10.0 * interval.as_secs_f64() {
@@ -43,7 +51,8 @@ pub(super) fn may_wait(
     if bookkeeping_removed(old) != bookkeeping_removed(new) {
         return None;
     }
-    // Counted from the last write, which stamped the Progressing condition.
+    // Counted from the later of the last write (which stamped the Progressing condition) and
+    // the first hold (now, if this is the first).
     let last = c::find(
         old.conditions.as_deref().unwrap_or_default(),
         Cond::Progressing,
@@ -51,7 +60,8 @@ pub(super) fn may_wait(
     .last_update_time
     .as_ref()?
     .0;
-    let since = now.duration_since(last);
+    let start = last.max(held_since.unwrap_or(now).min(now));
+    let since = now.duration_since(start);
     let interval = jiff::SignedDuration::try_from(interval).ok()?;
     (since >= jiff::SignedDuration::ZERO && since < interval)
         .then(|| Duration::try_from(interval - since).ok())
@@ -124,23 +134,49 @@ mod tests {
             json!({"replicas": 2, "updatedReplicas": 1,
                    "message": "old replicas are pending termination"}),
         );
+        let secs = Duration::from_secs;
+        // First held a second after the last write: it waits the interval from now.
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, at("2026-01-01T00:00:11Z")),
-            Some(Duration::from_secs(4))
+            may_wait(&old, &new, FIVE, 600, None, at("2026-01-01T00:00:11Z")),
+            Some(secs(5))
         );
-        // Five seconds after the last write, it is written.
+        // Held since then, it is written once the interval is up.
+        let held = Some(at("2026-01-01T00:00:11Z"));
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, at("2026-01-01T00:00:15Z")),
+            may_wait(&old, &new, FIVE, 600, held, at("2026-01-01T00:00:15Z")),
+            Some(secs(1))
+        );
+        assert_eq!(
+            may_wait(&old, &new, FIVE, 600, held, at("2026-01-01T00:00:16Z")),
             None
+        );
+        // Never sooner than an interval after the last write, whenever it was first held.
+        let held_before_the_write = Some(at("2026-01-01T00:00:02Z"));
+        assert_eq!(
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                600,
+                held_before_the_write,
+                at("2026-01-01T00:00:11Z")
+            ),
+            Some(secs(4))
+        );
+        // Progress first seen long after the last write (pods slow to come on a busy
+        // cluster) waits too, for what comes next.
+        assert_eq!(
+            may_wait(&old, &new, FIVE, 600, None, at("2026-01-01T00:01:10Z")),
+            Some(secs(5))
         );
         // A short progress deadline is never judged on held-back counts.
         assert_eq!(
-            may_wait(&old, &new, FIVE, 49, at("2026-01-01T00:00:11Z")),
+            may_wait(&old, &new, FIVE, 49, None, at("2026-01-01T00:00:11Z")),
             None
         );
         // No interval: every change is written, as Argo does.
         let now = at("2026-01-01T00:00:11Z");
-        assert_eq!(may_wait(&old, &new, Duration::ZERO, 600, now), None);
+        assert_eq!(may_wait(&old, &new, Duration::ZERO, 600, None, now), None);
     }
 
     #[test]
@@ -156,13 +192,13 @@ mod tests {
             ("an abort", json!({"abort": true})),
         ] {
             let new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", extra);
-            assert_eq!(may_wait(&old, &new, FIVE, 600, now), None, "{what}");
+            assert_eq!(may_wait(&old, &new, FIVE, 600, None, now), None, "{what}");
         }
         // A condition turning.
         let mut new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", json!({}));
         new.conditions.as_mut().unwrap()[0].status =
             Some(sluice_api::common::ConditionStatus::False);
-        assert_eq!(may_wait(&old, &new, FIVE, 600, now), None);
+        assert_eq!(may_wait(&old, &new, FIVE, 600, None, now), None);
         // Paused: nothing comes back soon to write the counts.
         let paused = |s: &RolloutStatus| {
             let mut s = s.clone();
@@ -175,7 +211,7 @@ mod tests {
             json!({"replicas": 2}),
         );
         assert_eq!(
-            may_wait(&paused(&old), &paused(&counted), FIVE, 600, now),
+            may_wait(&paused(&old), &paused(&counted), FIVE, 600, None, now),
             None
         );
     }

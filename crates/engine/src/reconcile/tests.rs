@@ -34,6 +34,7 @@ struct World {
     routers: BTreeMap<sluice_routers::kinds::ObjectRef, serde_json::Value>,
     experiments: Vec<sluice_api::experiment::Experiment>,
     settings: crate::Settings,
+    progress_held_since: Option<Timestamp>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -70,6 +71,7 @@ impl World {
             routers: BTreeMap::new(),
             experiments: Vec::new(),
             settings: Default::default(),
+            progress_held_since: None,
         }
     }
 
@@ -154,9 +156,16 @@ impl World {
             router_objects: self.routers.clone(),
             router_versions: Default::default(),
             experiments: self.experiments.clone(),
+            progress_held_since: self.progress_held_since,
             now: self.now,
         };
         let plan = crate::reconcile_with(&observed, &self.settings);
+        // What the controller remembers of held-back progress.
+        self.progress_held_since = if plan.progress_held {
+            self.progress_held_since.or(Some(self.now))
+        } else {
+            None
+        };
         for action in &plan.actions {
             self.writes += 1;
             match action {
@@ -1989,8 +1998,11 @@ fn an_update_superseded_mid_way_is_not_announced_as_not_completed_again() {
 }
 
 /// Status writes of an update of one replica, pods ready a second after they are created.
+/// An update reconciled a second apart, but for the first gap: the pods come `pods_after`
+/// seconds after the new ReplicaSet.
 fn status_writes_of_an_update(
     interval: std::time::Duration,
+    pods_after: i64,
 ) -> (usize, Vec<Option<std::time::Duration>>, World) {
     let mut w = World::new(rollout(1, json!([])));
     w.settings.status_write_interval = interval;
@@ -1999,7 +2011,7 @@ fn status_writes_of_an_update(
     w.set_image("app:v2");
     let mut writes = 0;
     let mut requeues = Vec::new();
-    for _ in 0..20 {
+    for i in 0..20 {
         let before = (w.ro.clone(), w.rss.clone());
         let plan = w.reconcile();
         requeues.push(plan.requeue_after);
@@ -2009,15 +2021,16 @@ fn status_writes_of_an_update(
         if before == (w.ro.clone(), w.rss.clone()) {
             break;
         }
-        w.advance(1);
+        let first = i == 0;
+        w.advance(if first { pods_after } else { 1 });
     }
     (writes, requeues, w)
 }
 
 #[test]
 fn a_status_write_interval_coalesces_an_updates_progress_into_fewer_writes() {
-    let (argo, _, every) = status_writes_of_an_update(std::time::Duration::ZERO);
-    let (coalesced, requeues, w) = status_writes_of_an_update(std::time::Duration::from_secs(5));
+    let (argo, _, every) = status_writes_of_an_update(std::time::Duration::ZERO, 1);
+    let (coalesced, requeues, w) = status_writes_of_an_update(std::time::Duration::from_secs(5), 1);
     assert!(
         coalesced < argo,
         "{coalesced} writes coalesced, {argo} without"
@@ -2043,4 +2056,25 @@ fn a_status_write_interval_coalesces_an_updates_progress_into_fewer_writes() {
         )
     };
     assert_eq!(counts(w.status()), counts(every.status()));
+}
+
+#[test]
+fn progress_long_after_the_new_replica_set_is_written_with_the_completion() {
+    // On a busy cluster the pods come long after their ReplicaSet: their arrival is held back
+    // and goes out with the completion that follows, not in a write of its own.
+    let five = std::time::Duration::from_secs(5);
+    let (argo, _, every) = status_writes_of_an_update(std::time::Duration::ZERO, 40);
+    let (coalesced, requeues, w) = status_writes_of_an_update(five, 40);
+    assert_eq!(coalesced, 2, "the new revision, then the completion");
+    assert!(argo > coalesced, "{argo} writes without an interval");
+    assert!(
+        requeues.iter().flatten().any(|d| *d <= five),
+        "{requeues:?}"
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    assert_eq!(w.status().replicas, every.status().replicas);
+    assert_eq!(
+        w.status().available_replicas,
+        every.status().available_replicas
+    );
 }
