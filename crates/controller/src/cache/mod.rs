@@ -337,8 +337,13 @@ pub fn drop_managed_fields<K: Resource>(object: &mut K) {
 /// Not for Rollouts: an analysis argument may take the Rollout's whole annotation map
 /// (`fieldRef: metadata.annotations`), that annotation included.
 pub fn drop_unread_metadata<K: Resource>(object: &mut K) {
-    drop_managed_fields(object);
-    if let Some(annotations) = object.meta_mut().annotations.as_mut() {
+    drop_unread_meta(object.meta_mut());
+}
+
+/// [`drop_unread_metadata`], on the metadata alone.
+pub(crate) fn drop_unread_meta(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
     }
 }

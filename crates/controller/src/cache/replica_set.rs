@@ -17,7 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
-use sluice_engine::labels::LAST_APPLIED;
 
 use super::lean_meta::LeanMeta;
 
@@ -106,9 +105,7 @@ impl<'de> Deserialize<'de> for CachedReplicaSet {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(deserializer)?;
         let mut metadata = ObjectMeta::from(wire.metadata);
-        if let Some(annotations) = metadata.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED);
-        }
+        super::drop_unread_meta(&mut metadata);
         let meta_text = serde_json::to_string(&metadata).map_err(D::Error::custom)?;
         let mut text = String::with_capacity(
             meta_text.len()
@@ -145,6 +142,7 @@ impl<'de> Deserialize<'de> for CachedReplicaSet {
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+    use sluice_engine::labels::LAST_APPLIED;
 
     /// A ReplicaSet as the API server returns it: defaults filled in, managed fields and all.
     fn served() -> Value {

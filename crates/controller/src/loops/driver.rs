@@ -118,12 +118,9 @@ impl HeldProgress {
     }
 
     /// How many Rollouts have progress held back.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().by_uid.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HeldEntries> {

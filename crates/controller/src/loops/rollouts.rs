@@ -52,8 +52,8 @@ pub struct Context {
 pub enum ReconcileError {
     #[error("write failed: {0}")]
     Write(#[from] WriteError),
-    /// A cached ReplicaSet's pod spec that is no PodSpec (the API server stores none such).
-    #[error("cannot decode the pod template of ReplicaSet {name}: {source}")]
+    /// A cached ReplicaSet whose text is no ReplicaSet (the API server stores none such).
+    #[error("cannot decode the cached ReplicaSet {name}: {source}")]
     CachedReplicaSet {
         name: String,
         source: serde_json::Error,
@@ -95,8 +95,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     let ns = namespace.as_deref();
 
     // Only ReplicaSets that carry the pod-template-hash label can belong to a Rollout: caching
-    // just those keeps memory proportional to what we manage. They are decoded into their
-    // cached form as they arrive (pod specs kept as text, no managed fields).
+    // just those keeps memory proportional to what we manage. They are kept in their cached
+    // form (compact JSON, no managed fields) and decoded when a reconcile reads them.
     let (rs_cache, rs_writer) = cache::indexed(cache::controller_uids);
     let rs_stream = cache::reflect(
         watcher(
