@@ -126,11 +126,16 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
         &plan.status,
         interval,
         deadline,
+        coalesce::stable_in_status_only(&ro.spec),
         held_since,
         now,
     ) {
         plan.status = old_status;
         plan.progress_held = true;
+        // What the held status would report (a promotion's RolloutCompleted) goes out with
+        // it: the next reconcile decides the same from the same status and reports it then.
+        // What the actions write is reported now, as they are.
+        plan.events.retain(Event::reports_a_write);
         crate::plan::set_requeue(&mut plan.requeue_after, wait);
     }
     plan

@@ -12,6 +12,15 @@
 //! (a new revision or generation observed, a phase, a condition turning, a step, a pause, an
 //! abort, weights, stable) is written at once, and carries the progress held back with it.
 //!
+//! A Rollout whose stable ReplicaSet is named nowhere but in its own status (a canary without
+//! traffic routing, Services, background analysis, analysis or experiment steps, or a
+//! workloadRef) also holds the promotion of its stable ReplicaSet this way: the old pods are
+//! already being scaled away in the same reconcile, and the phase turns Healthy once they are
+//! gone, usually well within the interval, so the promotion is written with it. Nothing acts
+//! on the status in between: the next reconcile, from the same observed state, promotes again.
+//! This is what keeps a plain update to three Rollout writes (the revision annotation, the
+//! new revision observed, the completion), as many as a Deployment update makes of its own.
+//!
 //! Counting from the first hold rather than from the last write is what folds an update's
 //! progress into its completion when the pods come long after the ReplicaSet (a busy
 //! cluster): the pods' arrival is held, and the completion that follows within the interval
@@ -25,17 +34,20 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use sluice_api::rollout::{RolloutConditionType as Cond, RolloutPhase, RolloutStatus};
+use sluice_api::rollout::{RolloutConditionType as Cond, RolloutPhase, RolloutSpec, RolloutStatus};
 
 use crate::conditions as c;
 
 /// Whether the change from `old` to `new` may wait, and if so for how long at most: `None`
-/// means write now. `held_since` is when a change not written since was first held back.
+/// means write now. `held_since` is when a change not written since was first held back;
+/// `stable_in_status_only` says that nothing but the status names the stable ReplicaSet
+/// ([`stable_in_status_only`]), so that its promotion may wait too.
 pub(super) fn may_wait(
     old: &RolloutStatus,
     new: &RolloutStatus,
     interval: Duration,
     progress_deadline_seconds: i64,
+    stable_in_status_only: bool,
     held_since: Option<Timestamp>,
     now: Timestamp,
 ) -> Option<Duration> {
@@ -48,7 +60,9 @@ pub(super) fn may_wait(
     {
         return None;
     }
-    if bookkeeping_removed(old) != bookkeeping_removed(new) {
+    if bookkeeping_removed(old, stable_in_status_only)
+        != bookkeeping_removed(new, stable_in_status_only)
+    {
         return None;
     }
     // Counted from the later of the last write (which stamped the Progressing condition) and
@@ -68,11 +82,36 @@ pub(super) fn may_wait(
         .flatten()
 }
 
+/// Whether the stable ReplicaSet of `spec` is named nowhere but in the Rollout's status: no
+/// router, Service, analysis, experiment or referenced workload acts on a promotion, so it
+/// may be held back with the progress that leads to it.
+pub(super) fn stable_in_status_only(spec: &RolloutSpec) -> bool {
+    let Some(strategy) = spec.strategy.as_ref() else {
+        return false;
+    };
+    let Some(canary) = strategy.canary.as_ref() else {
+        return false;
+    };
+    strategy.blue_green.is_none()
+        && spec.workload_ref.is_none()
+        && canary.traffic_routing.is_none()
+        && canary.canary_service.is_none()
+        && canary.stable_service.is_none()
+        && canary.analysis.is_none()
+        && canary.steps.iter().flatten().all(|step| {
+            step.analysis.is_none() && step.experiment.is_none() && step.plugin.is_none()
+        })
+}
+
 /// The status without what only reports progress: the counts, the phase message, the
 /// conditions' update times and messages, and the difference between the two Progressing
-/// reasons an update in progress moves between.
-fn bookkeeping_removed(s: &RolloutStatus) -> RolloutStatus {
+/// reasons an update in progress moves between; and the stable ReplicaSet where nothing but
+/// the status names it.
+fn bookkeeping_removed(s: &RolloutStatus, stable_in_status_only: bool) -> RolloutStatus {
     let mut s = s.clone();
+    if stable_in_status_only {
+        s.stable_rs = None;
+    }
     s.replicas = None;
     s.updated_replicas = None;
     s.ready_replicas = None;
@@ -137,17 +176,41 @@ mod tests {
         let secs = Duration::from_secs;
         // First held a second after the last write: it waits the interval from now.
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, None, at("2026-01-01T00:00:11Z")),
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                600,
+                false,
+                None,
+                at("2026-01-01T00:00:11Z")
+            ),
             Some(secs(5))
         );
         // Held since then, it is written once the interval is up.
         let held = Some(at("2026-01-01T00:00:11Z"));
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, held, at("2026-01-01T00:00:15Z")),
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                600,
+                false,
+                held,
+                at("2026-01-01T00:00:15Z")
+            ),
             Some(secs(1))
         );
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, held, at("2026-01-01T00:00:16Z")),
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                600,
+                false,
+                held,
+                at("2026-01-01T00:00:16Z")
+            ),
             None
         );
         // Never sooner than an interval after the last write, whenever it was first held.
@@ -158,6 +221,7 @@ mod tests {
                 &new,
                 FIVE,
                 600,
+                false,
                 held_before_the_write,
                 at("2026-01-01T00:00:11Z")
             ),
@@ -166,17 +230,36 @@ mod tests {
         // Progress first seen long after the last write (pods slow to come on a busy
         // cluster) waits too, for what comes next.
         assert_eq!(
-            may_wait(&old, &new, FIVE, 600, None, at("2026-01-01T00:01:10Z")),
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                600,
+                false,
+                None,
+                at("2026-01-01T00:01:10Z")
+            ),
             Some(secs(5))
         );
         // A short progress deadline is never judged on held-back counts.
         assert_eq!(
-            may_wait(&old, &new, FIVE, 49, None, at("2026-01-01T00:00:11Z")),
+            may_wait(
+                &old,
+                &new,
+                FIVE,
+                49,
+                false,
+                None,
+                at("2026-01-01T00:00:11Z")
+            ),
             None
         );
         // No interval: every change is written, as Argo does.
         let now = at("2026-01-01T00:00:11Z");
-        assert_eq!(may_wait(&old, &new, Duration::ZERO, 600, None, now), None);
+        assert_eq!(
+            may_wait(&old, &new, Duration::ZERO, 600, false, None, now),
+            None
+        );
     }
 
     #[test]
@@ -192,13 +275,17 @@ mod tests {
             ("an abort", json!({"abort": true})),
         ] {
             let new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", extra);
-            assert_eq!(may_wait(&old, &new, FIVE, 600, None, now), None, "{what}");
+            assert_eq!(
+                may_wait(&old, &new, FIVE, 600, false, None, now),
+                None,
+                "{what}"
+            );
         }
         // A condition turning.
         let mut new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", json!({}));
         new.conditions.as_mut().unwrap()[0].status =
             Some(sluice_api::common::ConditionStatus::False);
-        assert_eq!(may_wait(&old, &new, FIVE, 600, None, now), None);
+        assert_eq!(may_wait(&old, &new, FIVE, 600, false, None, now), None);
         // Paused: nothing comes back soon to write the counts.
         let paused = |s: &RolloutStatus| {
             let mut s = s.clone();
@@ -211,8 +298,74 @@ mod tests {
             json!({"replicas": 2}),
         );
         assert_eq!(
-            may_wait(&paused(&old), &paused(&counted), FIVE, 600, None, now),
+            may_wait(
+                &paused(&old),
+                &paused(&counted),
+                FIVE,
+                600,
+                false,
+                None,
+                now
+            ),
             None
         );
+    }
+
+    #[test]
+    fn a_promotion_named_only_in_the_status_waits_for_the_completion() {
+        let now = at("2026-01-01T00:00:11Z");
+        let old = progressing("ReplicaSetUpdated", "2026-01-01T00:00:10Z", json!({}));
+        let promoted = progressing(
+            "ReplicaSetUpdated",
+            "2026-01-01T00:00:11Z",
+            json!({"stableRS": "h2", "replicas": 2, "updatedReplicas": 1,
+                   "message": "old replicas are pending termination"}),
+        );
+        assert_eq!(
+            may_wait(&old, &promoted, FIVE, 600, true, None, now),
+            Some(Duration::from_secs(5))
+        );
+        // Where something else acts on it, it is written at once.
+        assert_eq!(may_wait(&old, &promoted, FIVE, 600, false, None, now), None);
+        // The completion that follows is a phase: written at once, promotion and all.
+        let mut healthy = promoted.clone();
+        healthy.phase = Some(RolloutPhase::Healthy);
+        assert_eq!(may_wait(&old, &healthy, FIVE, 600, true, None, now), None);
+    }
+
+    #[test]
+    fn only_a_canary_without_routing_services_or_analysis_has_its_stable_in_status_only() {
+        let spec = |v: serde_json::Value| -> RolloutSpec { serde_json::from_value(v).unwrap() };
+        let canary = |c: serde_json::Value| spec(json!({"strategy": {"canary": c}}));
+        assert!(stable_in_status_only(&canary(json!({}))));
+        assert!(stable_in_status_only(&canary(
+            json!({"steps": [{"setWeight": 50}, {"pause": {"duration": "2s"}}]})
+        )));
+        for (what, c) in [
+            ("traffic routing", json!({"trafficRouting": {"smi": {}}})),
+            ("a stable Service", json!({"stableService": "s"})),
+            ("a canary Service", json!({"canaryService": "c"})),
+            (
+                "background analysis",
+                json!({"analysis": {"templates": [{"templateName": "t"}]}}),
+            ),
+            (
+                "an analysis step",
+                json!({"steps": [{"analysis": {"templates": [{"templateName": "t"}]}}]}),
+            ),
+            (
+                "an experiment step",
+                json!({"steps": [{"experiment": {"templates": []}}]}),
+            ),
+        ] {
+            assert!(!stable_in_status_only(&canary(c)), "{what}");
+        }
+        assert!(!stable_in_status_only(&spec(
+            json!({"strategy": {"blueGreen": {"activeService": "a"}}})
+        )));
+        assert!(!stable_in_status_only(&spec(json!({
+            "strategy": {"canary": {}},
+            "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}
+        }))));
     }
 }

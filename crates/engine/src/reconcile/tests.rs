@@ -35,6 +35,9 @@ struct World {
     experiments: Vec<sluice_api::experiment::Experiment>,
     settings: crate::Settings,
     progress_held_since: Option<Timestamp>,
+    /// ReplicaSets scaled down report their pods gone one reconcile late, as on a cluster:
+    /// the ReplicaSet controller deletes the pods, then writes the counts.
+    slow_scale_down: bool,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -72,6 +75,7 @@ impl World {
             experiments: Vec::new(),
             settings: Default::default(),
             progress_held_since: None,
+            slow_scale_down: false,
         }
     }
 
@@ -128,6 +132,15 @@ impl World {
         }
         for rs in &mut self.rss {
             let spec = rs.spec_replicas();
+            let counted = rs.status.as_ref().map_or(0, |s| s.replicas);
+            if self.slow_scale_down
+                && counted > spec
+                && rs.status.as_ref().and_then(|s| s.observed_generation) != rs.metadata.generation
+            {
+                // Seen once more with the old counts; the next look finds them current.
+                rs.status.as_mut().unwrap().observed_generation = rs.metadata.generation;
+                continue;
+            }
             let good = !self.bad_images.contains(&Self::image_of(rs));
             rs.status = Some(ReplicaSetStatus {
                 replicas: spec,
@@ -2077,4 +2090,61 @@ fn progress_long_after_the_new_replica_set_is_written_with_the_completion() {
         w.status().available_replicas,
         every.status().available_replicas
     );
+}
+
+#[test]
+fn a_promotion_named_only_in_the_status_goes_out_with_the_completion() {
+    // A canary without routing, Services or analysis: its promotion is held with the progress
+    // until the old pods are gone, and written, with its RolloutCompleted event, once.
+    let statuses_and_events = |interval: u64| {
+        let mut w = World::new(rollout(1, json!([])));
+        w.slow_scale_down = true;
+        w.settings.status_write_interval = std::time::Duration::from_secs(interval);
+        w.settle();
+        w.advance(60);
+        w.set_image("app:v2");
+        let mut written = Vec::new();
+        let mut reasons = Vec::new();
+        for _ in 0..20 {
+            let before = (w.ro.clone(), w.rss.clone());
+            let plan = w.reconcile();
+            reasons.extend(plan.events.iter().map(|e| e.reason));
+            if w.ro.status != before.0.status {
+                let s = w.status();
+                written.push((s.phase.clone().unwrap(), s.stable_rs.clone()));
+            }
+            if before == (w.ro.clone(), w.rss.clone()) {
+                break;
+            }
+            w.advance(1);
+        }
+        (written, reasons, w)
+    };
+    let (every, every_reasons, argo) = statuses_and_events(0);
+    let (held, held_reasons, w) = statuses_and_events(5);
+    let new_hash = w.status().current_pod_hash.clone();
+    // Argo's order: the new revision observed, the pods, the promotion while the old pods
+    // terminate, the completion.
+    assert!(
+        every.contains(&(RolloutPhase::Progressing, new_hash.clone())),
+        "{every:?}"
+    );
+    // Coalesced: the new revision observed, then the promotion with the completion.
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_eq!(held[1], (RolloutPhase::Healthy, new_hash));
+    // The same events, each once: RolloutCompleted is not told while its status is held.
+    assert_eq!(held_reasons, every_reasons);
+    let completed = held_reasons.iter().filter(|r| **r == "RolloutCompleted");
+    assert_eq!(completed.count(), 1, "{held_reasons:?}");
+    // Where it ends is the same.
+    let end = |w: &World| {
+        let s = w.status();
+        (
+            s.phase.clone(),
+            s.stable_rs.clone(),
+            s.replicas,
+            s.available_replicas,
+        )
+    };
+    assert_eq!(end(&w), end(&argo));
 }
