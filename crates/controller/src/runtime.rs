@@ -18,7 +18,7 @@ use crate::args::Args;
 use crate::leader::election::{Election, KubeLeases, LeaseClient};
 use crate::leader::fence::{InFlight, Leadership, WriteGate};
 use crate::leader::lease::ElectionConfig;
-use crate::loops::rollouts;
+
 use crate::serve::health::{BoundPorts, Health, Listeners, write_ports_file};
 use crate::serve::metrics::Metrics;
 use crate::{client, served};
@@ -367,14 +367,7 @@ pub async fn start(
             let result = if served::wait_until_served(&client, &stop).await {
                 // Rollouts, AnalysisRuns and Experiments are reconciled side by side, behind
                 // the same gate.
-                let reconcilers = async {
-                    let (rollouts, runs, experiments) = tokio::join!(
-                        rollouts::run_with(client.clone(), &args, hooks.clone()),
-                        crate::loops::analysis_runs::run_with(client.clone(), &args, hooks.clone()),
-                        crate::loops::experiments::run_with(client, &args, hooks),
-                    );
-                    rollouts.and(runs).and(experiments)
-                };
+                let reconcilers = crate::loops::run_all(client, &args, hooks);
                 tokio::select! {
                     result = reconcilers => result,
                     () = stop_grace(&stop) => {

@@ -1,5 +1,5 @@
-//! The Experiment controller: watches Experiments (and the ReplicaSets and AnalysisRuns they
-//! own), gathers each one's world, lets the engine decide
+//! The Experiment controller: watches Experiments and the AnalysisRuns they own, hears of
+//! their ReplicaSets' changes from the Rollout loop's ReplicaSet watch, gathers each one's world, lets the engine decide
 //! ([`sluice_engine::experiment::reconcile_experiment`]) and applies the plan: ReplicaSets and
 //! Services per template, AnalysisRuns, then the status as a merge patch carrying the
 //! resourceVersion it was decided on. A write that fails is reported back to the engine,
@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
@@ -50,14 +51,19 @@ pub enum ExperimentError {
 }
 
 /// Runs the Experiment controller until `hooks` say stop; writes only while the gate is open.
-pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
+/// `replica_set_changes` names the Experiments whose ReplicaSets changed.
+pub async fn run_with(
+    client: Client,
+    args: &Args,
+    hooks: Hooks,
+    replica_set_changes: impl futures::Stream<Item = ObjectRef<Experiment>> + Send + 'static,
+) -> anyhow::Result<()> {
     let namespace = args.namespaced.then(|| {
         args.namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string())
     });
     let experiments: Api<Experiment> = api_in(&client, namespace.as_deref());
-    let replica_sets: Api<ReplicaSet> = api_in(&client, namespace.as_deref());
     let runs: Api<AnalysisRun> = api_in(&client, namespace.as_deref());
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone()),
@@ -77,10 +83,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .reflect(writer)
     .applied_objects();
     let controller = Controller::for_stream(stream, cache)
-        .owns(
-            replica_sets,
-            watcher::Config::default().labels(sluice_engine::labels::POD_TEMPLATE_HASH),
-        )
+        .reconcile_on(replica_set_changes)
         .owns(runs, watcher::Config::default())
         .reconcile_all_on(hooks.gate.acquisitions());
     let controller = hooks.with_shutdown(controller);

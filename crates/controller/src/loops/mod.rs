@@ -2,7 +2,7 @@
 //! and `apply` executing the engine's plan, run by `driver` for the controller and the
 //! simulator alike, and `events` publishing what a plan says happened) and AnalysisRuns
 //! (`analysis_runs`, each run reconciled by `analysis_run_driver`, which the simulator runs
-//! too), and Experiments (`experiments`).
+//! too), and Experiments (`experiments`). [`run_all`] runs the three side by side.
 
 pub mod analysis_run_driver;
 pub mod analysis_runs;
@@ -12,3 +12,23 @@ pub mod events;
 pub mod experiments;
 pub mod observe;
 pub mod rollouts;
+
+use futures::channel::mpsc;
+use kube::Client;
+
+use crate::args::Args;
+use crate::runtime::Hooks;
+
+/// Runs the Rollout, AnalysisRun and Experiment loops side by side until `hooks` say stop.
+///
+/// The Experiments' ReplicaSets come from the Rollout loop's one ReplicaSet watch, as
+/// triggers: a second watch would decode every ReplicaSet event of the cluster twice.
+pub async fn run_all(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
+    let (to_experiments, experiment_triggers) = mpsc::unbounded();
+    let (rollouts, runs, experiments) = tokio::join!(
+        rollouts::run_with(client.clone(), args, hooks.clone(), to_experiments),
+        analysis_runs::run_with(client.clone(), args, hooks.clone()),
+        experiments::run_with(client, args, hooks, experiment_triggers),
+    );
+    rollouts.and(runs).and(experiments)
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
@@ -70,20 +70,46 @@ pub fn instance_selector(instance_id: &str) -> String {
     }
 }
 
+/// Where the Rollout loop's ReplicaSet watch sends the Experiments whose ReplicaSets changed
+/// (the Experiment loop reconciles them).
+pub type ExperimentTriggers = futures::channel::mpsc::UnboundedSender<ObjectRef<Experiment>>;
+
+/// Sends the Experiments that control a ReplicaSet that changed.
+trait SendOwners {
+    fn send_owners(&self, rs: &CachedReplicaSet);
+}
+
+impl SendOwners for ExperimentTriggers {
+    fn send_owners(&self, rs: &CachedReplicaSet) {
+        let Some(ns) = rs.meta().namespace.as_deref() else {
+            return;
+        };
+        for owner in rs.meta().owner_references.iter().flatten() {
+            if owner.controller == Some(true)
+                && owner.kind == "Experiment"
+                && owner.api_version.starts_with("argoproj.io/")
+            {
+                // Only a stopped Experiment loop closes the channel: nothing to tell then.
+                let _ = self.unbounded_send(ObjectRef::new(&owner.name).within(ns));
+            }
+        }
+    }
+}
+
 /// Runs the reconciler alone: it always writes and stops on SIGINT/SIGTERM.
 pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
-    let hooks = Hooks::standalone();
-    let (rollouts, runs, experiments) = tokio::join!(
-        run_with(client.clone(), args, hooks.clone()),
-        crate::loops::analysis_runs::run_with(client.clone(), args, hooks.clone()),
-        crate::loops::experiments::run_with(client, args, hooks),
-    );
-    rollouts.and(runs).and(experiments)
+    crate::loops::run_all(client, args, Hooks::standalone()).await
 }
 
 /// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
-/// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`.
-pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
+/// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`. Changes of
+/// ReplicaSets an Experiment owns go to `to_experiments`.
+pub async fn run_with(
+    client: Client,
+    args: &Args,
+    hooks: Hooks,
+    to_experiments: ExperimentTriggers,
+) -> anyhow::Result<()> {
     let namespace = args.namespaced.then(|| {
         args.namespace
             .clone()
@@ -106,7 +132,8 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
         .default_backoff(),
         rs_writer,
     )
-    .touched_objects();
+    .touched_objects()
+    .inspect_ok(move |rs| to_experiments.send_owners(rs));
 
     // The Rollout cache is made here, not by the Controller, so that changes of the Services
     // and templates a Rollout names can be mapped to it.
