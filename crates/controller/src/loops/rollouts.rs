@@ -544,6 +544,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn a_replica_set_change_is_told_to_the_experiment_that_controls_it() {
+        let rs = |owners: serde_json::Value| {
+            let rs: ReplicaSet = serde_json::from_value(json!({
+                "metadata": {"name": "rs", "namespace": "ns", "ownerReferences": owners}
+            }))
+            .unwrap();
+            CachedReplicaSet::from_replica_set(&rs).unwrap()
+        };
+        let owner = |kind: &str, name: &str, controller: bool| {
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "name": name,
+                   "uid": "u", "controller": controller})
+        };
+        let (tx, mut rx) = futures::channel::mpsc::unbounded();
+        tx.send_owners(&rs(json!([owner("Experiment", "exp", true)])));
+        tx.send_owners(&rs(json!([owner("Rollout", "ro", true)])));
+        tx.send_owners(&rs(json!([owner("Experiment", "not-controller", false)])));
+        drop(tx);
+        let told: Vec<_> = futures::executor::block_on_stream(&mut rx).collect();
+        assert_eq!(told, [ObjectRef::<Experiment>::new("exp").within("ns")]);
+    }
+
     fn rollout(ns: &str, name: &str, strategy: serde_json::Value) -> Rollout {
         serde_json::from_value(json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
