@@ -94,6 +94,66 @@ struct RequestSeries {
     last_used: u64,
 }
 
+/// The request series by labels, and the same keys by when they were last used, so that the
+/// least recently used one is evicted without a scan of every series (there is one per object
+/// and verb: at ten thousand Rollouts the bound is reached, and every request evicts).
+#[derive(Debug, Default)]
+struct RequestSeriesMap {
+    series: BTreeMap<(RequestInfo, String), RequestSeries>,
+    by_use: BTreeMap<u64, (RequestInfo, String)>,
+}
+
+impl RequestSeriesMap {
+    fn iter(&self) -> impl Iterator<Item = (&(RequestInfo, String), &RequestSeries)> {
+        self.series.iter()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        debug_assert_eq!(self.series.len(), self.by_use.len());
+        self.series.len()
+    }
+
+    /// Counts one request of `key` at tick `now`, evicting the least recently used series
+    /// beyond `max`.
+    fn count(&mut self, key: (RequestInfo, String), now: u64, max: usize) {
+        match self.series.get_mut(&key) {
+            Some(series) => {
+                self.by_use.remove(&series.last_used);
+                series.count += 1;
+                series.last_used = now;
+            }
+            None => {
+                self.series.insert(
+                    key.clone(),
+                    RequestSeries {
+                        count: 1,
+                        last_used: now,
+                    },
+                );
+            }
+        }
+        self.by_use.insert(now, key);
+        while self.series.len() > max {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.series.remove(&oldest);
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&(RequestInfo, String)) -> bool) {
+        let by_use = &mut self.by_use;
+        self.series.retain(|key, series| {
+            let kept = keep(key);
+            if !kept {
+                by_use.remove(&series.last_used);
+            }
+            kept
+        });
+    }
+}
+
 /// The controller's metrics; shared by the reconciler, the HTTP client layers and the server.
 #[derive(Debug)]
 pub struct Metrics {
@@ -108,7 +168,7 @@ pub struct Metrics {
     per_run: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_rollout: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_experiment: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
-    requests: Mutex<BTreeMap<(RequestInfo, String), RequestSeries>>,
+    requests: Mutex<RequestSeriesMap>,
     /// (kind, verb, status) -> count, never pruned.
     request_totals: Mutex<BTreeMap<(String, String, String), u64>>,
     /// Every Rollout reconcile, in [`FINE_RECONCILE_BUCKETS`].
@@ -133,7 +193,7 @@ impl Metrics {
             per_run: Mutex::new(BTreeMap::new()),
             per_rollout: Mutex::new(BTreeMap::new()),
             per_experiment: Mutex::new(BTreeMap::new()),
-            requests: Mutex::new(BTreeMap::new()),
+            requests: Mutex::default(),
             request_totals: Mutex::new(BTreeMap::new()),
             reconcile_all: Histogram::new(FINE_RECONCILE_BUCKETS),
             request_clock: AtomicU64::new(0),
@@ -205,24 +265,10 @@ impl Metrics {
         *lock(&self.request_totals)
             .entry((info.kind.clone(), info.verb.clone(), status.to_string()))
             .or_default() += 1;
-        let now = self.request_clock.fetch_add(1, Ordering::Relaxed);
+        // Taken under the lock, so that ticks are in the order the series are touched.
         let mut map = lock(&self.requests);
-        let series = map
-            .entry((info, status.to_string()))
-            .or_insert(RequestSeries {
-                count: 0,
-                last_used: now,
-            });
-        series.count += 1;
-        series.last_used = now;
-        if map.len() > MAX_REQUEST_SERIES
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.last_used)
-                .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
+        let now = self.request_clock.fetch_add(1, Ordering::Relaxed);
+        map.count((info, status.to_string()), now, MAX_REQUEST_SERIES);
     }
 
     /// Total of the request counter over series matching `filter`; for tests and diagnostics.
@@ -283,14 +329,28 @@ impl Metrics {
         if gone.is_empty() {
             return;
         }
-        lock(&self.requests).retain(|(info, _), _| {
-            // The object belongs to the Rollout with the longest name it derives from.
-            let owner = live
-                .iter()
-                .chain(gone.iter())
-                .filter(|(ns, name)| *ns == info.namespace && derives_from(&info.name, name))
-                .max_by_key(|(_, name)| name.len());
-            !owner.is_some_and(|key| gone.contains(key))
+        lock(&self.requests).retain(|(info, _)| {
+            // The object belongs to the Rollout with the longest name it derives from: its
+            // name, or its name cut at a '-' or '.', looked up from the longest down (a
+            // lookup per cut, not a scan of every Rollout per series).
+            let known = |name: &str| {
+                let key = (info.namespace.clone(), name.to_string());
+                (live.contains(&key) || gone.contains(&key)).then_some(key)
+            };
+            let cuts = info
+                .name
+                .char_indices()
+                .filter(|(_, c)| *c == '-' || *c == '.')
+                .map(|(i, _)| &info.name[..i]);
+            let owner = std::iter::once(info.name.as_str())
+                .chain(cuts.rev())
+                .find_map(known);
+            debug_assert!(
+                owner
+                    .as_ref()
+                    .is_none_or(|(_, name)| derives_from(&info.name, name))
+            );
+            !owner.is_some_and(|key| gone.contains(&key))
         });
     }
 }
@@ -492,5 +552,20 @@ mod tests {
             0,
             "oldest evicted"
         );
+        // A series used again is the newest: the next evictions take the ones after it.
+        m.count_request(req("pods", "a", "p10", "Get"), "200");
+        for i in 0..5 {
+            m.count_request(req("pods", "b", &format!("q{i}"), "Get"), "200");
+        }
+        assert_eq!(lock(&m.requests).len(), MAX_REQUEST_SERIES);
+        assert_eq!(m.requests_matching(|i, _| i.name == "p10"), 2);
+        for i in 11..16 {
+            assert_eq!(
+                m.requests_matching(|i2, _| i2.name == format!("p{i}")),
+                0,
+                "p{i}"
+            );
+        }
+        assert_eq!(m.requests_matching(|i, _| i.name == "p16"), 1);
     }
 }
