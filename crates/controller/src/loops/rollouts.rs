@@ -39,8 +39,8 @@ pub struct Context {
     caches: Caches,
     events: EventPublisher,
     rollouts: Store<Rollout>,
-    /// Rollouts already announced with `RolloutAddedToInformer` by this process, by uid.
-    announced: Mutex<HashSet<String>>,
+    /// Rollouts already announced with `RolloutAddedToInformer` by this process.
+    announced: Mutex<Announced>,
     resync: Duration,
     settings: sluice_engine::Settings,
     /// Since when each Rollout has progress held back (`--status-write-interval`).
@@ -222,7 +222,7 @@ pub async fn run_with(
         caches,
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
         rollouts: ro_reader.clone(),
-        announced: Mutex::new(HashSet::new()),
+        announced: Mutex::default(),
         resync: args.resync(),
         settings: args.engine_settings(),
         held: driver::HeldProgress::default(),
@@ -495,6 +495,7 @@ async fn announce(ctx: &Context, ro: &Rollout) {
         .announced
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .uids
         .contains(&uid)
     {
         return;
@@ -519,16 +520,27 @@ async fn announce(ctx: &Context, ro: &Rollout) {
     }
     ctx.hooks.count_event(ro, "Normal", ADDED_TO_INFORMER);
     let mut announced = ctx.announced.lock().unwrap_or_else(|p| p.into_inner());
-    announced.insert(uid);
-    // Forget deleted Rollouts now and then, so the set stays the size of the cache.
-    let live = ctx.rollouts.state();
-    if announced.len() > 2 * live.len() + 64 {
+    announced.uids.insert(uid);
+    // Forget deleted Rollouts once the set has doubled since it was last pruned: it stays
+    // about the size of the cache, at a constant cost per announcement (reading the whole
+    // cache on every one would cost the square of the Rollouts).
+    if announced.uids.len() > announced.prune_at {
+        let live = ctx.rollouts.state();
         let uids: HashSet<&str> = live
             .iter()
             .filter_map(|r| r.metadata.uid.as_deref())
             .collect();
-        announced.retain(|u| uids.contains(u.as_str()));
+        announced.uids.retain(|u| uids.contains(u.as_str()));
+        announced.prune_at = 2 * announced.uids.len() + 64;
     }
+}
+
+/// The Rollouts this process has announced, by uid, and the size at which the deleted ones
+/// are next forgotten.
+#[derive(Debug, Default)]
+struct Announced {
+    uids: HashSet<String>,
+    prune_at: usize,
 }
 
 /// The reason of the event announcing a Rollout the controller has started to follow.
