@@ -96,14 +96,14 @@ impl Report {
             out,
             "| workload | phase | wall s | CPU s: controller / apiserver / etcd / KCM / kubelet | \
              ms CPU per object: controller / control plane / all | API requests per object: all / controller | \
-             Rollout writes per object | new RS ms p50 / p99 | reconcile ms p50 / p99 | controller RSS MiB peak / end |"
+             Rollout writes per object | new RS ms p50 / p99 | reconciles per object, ms p50 / p99 | controller RSS MiB peak / end |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             let cpu = |name: &str| opt(p.cpu.per_process.get(name).copied(), 1);
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} / {} | {} / {} | {} / {} |",
+                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} / {} | {}, {} / {} | {} / {} |",
                 p.workload,
                 p.phase,
                 p.wall_seconds,
@@ -120,6 +120,11 @@ impl Report {
                 opt(p.rollout_writes_per_object, 2),
                 opt(p.new_replica_set_ms.p50, 0),
                 opt(p.new_replica_set_ms.p99, 0),
+                opt(
+                    (p.reconcile_ms.count > 0)
+                        .then(|| p.reconcile_ms.count as f64 / p.objects.max(1) as f64),
+                    1
+                ),
                 opt(p.reconcile_ms.p50, 2),
                 opt(p.reconcile_ms.p99, 2),
                 opt(p.controller_rss_peak_mib, 1),
