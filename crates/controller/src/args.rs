@@ -52,7 +52,9 @@ pub struct Args {
 
     /// How long a status change that only reports an update's progress (replica counts, the
     /// phase message) may wait for the next status write; a new revision, a step, a phase, a
-    /// pause or an abort is always written at once. Fewer writes of the Rollout, each the API
+    /// pause or an abort is always written at once. A canary without traffic routing, Services
+    /// or analysis also holds its stable promotion this way, to write it with the completion
+    /// that follows once the old pods are gone. Fewer writes of the Rollout, each the API
     /// server's dearest request; counts are at most this late. 0s writes every change, as Argo
     /// Rollouts does. Rollouts with a progress deadline under ten times this are never held back.
     #[arg(long = "status-write-interval", default_value = "5s", value_parser = parse_go_duration, value_name = "DURATION")]

@@ -18,8 +18,8 @@
 //! already being scaled away in the same reconcile, and the phase turns Healthy once they are
 //! gone, usually well within the interval, so the promotion is written with it. Nothing acts
 //! on the status in between: the next reconcile, from the same observed state, promotes again.
-//! This is what keeps a plain update to three Rollout writes (the revision annotation, the
-//! new revision observed, the completion), as many as a Deployment update makes of its own.
+//! This is what keeps a plain update to three Rollout writes: the revision annotation, the
+//! new revision observed, the completion.
 //!
 //! Counting from the first hold rather than from the last write is what folds an update's
 //! progress into its completion when the pods come long after the ReplicaSet (a busy
