@@ -118,18 +118,9 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     }
     // Progress bookkeeping in the middle of an update waits for the next write that matters
     // (or the interval's end, when the Rollout is looked at again).
-    let deadline = i64::from(ro.spec.progress_deadline_seconds.unwrap_or(600));
-    let interval = settings.status_write_interval;
+    let rules = coalesce::Rules::of(&ro.spec, settings.status_write_interval);
     let held_since = observed.progress_held_since;
-    if let Some(wait) = coalesce::may_wait(
-        &old_status,
-        &plan.status,
-        interval,
-        deadline,
-        coalesce::stable_in_status_only(&ro.spec),
-        held_since,
-        now,
-    ) {
+    if let Some(wait) = coalesce::may_wait(&old_status, &plan.status, rules, held_since, now) {
         plan.status = old_status;
         plan.progress_held = true;
         // What the held status would report (a promotion's RolloutCompleted) goes out with

@@ -38,19 +38,39 @@ use sluice_api::rollout::{RolloutConditionType as Cond, RolloutPhase, RolloutSpe
 
 use crate::conditions as c;
 
-/// Whether the change from `old` to `new` may wait, and if so for how long at most: `None`
-/// means write now. `held_since` is when a change not written since was first held back;
-/// `stable_in_status_only` says that nothing but the status names the stable ReplicaSet
-/// ([`stable_in_status_only`]), so that its promotion may wait too.
-pub(super) fn may_wait(
-    old: &RolloutStatus,
-    new: &RolloutStatus,
+/// What a Rollout's status may be held back under: the controller's interval, the Rollout's
+/// progress deadline, and whether its promotion may wait too ([`stable_in_status_only`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Rules {
     interval: Duration,
     progress_deadline_seconds: i64,
     stable_in_status_only: bool,
+}
+
+impl Rules {
+    pub(super) fn of(spec: &RolloutSpec, interval: Duration) -> Rules {
+        Rules {
+            interval,
+            progress_deadline_seconds: i64::from(spec.progress_deadline_seconds.unwrap_or(600)),
+            stable_in_status_only: stable_in_status_only(spec),
+        }
+    }
+}
+
+/// Whether the change from `old` to `new` may wait, and if so for how long at most: `None`
+/// means write now. `held_since` is when a change not written since was first held back.
+pub(super) fn may_wait(
+    old: &RolloutStatus,
+    new: &RolloutStatus,
+    rules: Rules,
     held_since: Option<Timestamp>,
     now: Timestamp,
 ) -> Option<Duration> {
+    let Rules {
+        interval,
+        progress_deadline_seconds,
+        stable_in_status_only,
+    } = rules;
     if interval.is_zero() || (progress_deadline_seconds as f64) < 10.0 * interval.as_secs_f64() {
         return None;
     }
@@ -164,6 +184,15 @@ mod tests {
 
     const FIVE: Duration = Duration::from_secs(5);
 
+    /// A five-second interval, a progress deadline, and whether the promotion may wait.
+    fn rules(progress_deadline_seconds: i64, stable_in_status_only: bool) -> Rules {
+        Rules {
+            interval: FIVE,
+            progress_deadline_seconds,
+            stable_in_status_only,
+        }
+    }
+
     #[test]
     fn counts_and_the_progressing_reason_wait_until_the_interval_is_up() {
         let old = progressing("NewReplicaSetCreated", "2026-01-01T00:00:10Z", json!({}));
@@ -179,9 +208,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 None,
                 at("2026-01-01T00:00:11Z")
             ),
@@ -193,9 +220,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 held,
                 at("2026-01-01T00:00:15Z")
             ),
@@ -205,9 +230,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 held,
                 at("2026-01-01T00:00:16Z")
             ),
@@ -219,9 +242,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 held_before_the_write,
                 at("2026-01-01T00:00:11Z")
             ),
@@ -233,9 +254,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 None,
                 at("2026-01-01T00:01:10Z")
             ),
@@ -246,9 +265,7 @@ mod tests {
             may_wait(
                 &old,
                 &new,
-                FIVE,
-                49,
-                false,
+                rules(49, false),
                 None,
                 at("2026-01-01T00:00:11Z")
             ),
@@ -257,7 +274,17 @@ mod tests {
         // No interval: every change is written, as Argo does.
         let now = at("2026-01-01T00:00:11Z");
         assert_eq!(
-            may_wait(&old, &new, Duration::ZERO, 600, false, None, now),
+            may_wait(
+                &old,
+                &new,
+                Rules {
+                    interval: Duration::ZERO,
+                    progress_deadline_seconds: 600,
+                    stable_in_status_only: false
+                },
+                None,
+                now
+            ),
             None
         );
     }
@@ -276,7 +303,7 @@ mod tests {
         ] {
             let new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", extra);
             assert_eq!(
-                may_wait(&old, &new, FIVE, 600, false, None, now),
+                may_wait(&old, &new, rules(600, false), None, now),
                 None,
                 "{what}"
             );
@@ -285,7 +312,7 @@ mod tests {
         let mut new = progressing("ReplicaSetUpdated", "2026-01-01T00:00:11Z", json!({}));
         new.conditions.as_mut().unwrap()[0].status =
             Some(sluice_api::common::ConditionStatus::False);
-        assert_eq!(may_wait(&old, &new, FIVE, 600, false, None, now), None);
+        assert_eq!(may_wait(&old, &new, rules(600, false), None, now), None);
         // Paused: nothing comes back soon to write the counts.
         let paused = |s: &RolloutStatus| {
             let mut s = s.clone();
@@ -301,9 +328,7 @@ mod tests {
             may_wait(
                 &paused(&old),
                 &paused(&counted),
-                FIVE,
-                600,
-                false,
+                rules(600, false),
                 None,
                 now
             ),
@@ -322,15 +347,18 @@ mod tests {
                    "message": "old replicas are pending termination"}),
         );
         assert_eq!(
-            may_wait(&old, &promoted, FIVE, 600, true, None, now),
+            may_wait(&old, &promoted, rules(600, true), None, now),
             Some(Duration::from_secs(5))
         );
         // Where something else acts on it, it is written at once.
-        assert_eq!(may_wait(&old, &promoted, FIVE, 600, false, None, now), None);
+        assert_eq!(
+            may_wait(&old, &promoted, rules(600, false), None, now),
+            None
+        );
         // The completion that follows is a phase: written at once, promotion and all.
         let mut healthy = promoted.clone();
         healthy.phase = Some(RolloutPhase::Healthy);
-        assert_eq!(may_wait(&old, &healthy, FIVE, 600, true, None, now), None);
+        assert_eq!(may_wait(&old, &healthy, rules(600, true), None, now), None);
     }
 
     #[test]
