@@ -74,24 +74,18 @@ pub fn instance_selector(instance_id: &str) -> String {
 /// (the Experiment loop reconciles them).
 pub type ExperimentTriggers = futures::channel::mpsc::UnboundedSender<ObjectRef<Experiment>>;
 
-/// Sends the Experiments that control a ReplicaSet that changed.
-trait SendOwners {
-    fn send_owners(&self, rs: &CachedReplicaSet);
-}
-
-impl SendOwners for ExperimentTriggers {
-    fn send_owners(&self, rs: &CachedReplicaSet) {
-        let Some(ns) = rs.meta().namespace.as_deref() else {
-            return;
-        };
-        for owner in rs.meta().owner_references.iter().flatten() {
-            if owner.controller == Some(true)
-                && owner.kind == "Experiment"
-                && owner.api_version.starts_with("argoproj.io/")
-            {
-                // Only a stopped Experiment loop closes the channel: nothing to tell then.
-                let _ = self.unbounded_send(ObjectRef::new(&owner.name).within(ns));
-            }
+/// Tells the Experiment loop of a changed ReplicaSet that an Experiment controls.
+fn tell_experiments(to_experiments: &ExperimentTriggers, rs: &CachedReplicaSet) {
+    let Some(ns) = rs.meta().namespace.as_deref() else {
+        return;
+    };
+    for owner in rs.meta().owner_references.iter().flatten() {
+        if owner.controller == Some(true)
+            && owner.kind == "Experiment"
+            && owner.api_version.starts_with("argoproj.io/")
+        {
+            // Only a stopped Experiment loop closes the channel: nothing to tell then.
+            let _ = to_experiments.unbounded_send(ObjectRef::new(&owner.name).within(ns));
         }
     }
 }
@@ -133,7 +127,7 @@ pub async fn run_with(
         rs_writer,
     )
     .touched_objects()
-    .inspect_ok(move |rs| to_experiments.send_owners(rs));
+    .inspect_ok(move |rs| tell_experiments(&to_experiments, rs));
 
     // The Rollout cache is made here, not by the Controller, so that changes of the Services
     // and templates a Rollout names can be mapped to it.
@@ -570,9 +564,12 @@ mod tests {
                    "uid": "u", "controller": controller})
         };
         let (tx, mut rx) = futures::channel::mpsc::unbounded();
-        tx.send_owners(&rs(json!([owner("Experiment", "exp", true)])));
-        tx.send_owners(&rs(json!([owner("Rollout", "ro", true)])));
-        tx.send_owners(&rs(json!([owner("Experiment", "not-controller", false)])));
+        tell_experiments(&tx, &rs(json!([owner("Experiment", "exp", true)])));
+        tell_experiments(&tx, &rs(json!([owner("Rollout", "ro", true)])));
+        tell_experiments(
+            &tx,
+            &rs(json!([owner("Experiment", "not-controller", false)])),
+        );
         drop(tx);
         let told: Vec<_> = futures::executor::block_on_stream(&mut rx).collect();
         assert_eq!(told, [ObjectRef::<Experiment>::new("exp").within("ns")]);
