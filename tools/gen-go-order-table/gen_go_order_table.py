@@ -161,15 +161,16 @@ class Package:
 
 
 def parse_tag(tag):
-    """(json name, omitempty) of a struct tag. `omitzero` is deliberately ignored: Argo
-    Rollouts keeps the bytes of the encoders that predate it (`"creationTimestamp":null`)."""
+    """(json name, omitempty, omitzero) of a struct tag. `omitzero` (k8s.io/apimachinery
+    v0.34 and later, on `creationTimestamp`) is recorded apart from `omitempty`: the encoder
+    honours it for the current hash and ignores it for the hash of encoders that predate it."""
     m = re.search(r'json:"([^"]*)"', tag or "")
     if not m:
-        return None, False
+        return None, False, False
     parts = m.group(1).split(",")
     if "string" in parts[1:]:
         raise GenError("the json ',string' option is not supported: " + tag)
-    return parts[0], "omitempty" in parts[1:]
+    return parts[0], "omitempty" in parts[1:], "omitzero" in parts[1:]
 
 
 def split_fields(body):
@@ -265,7 +266,7 @@ class Generator:
         result = []
         position = 0
         for names, expr, tag in split_fields(body):
-            json_name, omitempty = parse_tag(tag)
+            json_name, omitempty, omitzero = parse_tag(tag)
             if json_name == "-" and tag and re.search(r'json:"-"', tag):
                 position += len(names or [None])
                 continue
@@ -287,6 +288,7 @@ class Generator:
                         dict(
                             json=json_name or go_name,
                             omitempty=omitempty,
+                            omitzero=omitzero,
                             shape=shape,
                             depth=depth,
                             tagged=bool(json_name),
@@ -301,6 +303,7 @@ class Generator:
                         dict(
                             json=json_name or go_name,
                             omitempty=omitempty,
+                            omitzero=omitzero,
                             shape=self.resolve(expr, pkg, aliases),
                             depth=depth,
                             tagged=bool(json_name),
@@ -416,7 +419,12 @@ def render_body(gen, version):
         lines.append("    go_name: %s," % rust_str(go_path(key)))
         lines.append("    fields: &[")
         for f in gen.structs[key]:
-            constructor = "omitempty" if f["omitempty"] else "always"
+            if f["omitzero"]:
+                if not f["omitempty"] or f["shape"] != ("Special", "Time"):
+                    raise GenError("omitzero is modelled only with omitempty on a Time: " + f["json"])
+                constructor = "omitempty_omitzero"
+            else:
+                constructor = "omitempty" if f["omitempty"] else "always"
             args = (constructor, rust_str(f["json"]), rust_shape(f["shape"]))
             lines.append("        Field::%s(%s, %s)," % args)
         lines.append("    ],")

@@ -15,13 +15,21 @@ use super::table::{Field, Scalar, StructDef, Ty};
 pub struct Encoder {
     out: Vec<u8>,
     path: Vec<String>,
+    /// Whether fields tagged `omitzero` leave out their zero value (apimachinery v0.34 and
+    /// later) or are written like plain `omitempty` fields (earlier encoders).
+    omitzero: bool,
+    /// Bytes for comparing, not hashing: empty slices and maps written as nil ones and
+    /// quantities by value, as Kubernetes' semantic equality sees them.
+    semantic: bool,
 }
 
 impl Encoder {
-    pub fn new() -> Self {
+    pub fn new(omitzero: bool, semantic: bool) -> Self {
         Encoder {
             out: Vec::with_capacity(1024),
             path: Vec::new(),
+            omitzero,
+            semantic,
         }
     }
 
@@ -47,6 +55,9 @@ impl Encoder {
                 .and_then(|o| o.get(field.json))
                 .filter(|v| !v.is_null());
             if field.omitempty && is_empty(&field.ty, value) {
+                continue;
+            }
+            if field.omitzero && self.omitzero && is_zero(&field.ty, value) {
                 continue;
             }
             if !first {
@@ -80,6 +91,9 @@ impl Encoder {
                 let Value::Array(items) = value else {
                     return Err(self.mismatch("an array"));
                 };
+                if self.semantic && items.is_empty() {
+                    return self.write_zero(ty);
+                }
                 self.out.push(b'[');
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
@@ -97,6 +111,9 @@ impl Encoder {
                 let Value::Object(entries) = value else {
                     return Err(self.mismatch("an object"));
                 };
+                if self.semantic && entries.is_empty() {
+                    return self.write_zero(ty);
+                }
                 self.write_map(elem, entries)
             }
             Ty::Struct(def) => self.write_struct(def, Some(value)),
@@ -106,12 +123,16 @@ impl Encoder {
                     Value::Number(n) => n.to_string(),
                     _ => return Err(self.mismatch("a quantity string or number")),
                 };
-                let canonical =
-                    quantity::canonical(&text).map_err(|source| HashError::Quantity {
-                        path: self.path_string(),
-                        value: text.clone(),
-                        source,
-                    })?;
+                let render: fn(&str) -> Result<String, quantity::QuantityError> = if self.semantic {
+                    quantity::value_key
+                } else {
+                    quantity::canonical
+                };
+                let canonical = render(&text).map_err(|source| HashError::Quantity {
+                    path: self.path_string(),
+                    value: text.clone(),
+                    source,
+                })?;
                 write_go_string(&mut self.out, &canonical);
                 Ok(())
             }
@@ -226,6 +247,16 @@ fn is_empty(ty: &Ty, value: Option<&Value>) -> bool {
         (Ty::Scalar(_), value) => integer(value) == Some(0),
         (Ty::Slice(_), Value::Array(items)) => items.is_empty(),
         (Ty::Map(_), Value::Object(entries)) => entries.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether `omitzero` drops the field: the Go zero value, which for a `metav1.Time` is also
+/// a time that reads back as year 1 (its `IsZero`). The table marks only such fields.
+fn is_zero(ty: &Ty, value: Option<&Value>) -> bool {
+    match (ty, value) {
+        (_, None) => true,
+        (Ty::Time, Some(Value::String(text))) => go_time::go_json(text).is_ok_and(|j| j == "null"),
         _ => false,
     }
 }

@@ -2,7 +2,7 @@
 //
 // Go declaration order, json names and omitempty flags of every struct reachable from
 // corev1.PodTemplateSpec.
-// Source: k8s.io/api v0.32.3, k8s.io/apimachinery v0.32.3 (Debian trixie source packages)
+// Source: k8s.io/api v0.34.1, k8s.io/apimachinery v0.34.1 (Go modules)
 //
 // Regenerate with:
 //   python3 tools/gen-go-order-table/gen_go_order_table.py \
@@ -10,15 +10,14 @@
 //     --version '<source description>' \
 //     --out crates/api/src/pod_template_hash/go_types.rs
 // The checksum covers everything below the marker line.
-// table-checksum: fnv1a64:3d1137d9c438d1ae
+// table-checksum: fnv1a64:868b417e1abf3e7d
 // ---- generated table ----
 use super::table::Scalar::{Bool, I32, I64, Str};
 use super::table::{Field, StructDef, Ty};
 
 /// Go module versions the table was generated from.
 #[cfg(test)]
-pub const SOURCE_VERSION: &str =
-    "k8s.io/api v0.32.3, k8s.io/apimachinery v0.32.3 (Debian trixie source packages)";
+pub const SOURCE_VERSION: &str = "k8s.io/api v0.34.1, k8s.io/apimachinery v0.34.1 (Go modules)";
 
 /// `PodTemplateSpec`, the root of the hashed value.
 pub static ROOT: &StructDef = &CORE_V1_POD_TEMPLATE_SPEC;
@@ -80,6 +79,7 @@ pub static ALL: &[&StructDef] = &[
     &CORE_V1_ENV_FROM_SOURCE,
     &CORE_V1_ENV_VAR,
     &CORE_V1_CONTAINER_RESIZE_POLICY,
+    &CORE_V1_CONTAINER_RESTART_RULE,
     &CORE_V1_VOLUME_MOUNT,
     &CORE_V1_VOLUME_DEVICE,
     &CORE_V1_PROBE,
@@ -103,6 +103,7 @@ pub static ALL: &[&StructDef] = &[
     &CORE_V1_CONFIG_MAP_ENV_SOURCE,
     &CORE_V1_SECRET_ENV_SOURCE,
     &CORE_V1_ENV_VAR_SOURCE,
+    &CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES,
     &CORE_V1_EXEC_ACTION,
     &CORE_V1_HTTP_GET_ACTION,
     &CORE_V1_TCP_SOCKET_ACTION,
@@ -121,9 +122,11 @@ pub static ALL: &[&StructDef] = &[
     &CORE_V1_CONFIG_MAP_PROJECTION,
     &CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION,
     &CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION,
+    &CORE_V1_POD_CERTIFICATE_PROJECTION,
     &CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC,
     &CORE_V1_CONFIG_MAP_KEY_SELECTOR,
     &CORE_V1_SECRET_KEY_SELECTOR,
+    &CORE_V1_FILE_KEY_SELECTOR,
     &CORE_V1_HTTP_HEADER,
     &CORE_V1_SLEEP_ACTION,
     &CORE_V1_NODE_SELECTOR_TERM,
@@ -151,7 +154,7 @@ pub static META_V1_OBJECT_META: StructDef = StructDef {
         Field::omitempty("uid", Ty::Scalar(Str)),
         Field::omitempty("resourceVersion", Ty::Scalar(Str)),
         Field::omitempty("generation", Ty::Scalar(I64)),
-        Field::omitempty("creationTimestamp", Ty::Time),
+        Field::omitempty_omitzero("creationTimestamp", Ty::Time),
         Field::omitempty("deletionTimestamp", Ty::Ptr(&Ty::Time)),
         Field::omitempty("deletionGracePeriodSeconds", Ty::Ptr(&Ty::Scalar(I64))),
         Field::omitempty("labels", Ty::Map(&Ty::Scalar(Str))),
@@ -235,6 +238,7 @@ pub static CORE_V1_POD_SPEC: StructDef = StructDef {
             "resources",
             Ty::Ptr(&Ty::Struct(&CORE_V1_RESOURCE_REQUIREMENTS)),
         ),
+        Field::omitempty("hostnameOverride", Ty::Ptr(&Ty::Scalar(Str))),
     ],
 };
 
@@ -390,6 +394,10 @@ pub static CORE_V1_CONTAINER: StructDef = StructDef {
         ),
         Field::omitempty("restartPolicy", Ty::Ptr(&Ty::Scalar(Str))),
         Field::omitempty(
+            "restartPolicyRules",
+            Ty::Slice(&Ty::Struct(&CORE_V1_CONTAINER_RESTART_RULE)),
+        ),
+        Field::omitempty(
             "volumeMounts",
             Ty::Slice(&Ty::Struct(&CORE_V1_VOLUME_MOUNT)),
         ),
@@ -431,6 +439,10 @@ pub static CORE_V1_EPHEMERAL_CONTAINER: StructDef = StructDef {
             Ty::Slice(&Ty::Struct(&CORE_V1_CONTAINER_RESIZE_POLICY)),
         ),
         Field::omitempty("restartPolicy", Ty::Ptr(&Ty::Scalar(Str))),
+        Field::omitempty(
+            "restartPolicyRules",
+            Ty::Slice(&Ty::Struct(&CORE_V1_CONTAINER_RESTART_RULE)),
+        ),
         Field::omitempty(
             "volumeMounts",
             Ty::Slice(&Ty::Struct(&CORE_V1_VOLUME_MOUNT)),
@@ -963,6 +975,17 @@ pub static CORE_V1_CONTAINER_RESIZE_POLICY: StructDef = StructDef {
     ],
 };
 
+pub static CORE_V1_CONTAINER_RESTART_RULE: StructDef = StructDef {
+    go_name: "k8s.io/api/core/v1.ContainerRestartRule",
+    fields: &[
+        Field::omitempty("action", Ty::Scalar(Str)),
+        Field::omitempty(
+            "exitCodes",
+            Ty::Ptr(&Ty::Struct(&CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES)),
+        ),
+    ],
+};
+
 pub static CORE_V1_VOLUME_MOUNT: StructDef = StructDef {
     go_name: "k8s.io/api/core/v1.VolumeMount",
     fields: &[
@@ -1011,6 +1034,7 @@ pub static CORE_V1_LIFECYCLE: StructDef = StructDef {
             Ty::Ptr(&Ty::Struct(&CORE_V1_LIFECYCLE_HANDLER)),
         ),
         Field::omitempty("preStop", Ty::Ptr(&Ty::Struct(&CORE_V1_LIFECYCLE_HANDLER))),
+        Field::omitempty("stopSignal", Ty::Ptr(&Ty::Scalar(Str))),
     ],
 };
 
@@ -1202,6 +1226,10 @@ pub static CORE_V1_VOLUME_PROJECTION: StructDef = StructDef {
             "clusterTrustBundle",
             Ty::Ptr(&Ty::Struct(&CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION)),
         ),
+        Field::omitempty(
+            "podCertificate",
+            Ty::Ptr(&Ty::Struct(&CORE_V1_POD_CERTIFICATE_PROJECTION)),
+        ),
     ],
 };
 
@@ -1248,6 +1276,18 @@ pub static CORE_V1_ENV_VAR_SOURCE: StructDef = StructDef {
             "secretKeyRef",
             Ty::Ptr(&Ty::Struct(&CORE_V1_SECRET_KEY_SELECTOR)),
         ),
+        Field::omitempty(
+            "fileKeyRef",
+            Ty::Ptr(&Ty::Struct(&CORE_V1_FILE_KEY_SELECTOR)),
+        ),
+    ],
+};
+
+pub static CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES: StructDef = StructDef {
+    go_name: "k8s.io/api/core/v1.ContainerRestartRuleOnExitCodes",
+    fields: &[
+        Field::omitempty("operator", Ty::Scalar(Str)),
+        Field::omitempty("values", Ty::Slice(&Ty::Scalar(I32))),
     ],
 };
 
@@ -1421,6 +1461,18 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: StructDef = StructDef {
     ],
 };
 
+pub static CORE_V1_POD_CERTIFICATE_PROJECTION: StructDef = StructDef {
+    go_name: "k8s.io/api/core/v1.PodCertificateProjection",
+    fields: &[
+        Field::omitempty("signerName", Ty::Scalar(Str)),
+        Field::omitempty("keyType", Ty::Scalar(Str)),
+        Field::omitempty("maxExpirationSeconds", Ty::Ptr(&Ty::Scalar(I32))),
+        Field::omitempty("credentialBundlePath", Ty::Scalar(Str)),
+        Field::omitempty("keyPath", Ty::Scalar(Str)),
+        Field::omitempty("certificateChainPath", Ty::Scalar(Str)),
+    ],
+};
+
 pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: StructDef = StructDef {
     go_name: "k8s.io/api/core/v1.PersistentVolumeClaimSpec",
     fields: &[
@@ -1458,6 +1510,16 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: StructDef = StructDef {
     go_name: "k8s.io/api/core/v1.SecretKeySelector",
     fields: &[
         Field::omitempty("name", Ty::Scalar(Str)),
+        Field::always("key", Ty::Scalar(Str)),
+        Field::omitempty("optional", Ty::Ptr(&Ty::Scalar(Bool))),
+    ],
+};
+
+pub static CORE_V1_FILE_KEY_SELECTOR: StructDef = StructDef {
+    go_name: "k8s.io/api/core/v1.FileKeySelector",
+    fields: &[
+        Field::always("volumeName", Ty::Scalar(Str)),
+        Field::always("path", Ty::Scalar(Str)),
         Field::always("key", Ty::Scalar(Str)),
         Field::omitempty("optional", Ty::Ptr(&Ty::Scalar(Bool))),
     ],

@@ -7,8 +7,11 @@
 //! serde reproduces, so the template is re-encoded here from a table of the Go structs
 //! generated from the k8s.io/api sources (`go_types.rs`).
 //!
-//! The Go JSON of `metadata.creationTimestamp` is kept as `null` (the `omitempty` form,
-//! not the later `omitzero` one), as Argo pins it to keep hashes stable across upgrades.
+//! The bytes, and so every hash, changed with k8s.io/apimachinery v0.34, which tags
+//! `metadata.creationTimestamp` `omitzero`: Argo Rollouts 1.9.0 and later leave an unset
+//! timestamp out, earlier releases wrote `"creationTimestamp":null`. [`HashVersion`] names
+//! the two; new ReplicaSets get the current one, and the earlier one is how a ReplicaSet
+//! made by an earlier release is still found (`sluice_engine::pod_hash`).
 
 mod bignum;
 mod encode;
@@ -26,7 +29,7 @@ mod tests;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
 pub use go_time::TimeError;
-pub use quantity::QuantityError;
+pub use quantity::{QuantityError, round_up_to_milli};
 
 /// Why a template could not be encoded as Go would.
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +53,36 @@ pub enum HashError {
     Serialize(#[from] serde_json::Error),
 }
 
+/// Which encoder's bytes a hash is taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashVersion {
+    /// k8s.io/apimachinery v0.34 and later: Argo Rollouts 1.9.0 and later, and Sluice.
+    Current,
+    /// Earlier encoders (`"creationTimestamp":null`): Argo Rollouts 1.6 to 1.8, and Sluice
+    /// releases that hashed as they do. Only for finding ReplicaSets they made.
+    BeforeArgo19,
+}
+
 /// Go `encoding/json` bytes of a PodTemplateSpec as k8s.io/api would marshal it.
 pub fn go_json(template: &serde_json::Value) -> Result<Vec<u8>, HashError> {
-    let mut encoder = encode::Encoder::new();
+    go_json_as(template, HashVersion::Current)
+}
+
+/// [`go_json`] as the encoder of `version` writes it.
+pub fn go_json_as(
+    template: &serde_json::Value,
+    version: HashVersion,
+) -> Result<Vec<u8>, HashError> {
+    let mut encoder = encode::Encoder::new(version == HashVersion::Current, false);
+    encoder.write_struct(go_types::ROOT, Some(template))?;
+    Ok(encoder.finish())
+}
+
+/// Bytes that are equal exactly when Kubernetes' semantic equality (`apiequality.Semantic`)
+/// finds two templates equal: the fields Go decodes, in Go's form, with an empty slice or
+/// map the same as a nil one and quantities compared by value.
+pub fn semantic_bytes(template: &serde_json::Value) -> Result<Vec<u8>, HashError> {
+    let mut encoder = encode::Encoder::new(true, true);
     encoder.write_struct(go_types::ROOT, Some(template))?;
     Ok(encoder.finish())
 }
@@ -71,8 +101,17 @@ pub fn compute_pod_template_hash_value(
     template: &serde_json::Value,
     collision_count: Option<i32>,
 ) -> Result<String, HashError> {
+    pod_template_hash_as(template, collision_count, HashVersion::Current)
+}
+
+/// The pod-template hash of `template` as the encoder of `version` computes it.
+pub fn pod_template_hash_as(
+    template: &serde_json::Value,
+    collision_count: Option<i32>,
+    version: HashVersion,
+) -> Result<String, HashError> {
     let mut hash = Fnv32a::new();
-    hash.write(&go_json(template)?);
+    hash.write(&go_json_as(template, version)?);
     if let Some(count) = collision_count {
         // Little-endian u32 in an 8-byte buffer whose upper half stays zero.
         let mut buf = [0u8; 8];

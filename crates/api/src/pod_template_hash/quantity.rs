@@ -52,6 +52,35 @@ pub fn canonical(text: &str) -> Result<String, QuantityError> {
     Ok(parse(text.trim())?.render())
 }
 
+/// `text` rounded up (away from zero) to milli precision and written as Go writes the
+/// result: what the API server's defaults do to resource quantities.
+pub fn round_up_to_milli(text: &str) -> Result<String, QuantityError> {
+    let mut q = parse(text.trim())?;
+    if q.exp10 < -3 {
+        if q.magnitude
+            .div_pow10(u64::from((-3 - q.exp10).unsigned_abs()))
+        {
+            q.magnitude.add_small(1);
+        }
+        q.exp10 = -3;
+        q.verbatim = None;
+    }
+    Ok(q.render())
+}
+
+/// A key equal for equal values whatever their spelling (`1`, `1000m` and `1e3m` alike),
+/// as Kubernetes' semantic equality compares quantities.
+pub fn value_key(text: &str) -> Result<String, QuantityError> {
+    let q = parse(text.trim())?;
+    if q.magnitude.is_zero() {
+        return Ok("0".to_owned());
+    }
+    let mut magnitude = q.magnitude;
+    let exponent = i64::from(q.exp10) + i64::from(magnitude.remove_factors(10));
+    let sign = if q.negative { "-" } else { "" };
+    Ok(format!("{sign}{magnitude}e{exponent}"))
+}
+
 /// The lexical parts of a quantity string.
 struct Parts<'a> {
     positive: bool,

@@ -55,6 +55,9 @@ impl Ty {
 pub struct Field {
     pub json: &'static str,
     pub omitempty: bool,
+    /// `omitzero` (apimachinery v0.34 and later): the zero value is left out. Only the
+    /// current encoding honours it; see [`super::Encoding`].
+    pub omitzero: bool,
     pub ty: Ty,
 }
 
@@ -63,6 +66,16 @@ impl Field {
         Field {
             json,
             omitempty: true,
+            omitzero: false,
+            ty,
+        }
+    }
+
+    pub const fn omitempty_omitzero(json: &'static str, ty: Ty) -> Field {
+        Field {
+            json,
+            omitempty: true,
+            omitzero: true,
             ty,
         }
     }
@@ -71,6 +84,7 @@ impl Field {
         Field {
             json,
             omitempty: false,
+            omitzero: false,
             ty,
         }
     }

@@ -11,6 +11,7 @@ use super::*;
 struct Vector {
     name: String,
     hash: String,
+    hash_before_argo19: String,
     go_json: Option<String>,
     collision_count: Option<i32>,
     /// Whether the template survives a round trip through the typed k8s-openapi structs.
@@ -55,6 +56,43 @@ fn hashes_match_go() {
 }
 
 #[test]
+fn hashes_before_argo19_match_go() {
+    for v in vectors() {
+        let hash = pod_template_hash_as(&v.template, v.collision_count, HashVersion::BeforeArgo19)
+            .unwrap();
+        assert_eq!(hash, v.hash_before_argo19, "vector {}", v.name);
+    }
+}
+
+/// The hash Argo Rollouts 1.9.1 itself computed for every distinct pod template of the
+/// Rollouts in its own examples and e2e fixtures (shared reference data).
+#[test]
+fn argo_19_hashes_of_the_corpus_templates() {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Entry {
+        file: String,
+        rollout: String,
+        template: Value,
+        argo_hash: String,
+    }
+    let text = include_str!("testdata/argo-v1.9.1-pod-template-hashes.jsonl");
+    let entries: Vec<Entry> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 51);
+    for e in &entries {
+        let from_json = compute_pod_template_hash_value(&e.template, None).unwrap();
+        assert_eq!(from_json, e.argo_hash, "{} {}", e.file, e.rollout);
+        let typed: PodTemplateSpec = serde_json::from_value(e.template.clone()).unwrap();
+        let from_typed = compute_pod_template_hash(&typed, None).unwrap();
+        assert_eq!(from_typed, e.argo_hash, "{} {} (typed)", e.file, e.rollout);
+    }
+}
+
+#[test]
 fn typed_templates_hash_like_go() {
     let mut checked = 0;
     for v in vectors().into_iter().filter(|v| v.typed) {
@@ -84,13 +122,19 @@ fn argo_public_check_value() {
         }
     }))
     .unwrap();
+    // Argo 1.9.0 and later; 1.8 and earlier gave 7bb4fbc896.
     assert_eq!(
         compute_pod_template_hash(&template, None).unwrap(),
+        "5f78d78c4d"
+    );
+    let value = serde_json::to_value(&template).unwrap();
+    assert_eq!(
+        pod_template_hash_as(&value, None, HashVersion::BeforeArgo19).unwrap(),
         "7bb4fbc896"
     );
     assert_ne!(
         compute_pod_template_hash(&template, Some(1)).unwrap(),
-        "7bb4fbc896"
+        "5f78d78c4d"
     );
 }
 
@@ -156,7 +200,7 @@ fn zero_values_of_absent_fields() {
     assert_eq!(
         String::from_utf8(bytes).unwrap(),
         concat!(
-            r#"{"metadata":{"creationTimestamp":null},"#,
+            r#"{"metadata":{},"#,
             r#""spec":{"containers":[{"name":"a","resources":{}}]}}"#
         )
     );
@@ -171,11 +215,50 @@ fn zero_values_of_absent_fields() {
     assert_eq!(
         String::from_utf8(bytes).unwrap(),
         concat!(
-            r#"{"metadata":{"creationTimestamp":null},"#,
+            r#"{"metadata":{},"#,
             r#""spec":{"containers":[{"name":"a","resources":{},"#,
             r#""readinessProbe":{"httpGet":{"port":0}}}],"affinity":{"nodeAffinity":{"#,
             r#""requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":null}}},"#,
             r#""hostAliases":[{"ip":""}]}}"#
+        )
+    );
+}
+
+#[test]
+fn creation_timestamp_is_left_out_only_when_zero_and_only_since_argo19() {
+    let encode = |meta: Value, version| {
+        let template = json!({"metadata": meta, "spec": {"containers": [{"name": "a"}]}});
+        let bytes = go_json_as(&template, version).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        text.split_once(",\"spec\"").unwrap().0.to_owned()
+    };
+    let current = HashVersion::Current;
+    let before = HashVersion::BeforeArgo19;
+    assert_eq!(encode(json!({}), current), r#"{"metadata":{}"#);
+    assert_eq!(
+        encode(json!({"creationTimestamp": null}), current),
+        r#"{"metadata":{}"#
+    );
+    let zero = json!({"creationTimestamp": "0001-01-01T00:00:00Z"});
+    assert_eq!(encode(zero.clone(), current), r#"{"metadata":{}"#);
+    assert_eq!(
+        encode(zero, before),
+        r#"{"metadata":{"creationTimestamp":null}"#
+    );
+    assert_eq!(
+        encode(json!({}), before),
+        r#"{"metadata":{"creationTimestamp":null}"#
+    );
+    let set = json!({"creationTimestamp": "2026-11-26T10:00:00.5+01:00"});
+    assert_eq!(
+        encode(set.clone(), current),
+        r#"{"metadata":{"creationTimestamp":"2026-11-26T09:00:00Z"}"#
+    );
+    assert_eq!(
+        encode(set, before),
+        encode(
+            json!({"creationTimestamp": "2026-11-26T09:00:00Z"}),
+            current
         )
     );
 }
