@@ -115,7 +115,9 @@ pub fn reconcile_experiment(o: &ExperimentObserved) -> ExperimentPlan {
 }
 
 /// The sooner of the end of the duration and the earliest progress deadline of a
-/// Progressing template, from this pass's status.
+/// Progressing template, from this pass's status. A deadline this pass already found passed
+/// has done its work here (the template's status changed), so only later ones count; the
+/// pass booked for one finds it passed ([`state::reached`]), without waiting for any event.
 fn deadline_requeue(o: &ExperimentObserved, plan: &ExperimentPlan) -> Option<Duration> {
     let e = &o.experiment;
     let available_at = plan.status.available_at.as_ref().map(|t| t.0);

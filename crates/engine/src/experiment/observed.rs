@@ -29,6 +29,8 @@ pub struct ExperimentObserved {
     /// The templates its analyses name ([`analysis_template_refs`]) and the ones those nest,
     /// as found; a missing one is simply absent and the engine reports it.
     pub analysis_templates: AnalysisTemplates,
+    /// The time of the pass, read to the whole second (as the times it is compared with are
+    /// recorded): a deadline counts as passed from its own second on ([`super::state::reached`]).
     pub now: Timestamp,
 }
 

@@ -87,13 +87,23 @@ pub(crate) fn finished_at(
     available_at?.checked_add(span).ok()
 }
 
-/// Whether the run time has passed (strictly after its end).
+/// Whether a deadline recorded to the whole second has passed at `now`, the time of the pass
+/// read down to the whole second. Argo compares the exact time with the deadline
+/// (`now.After(deadline)`), which holds from the first instant after it; read to the second,
+/// that is the deadline's own second. A pass booked for the deadline
+/// ([`crate::experiment::reconcile_experiment`]'s requeue) therefore finds it passed; a strict
+/// comparison of the truncated time would find it not yet passed and book nothing more.
+pub(crate) fn reached(now: Timestamp, deadline: Timestamp) -> bool {
+    now >= deadline
+}
+
+/// Whether the run time has passed.
 pub(crate) fn duration_passed(
     spec: &ExperimentSpec,
     available_at: Option<Timestamp>,
     now: Timestamp,
 ) -> bool {
-    finished_at(spec, available_at).is_some_and(|end| now > end)
+    finished_at(spec, available_at).is_some_and(|end| reached(now, end))
 }
 
 /// How many pods the template wants: none once the Experiment is terminating or the template
@@ -210,8 +220,9 @@ mod tests {
         let at = Timestamp::from_second(100).unwrap();
         let t = |s| Timestamp::from_second(s).unwrap();
         assert!(!duration_passed(&spec, None, t(1000)));
-        assert!(!duration_passed(&spec, Some(at), t(130)));
-        assert!(duration_passed(&spec, Some(at), t(131)));
+        assert!(!duration_passed(&spec, Some(at), t(129)));
+        // The second of the end: the exact time is past it (or at it, a measure of nothing).
+        assert!(duration_passed(&spec, Some(at), t(130)));
         assert_eq!(finished_at(&spec, Some(at)), Some(t(130)));
         let bad: ExperimentSpec = serde_json::from_value(json!({"duration": "soon"})).unwrap();
         assert_eq!(duration(&bad), None);

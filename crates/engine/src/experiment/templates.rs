@@ -22,7 +22,7 @@ use super::observed::ExperimentObserved;
 use super::plan::{ExperimentAction, transition_event};
 use super::replica_sets::{build_replica_set, replica_set_name, scale};
 use super::services::reconcile_service;
-use super::state::{desired_replicas, duration_passed, template_finished};
+use super::state::{desired_replicas, duration_passed, reached, template_finished};
 use crate::observed::ReplicaSetExt;
 use crate::plan::Event;
 
@@ -187,7 +187,7 @@ pub(crate) fn reconcile_template(pass: &TemplatePass, template: &TemplateSpec) -
             .as_ref()
             .and_then(|s| s.available_at.as_ref())
             .map(|t| t.0);
-        let deadline_exceeded = !held && progress_deadline(e, ts).is_some_and(|d| now > d);
+        let deadline_exceeded = !held && progress_deadline(e, ts).is_some_and(|d| reached(now, d));
         let code = next_code(
             available,
             desired,

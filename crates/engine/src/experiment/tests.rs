@@ -578,3 +578,81 @@ fn requeue_at_the_end_of_the_duration_or_the_progress_deadline() {
     let plan = reconcile_experiment(&observed(e, vec![rs], t(130)));
     assert_eq!(plan.requeue_after, None);
 }
+
+#[test]
+fn the_pass_booked_for_the_end_of_the_duration_completes_it() {
+    // Two templates, all pods available since t=100, duration 15 s.
+    let running = |name: &str, n: i32| {
+        json!({"name": name, "status": "Running", "replicas": n, "updatedReplicas": n,
+               "readyReplicas": n, "availableReplicas": n,
+               "lastTransitionTime": "1970-01-01T00:01:40Z"})
+    };
+    let e = experiment(
+        json!({"duration": "15s", "templates": [template("a", 1), template("b", 2)]}),
+        json!({"phase": "Running", "availableAt": "1970-01-01T00:01:40Z",
+               "templateStatuses": [running("a", 1), running("b", 2)]}),
+    );
+    let rss = vec![owned_rs(&e, "a", 1, 1), owned_rs(&e, "b", 2, 2)];
+    let at = |now| reconcile_experiment(&observed(e.clone(), rss.clone(), t(now)));
+    let secs = std::time::Duration::from_secs;
+    // Nothing else will happen to it: the plan books the pass at the end of the duration.
+    let plan = at(100);
+    assert_eq!(plan.requeue_after, Some(secs(15)));
+    assert_eq!(plan.status.phase, Some(AnalysisPhase::Running));
+    let plan = at(114);
+    assert_eq!(plan.requeue_after, Some(secs(1)));
+    assert_eq!(plan.status.phase, Some(AnalysisPhase::Running));
+    // That pass, its time read to the second, finds the duration over.
+    let plan = at(115);
+    assert_eq!(plan.status.phase, Some(AnalysisPhase::Successful));
+    for ts in plan.status.template_statuses.iter().flatten() {
+        assert_eq!(
+            ts.status,
+            Some(sluice_api::experiment::TemplateStatusCode::Successful)
+        );
+    }
+    let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            "TemplateSuccessful",
+            "TemplateSuccessful",
+            "ExperimentSuccessful"
+        ]
+    );
+}
+
+#[test]
+fn a_standalone_experiment_ends_on_time_with_no_event_but_its_requeues() {
+    let e = experiment(
+        json!({"duration": "15s", "templates": [template("a", 1), template("b", 2)]}),
+        json!({}),
+    );
+    let mut sim = Sim::new(e, AnalysisTemplates::new());
+    for _ in 0..10 {
+        sim.pass();
+        sim.settle();
+        if sim.phase() == Some(AnalysisPhase::Running) {
+            break;
+        }
+    }
+    let status = sim.experiment.status.clone().unwrap();
+    let available_at = status.available_at.expect("available").0;
+    // From here only the plan's own writes (their watch events) and requeues bring passes.
+    for _ in 0..10 {
+        let now = sim.now;
+        let before = sim.experiment.status.clone();
+        let plan = sim.pass();
+        if plan.status.phase == Some(AnalysisPhase::Successful) {
+            assert_eq!(now, available_at + SignedDuration::from_secs(15));
+            return;
+        }
+        let wrote = !plan.actions.is_empty() || before.as_ref() != Some(&plan.status);
+        assert!(
+            wrote || plan.requeue_after.is_some(),
+            "at {now} the Experiment is {:?} and nothing brings it back",
+            plan.status.phase
+        );
+    }
+    panic!("not Successful: {:?}", sim.experiment.status);
+}
