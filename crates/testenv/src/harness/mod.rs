@@ -22,6 +22,7 @@
 //! error: a [`TestNamespace`] dropped during a panic is kept and its state is printed.
 
 mod apply;
+mod argo;
 mod cluster;
 mod crds;
 mod namespace;
@@ -36,6 +37,7 @@ use kube::api::DynamicObject;
 use tokio::sync::OnceCell;
 
 pub use apply::{parse_documents, resolve_kind};
+pub use argo::{ARGO_BIN_ENV, ArgoController, argo_rollouts_binary};
 pub use cluster::{ClusterPaths, repo_root};
 pub use crds::gateway_api_crds_dir;
 pub use namespace::{TestNamespace, dump_namespace};
