@@ -103,9 +103,9 @@ pub struct Args {
     #[arg(long = "leader-election-retry-period", default_value = "2s", value_parser = parse_go_duration, value_name = "DURATION")]
     pub leader_election_retry_period: Duration,
 
-    /// Name of the Lease. Default: argo-rollouts-controller-lock (with --instance-id ID:
-    /// argo-rollouts-controller-lock-ID), the lease Argo Rollouts uses, so that Sluice and Argo
-    /// Rollouts exclude each other and can run side by side during a migration.
+    /// Name of the Lease. Default: argo-rollouts-controller-lock, whatever --instance-id says:
+    /// the lease Argo Rollouts uses, so that Sluice and Argo Rollouts exclude each other and can
+    /// run side by side during a migration.
     #[arg(long = "leader-election-lease-name", value_name = "NAME")]
     pub leader_election_lease_name: Option<String>,
 
@@ -243,13 +243,13 @@ impl Args {
         Duration::from_secs(self.rollout_resync.max(1))
     }
 
-    /// The Lease's name: the flag, or Argo Rollouts' lock name (suffixed with the instance id).
+    /// The Lease's name: the flag, or Argo Rollouts' lock name. Argo takes that name whatever
+    /// its instance id, so an instance id must not change it: a Sluice and an Argo Rollouts
+    /// started with the same `--instance-id` would otherwise both write.
     pub fn lease_name(&self) -> String {
-        match (&self.leader_election_lease_name, self.instance_id.as_str()) {
-            (Some(name), _) => name.clone(),
-            (None, "") => DEFAULT_LEASE_NAME.to_string(),
-            (None, id) => format!("{DEFAULT_LEASE_NAME}-{id}"),
-        }
+        self.leader_election_lease_name
+            .clone()
+            .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string())
     }
 
     /// The Lease's namespace: the flag, $POD_NAMESPACE, the service account's namespace file,
@@ -319,7 +319,8 @@ mod tests {
         assert!(a.namespaced);
         assert_eq!(a.namespace.as_deref(), Some("team-a"));
         assert_eq!(a.logformat, LogFormat::Json);
-        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock-e2e");
+        assert_eq!(a.instance_id, "e2e");
+        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock");
     }
 
     #[test]

@@ -64,11 +64,22 @@ async fn start_replica(
     identity: &str,
     leases: Option<Arc<dyn LeaseClient>>,
 ) -> ControllerHandle {
-    sluice_controller::install_crypto_provider();
     let mut args = controller_args(ns.name());
+    args.leader_election_lease_name = Some(LEASE.into());
+    start_with(env, ns, identity, leases, args).await
+}
+
+/// Starts a campaigning replica from `args` (the lease name and instance id as they say).
+async fn start_with(
+    env: &TestEnv,
+    ns: &TestNamespace,
+    identity: &str,
+    leases: Option<Arc<dyn LeaseClient>>,
+    mut args: sluice_controller::Args,
+) -> ControllerHandle {
+    sluice_controller::install_crypto_provider();
     args.leader_elect = true;
     args.leader_election_namespace = Some(ns.name().to_string());
-    args.leader_election_lease_name = Some(LEASE.into());
     args.leader_election_identity = Some(identity.into());
     args.leader_election_lease_duration = LEASE_DURATION;
     args.leader_election_renew_deadline = RENEW_DEADLINE;
@@ -226,4 +237,59 @@ async fn only_the_leader_writes_and_leadership_moves_on_loss_and_on_shutdown() {
     update_to_healthy(&ns, "nginx:4.0").await;
     assert!(writes(&a) > a_writes);
     a.shutdown().await.unwrap();
+}
+
+/// Argo Rollouts campaigns for `argo-rollouts-controller-lock` whatever its `--instance-id`:
+/// a replica started with an instance id must take that Lease too, or it would write beside
+/// an Argo controller of the same instance. Here the Lease is held as Argo holds it: the
+/// replica does not lead while it is valid, then takes over that same Lease, and no Lease
+/// named after the instance id appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_id_campaigns_for_argos_lease() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "lease-instance-id")
+        .await
+        .unwrap();
+    const ARGO_LEASE: &str = "argo-rollouts-controller-lock";
+    const HELD_FOR: Duration = Duration::from_secs(4);
+    let leases: kube::Api<Lease> = kube::Api::namespaced(env.client(), ns.name());
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": ARGO_LEASE, "namespace": ns.name()},
+        "spec": {
+            "holderIdentity": "argo-rollouts-7d9f8c6b5-x2x4q_3b1c2d4e-0000-4000-8000-000000000000",
+            "leaseDurationSeconds": HELD_FOR.as_secs(),
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0
+        }
+    }))
+    .unwrap();
+    leases.create(&Default::default(), &held).await.unwrap();
+
+    let mut args = controller_args(ns.name());
+    args.instance_id = "team-a".into();
+    let replica = start_with(&env, &ns, "sluice-a", None, args).await;
+    // The Lease was renewed just now: not before it expires on the replica's own clock.
+    tokio::time::sleep(HELD_FOR - Duration::from_secs(1)).await;
+    assert!(
+        !replica.is_leader(),
+        "led while Argo's controller held the lease"
+    );
+    wait_leading(&replica, true, HELD_FOR + 4 * RETRY_PERIOD + SLACK).await;
+    let lease = leases.get(ARGO_LEASE).await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("sluice-a")
+    );
+    let names: Vec<String> = leases
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    assert_eq!(names, [ARGO_LEASE]);
+    replica.shutdown().await.unwrap();
 }
