@@ -4,9 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, Parser};
 
 use crate::duration::parse_go_duration;
+
+mod argo_flags;
+mod client_flags;
+
+pub use argo_flags::ArgoFlags;
+pub use client_flags::{ClientFlags, Secret};
 
 /// Lease that Argo Rollouts' controller campaigns for. Sluice uses the same one by default, so a
 /// Sluice and an Argo Rollouts controller never both write: while one holds the lease the other
@@ -26,18 +32,33 @@ const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
 /// creating and scaling ReplicaSets, exactly as Argo Rollouts would, so that either controller
 /// can take over the other's Rollouts without restarting a pod.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "sluice-controller", version, about, long_about = None)]
+#[command(
+    name = "sluice-controller",
+    version,
+    about,
+    long_about = None,
+    // As with Go's pflag, a flag given twice takes its last value.
+    args_override_self = true
+)]
 pub struct Args {
     /// Path to a kubeconfig. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.
     #[arg(long, env = "KUBECONFIG_PATH")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Namespace to watch when --namespaced is set (default: the kubeconfig's namespace).
+    /// If present, the namespace scope for this CLI request: the namespace watched with
+    /// --namespaced (default: the kubeconfig context's namespace, in a pod its own).
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
 
-    /// Watch only one namespace instead of the whole cluster.
-    #[arg(long)]
+    /// Watch only one namespace instead of the whole cluster (runs without cluster RBAC).
+    #[arg(
+        long,
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
     pub namespaced: bool,
 
     /// Only manage objects labelled argo-rollouts.argoproj.io/controller-instance-id=<id>.
@@ -68,12 +89,13 @@ pub struct Args {
     #[arg(long = "analysis-threads", default_value_t = 30)]
     pub analysis_threads: u16,
 
-    /// Log level: debug, info, warn or error.
-    #[arg(long, default_value = "info", value_parser = ["debug", "info", "warn", "error"])]
+    /// Set the logging level. One of: debug|info|warn|error (also Argo's trace, warning, fatal
+    /// and panic; the last two log errors only).
+    #[arg(long, default_value = "info", value_parser = parse_log_level, value_name = "LEVEL")]
     pub loglevel: String,
 
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    /// Set the logging format. One of: text|json (anything else is text, as in Argo).
+    #[arg(long, default_value = "", value_parser = parse_log_format, value_name = "FORMAT")]
     pub logformat: LogFormat,
 
     /// Elect a leader among the controller's replicas through a coordination.k8s.io Lease: only
@@ -196,11 +218,48 @@ pub struct Args {
     /// Accepted for compatibility with Argo Rollouts' flag. Verifying ALB target groups needs
     /// the AWS API, which Sluice does not call: with ALB, `weights.verified` stays unset and
     /// a warning is logged at start.
-    #[arg(long = "aws-verify-target-group", visible_alias = "alb-verify-weight")]
+    #[arg(
+        long = "aws-verify-target-group",
+        visible_alias = "alb-verify-weight",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
     pub aws_verify_target_group: bool,
+
+    #[command(flatten)]
+    pub client: ClientFlags,
+
+    #[command(flatten)]
+    pub argo: ArgoFlags,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Argo's levels are logrus's, in any case; `warning`, `fatal` and `panic` have no level of
+/// their own here.
+fn parse_log_level(s: &str) -> Result<String, String> {
+    let level = match s.to_ascii_lowercase().as_str() {
+        "trace" => "trace",
+        "debug" => "debug",
+        "info" => "info",
+        "warn" | "warning" => "warn",
+        "error" | "fatal" | "panic" => "error",
+        _ => return Err(format!("not a valid logrus Level: {s:?}")),
+    };
+    Ok(level.to_string())
+}
+
+/// `json` in any case is JSON; anything else, the empty default included, is text.
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    Ok(if s.eq_ignore_ascii_case("json") {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
     Json,

@@ -5,28 +5,34 @@
 //! a burst of controller traffic (a late renewal costs the lease) nor be fenced (it is how
 //! leadership is won).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use kube::Client;
 use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 
+use crate::args::Args;
 use crate::leader::fence::{FenceLayer, InFlight, WriteGate};
 use crate::ratelimit::RateLimitLayer;
 use crate::serve::metrics::{Metrics, RequestMetricsLayer};
 
-/// Client configuration from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG,
-/// ~/.kube/config).
-pub async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
+/// Client configuration as Argo Rollouts makes it with client-go: `--kubeconfig` (or the usual
+/// inference: $KUBECONFIG, ~/.kube/config, in-cluster), the entries `--context`, `--cluster` and
+/// `--user` pick, then the overrides (`--server`, `--token`, `--namespace`, ...).
+pub async fn config(args: &Args) -> anyhow::Result<kube::Config> {
+    let flags = &args.client;
+    let options = flags.kubeconfig_options();
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("reading kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
+        None if flags.names_kubeconfig_entries() => kube::Config::from_kubeconfig(&options).await?,
         None => kube::Config::infer().await?,
-    })
+    };
+    flags.apply(&mut config, args.namespace.as_deref())?;
+    Ok(config)
 }
 
 /// The client the reconciler reads and writes with.

@@ -21,8 +21,6 @@ pub mod runtime;
 pub mod serve;
 pub mod served;
 
-use std::path::Path;
-
 use kube::Client;
 use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
@@ -39,8 +37,9 @@ pub fn install_crypto_provider() {
 pub fn init_logging(args: &Args) {
     let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| {
         EnvFilter::new(format!(
-            "{lvl},kube=warn,hyper=warn,tower=warn",
-            lvl = args.loglevel
+            "{lvl},kube={client},hyper={client},tower={client}",
+            lvl = args.loglevel,
+            client = args.argo.client_log_level()
         ))
     });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
@@ -50,10 +49,9 @@ pub fn init_logging(args: &Args) {
     };
 }
 
-/// A plain client from `--kubeconfig`, or the usual inference (in-cluster, $KUBECONFIG,
-/// ~/.kube).
-pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    Ok(Client::try_from(client::config(kubeconfig).await?)?)
+/// A plain client as the flags configure it (see [`client::config`]).
+pub async fn client(args: &Args) -> anyhow::Result<Client> {
+    Ok(Client::try_from(client::config(args).await?)?)
 }
 
 /// The longest the process lives after SIGINT/SIGTERM, whatever it is waiting for.
@@ -62,7 +60,7 @@ pub const STOP_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(
 /// Runs the controller until SIGINT/SIGTERM, then steps down: writes stop, the lease is
 /// released for a standby, and the process ends. A second signal exits at once.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let config = client::config(args.kubeconfig.as_deref()).await?;
+    let config = client::config(&args).await?;
     let handle = start(config, &args, Options::default()).await?;
     let stop = handle.stop_token();
     tokio::spawn(async move {

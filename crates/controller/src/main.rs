@@ -10,6 +10,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     install_crypto_provider();
+    // go_memstats_heap_alloc_bytes carries jemalloc's live heap bytes.
+    sluice_controller::serve::metrics::process::set_heap_probe(|| {
+        tikv_jemalloc_ctl::epoch::advance().ok()?;
+        tikv_jemalloc_ctl::stats::allocated::read()
+            .ok()
+            .and_then(|b| u64::try_from(b).ok())
+    });
     let args = Args::parse();
     init_logging(&args);
     tracing::info!(

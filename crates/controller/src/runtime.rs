@@ -35,6 +35,9 @@ pub struct Hooks {
     pub health: Option<Arc<Health>>,
     /// Graceful shutdown trigger; `None` means SIGINT/SIGTERM.
     pub stop: Option<CancellationToken>,
+    /// Only the AnalysisRun loop runs (`--controllers=analysis`): its cache alone makes the
+    /// controller ready.
+    pub analysis_only: bool,
 }
 
 impl Hooks {
@@ -45,6 +48,7 @@ impl Hooks {
             metrics: None,
             health: None,
             stop: None,
+            analysis_only: false,
         }
     }
 
@@ -91,12 +95,20 @@ impl Hooks {
 
     /// Hands the AnalysisRun cache to the metrics once it has synced.
     pub(crate) fn watch_run_cache(&self, runs: Store<sluice_api::analysis::AnalysisRun>) {
-        let Some(metrics) = self.metrics.clone() else {
+        let metrics = self.metrics.clone();
+        let health = self.health.clone().filter(|_| self.analysis_only);
+        if metrics.is_none() && health.is_none() {
             return;
-        };
+        }
         tokio::spawn(async move {
             if store_ready(&runs).await {
-                metrics.use_analysis_run_cache(runs);
+                if let Some(m) = metrics {
+                    m.use_analysis_run_cache(runs);
+                }
+                if let Some(h) = health {
+                    h.set_caches_synced();
+                    info!("caches synced");
+                }
             }
         });
     }
@@ -113,6 +125,36 @@ impl Hooks {
             if store_ready(&experiments).await {
                 metrics.use_experiment_cache(experiments);
             }
+        });
+    }
+
+    /// Records a reconcile of `queue` beginning, for `workqueue_*`; it ends with the guard.
+    pub(crate) fn begin_work(
+        &self,
+        queue: crate::serve::metrics::Queue,
+    ) -> Option<crate::serve::metrics::Work> {
+        self.metrics.as_ref().map(|m| m.begin_work(queue))
+    }
+
+    /// Hands the template caches to the metrics once they have synced.
+    pub(crate) fn watch_template_caches(
+        &self,
+        templates: Store<sluice_api::analysis::AnalysisTemplate>,
+        cluster_templates: Option<Store<sluice_api::analysis::ClusterAnalysisTemplate>>,
+    ) {
+        let Some(metrics) = self.metrics.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            if !store_ready(&templates).await {
+                return;
+            }
+            if let Some(c) = &cluster_templates
+                && !store_ready(c).await
+            {
+                return;
+            }
+            metrics.use_template_caches(templates, cluster_templates);
         });
     }
 
@@ -320,6 +362,12 @@ pub async fn start(
              AWS API, so ALB target groups are not verified and weights.verified stays unset"
         );
     }
+    for warning in args.argo.warnings() {
+        warn!("{warning}");
+    }
+    if args.argo.analysis_only() {
+        info!("--controllers=analysis: only AnalysisRuns are reconciled");
+    }
     let servers_stop = CancellationToken::new();
     let servers = listeners.serve(health.clone(), metrics.clone(), servers_stop.clone());
 
@@ -359,6 +407,7 @@ pub async fn start(
         metrics: Some(metrics.clone()),
         health: Some(health),
         stop: Some(stop.clone()),
+        analysis_only: args.argo.analysis_only(),
     };
     let task = {
         let args = args.clone();

@@ -100,6 +100,9 @@ async fn observed_reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<
     if !ctx.hooks.gate.is_open() {
         return reconcile(run, ctx).await;
     }
+    let _work = ctx
+        .hooks
+        .begin_work(crate::serve::metrics::Queue::AnalysisRuns);
     let started = std::time::Instant::now();
     let result = reconcile(run.clone(), ctx.clone()).await;
     ctx.hooks

@@ -126,6 +126,9 @@ async fn observed_reconcile(
     if !ctx.hooks.gate.is_open() {
         return reconcile(exp, ctx).await;
     }
+    let _work = ctx
+        .hooks
+        .begin_work(crate::serve::metrics::Queue::Experiments);
     let started = std::time::Instant::now();
     let result = reconcile(exp.clone(), ctx.clone()).await;
     ctx.hooks

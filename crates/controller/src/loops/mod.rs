@@ -23,7 +23,12 @@ use crate::runtime::Hooks;
 ///
 /// The Experiments' ReplicaSets come from the Rollout loop's one ReplicaSet watch, as
 /// triggers: a second watch would decode every ReplicaSet event of the cluster twice.
+///
+/// With `--controllers=analysis` only the AnalysisRun loop runs, as in Argo Rollouts.
 pub async fn run_all(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
+    if args.argo.analysis_only() {
+        return analysis_runs::run_with(client, args, hooks).await;
+    }
     let (to_experiments, experiment_triggers) = mpsc::unbounded();
     let (rollouts, runs, experiments) = tokio::join!(
         rollouts::run_with(client.clone(), args, hooks.clone(), to_experiments),

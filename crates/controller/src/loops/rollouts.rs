@@ -207,6 +207,10 @@ pub async fn run_with(
         cluster_analysis_templates: cluster_templates.as_ref().map(|(c, _)| c.clone()),
         experiments: exp_cache,
     };
+    hooks.watch_template_caches(
+        caches.analysis_templates.clone(),
+        caches.cluster_analysis_templates.clone(),
+    );
 
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
@@ -367,6 +371,7 @@ async fn observed_reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Actio
     if !ctx.hooks.gate.is_open() {
         return reconcile(ro, ctx).await;
     }
+    let _work = ctx.hooks.begin_work(crate::serve::metrics::Queue::Rollouts);
     let started = std::time::Instant::now();
     let result = reconcile(ro.clone(), ctx.clone()).await;
     ctx.hooks

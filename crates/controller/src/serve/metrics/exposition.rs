@@ -5,11 +5,13 @@ use kube::ResourceExt;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::argo::{
     AnalysisRunSeries, ExperimentSeries, Labels, info_phase, rollout_labels, strategy_labels,
 };
+use super::process::ProcessStats;
 use super::{Metrics, lock};
 use super::{RolloutKey, RolloutSeries};
 
@@ -36,6 +38,63 @@ fn gauge_family(
     }
     Ok(())
 }
+
+/// An unlabelled float gauge, or nothing when the value is unknown.
+fn float_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: Option<f64>,
+) -> Result<(), std::fmt::Error> {
+    match value {
+        Some(v) => ConstGauge::new(v).encode(encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            MetricType::Gauge,
+        )?),
+        None => Ok(()),
+    }
+}
+
+/// An unlabelled float counter (`name` without its `_total`), or nothing when unknown.
+fn float_counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: Option<f64>,
+) -> Result<(), std::fmt::Error> {
+    match value {
+        Some(v) => ConstCounter::new(v).encode(encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            MetricType::Counter,
+        )?),
+        None => Ok(()),
+    }
+}
+
+/// Go's name for the architecture, as `build_info`'s `goarch` has it.
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+/// Argo's `rollout_phase` phases (InvalidSpec has none: all are 0).
+const ROLLOUT_PHASES: [&str; 6] = [
+    "Completed",
+    "Progressing",
+    "Paused",
+    "Timeout",
+    "Error",
+    "Abort",
+];
 
 /// A reconcile histogram and its error count, per object, under Argo's names. The error count
 /// has no `_total` suffix in Argo, which an OpenMetrics counter must have: it is exposed
@@ -74,14 +133,22 @@ impl Collector for Exposition {
         let mut unavailable = Vec::new();
         let mut desired = Vec::new();
         let mut updated = Vec::new();
+        let mut phases = Vec::new();
         for ro in &rollouts {
             let (ns, name) = (ro.namespace().unwrap_or_default(), ro.name_any());
             let (strategy, router) = strategy_labels(ro);
+            let phase = info_phase(ro);
             let mut labels = rollout_labels(&ns, &name);
             labels.push(("strategy", strategy.to_string()));
             labels.push(("traffic_router", router.to_string()));
-            labels.push(("phase", info_phase(ro).to_string()));
+            labels.push(("phase", phase.to_string()));
             info.push((labels, 1));
+            for p in ROLLOUT_PHASES {
+                let mut labels = rollout_labels(&ns, &name);
+                labels.push(("strategy", strategy.to_string()));
+                labels.push(("phase", p.to_string()));
+                phases.push((labels, i64::from(p == phase)));
+            }
             let status = ro.status.clone().unwrap_or_default();
             let avail = i64::from(status.available_replicas.unwrap_or(0));
             let labels = rollout_labels(&ns, &name);
@@ -98,6 +165,12 @@ impl Collector for Exposition {
             "rollout_info",
             "Information about rollout.",
             &info,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "rollout_phase",
+            "Information on the state of the rollout (DEPRECATED - use rollout_info)",
+            &phases,
         )?;
         gauge_family(
             &mut encoder,
@@ -257,6 +330,35 @@ impl Collector for Exposition {
             ),
         )?;
 
+        let mut template_info = Vec::new();
+        let mut template_metrics = Vec::new();
+        for (ns, name, metrics) in m.live_templates() {
+            template_info.push((rollout_labels(&ns, &name), 1));
+            for metric in &metrics {
+                let type_ = metric
+                    .provider
+                    .as_ref()
+                    .and_then(|p| p.kind())
+                    .map_or("", |k| k.type_name());
+                let mut labels = rollout_labels(&ns, &name);
+                labels.push(("type", type_.to_string()));
+                labels.push(("metric", metric.name.clone().unwrap_or_default()));
+                template_metrics.push((labels, 1));
+            }
+        }
+        gauge_family(
+            &mut encoder,
+            "analysis_template_info",
+            "Information about analysis templates.",
+            &template_info,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "analysis_template_metric_info",
+            "Information on metrics in analysis templates.",
+            &template_metrics,
+        )?;
+
         let mut experiments = ExperimentSeries::default();
         for exp in m.live_experiments() {
             experiments.add(&exp);
@@ -294,10 +396,172 @@ impl Collector for Exposition {
         )?;
         gauge_family(
             &mut encoder,
+            "build_info",
+            "A metric with a constant '1' value labeled by version from which Argo-Rollouts was built.",
+            &[(
+                vec![
+                    ("version", m.version.clone()),
+                    ("goversion", String::new()),
+                    ("goarch", go_arch().to_string()),
+                    (
+                        "commit",
+                        option_env!("SLUICE_GIT_COMMIT").unwrap_or("").to_string(),
+                    ),
+                ],
+                1,
+            )],
+        )?;
+
+        encode_workqueues(&mut encoder, &m)?;
+        encode_process(&mut encoder, &ProcessStats::read())?;
+
+        gauge_family(
+            &mut encoder,
             "sluice_leader",
             "1 while this replica holds the leader lease and may write, else 0.",
             &[(Vec::new(), i64::from(m.is_leader()))],
         )?;
         Ok(())
     }
+}
+
+/// The `workqueue_*` families, one series per Argo queue name.
+fn encode_workqueues(encoder: &mut DescriptorEncoder, m: &Metrics) -> Result<(), std::fmt::Error> {
+    let now = std::time::Instant::now();
+    let label = |name: &str| -> Labels { vec![("name", name.to_string())] };
+    let mut result = Ok(());
+    let mut adds = Vec::new();
+    let mut retries = Vec::new();
+    let mut unfinished = Vec::new();
+    let mut longest = Vec::new();
+    m.queues.each(|name, series| {
+        let (a, r, (u, l)) = series.map_or((0, 0, (0.0, 0.0)), |s| {
+            (s.adds, s.retries, s.unfinished(now))
+        });
+        adds.push((label(name), a));
+        retries.push((label(name), r));
+        unfinished.push((label(name), u));
+        longest.push((label(name), l));
+    });
+    for (family, help, values) in [
+        (
+            "workqueue_adds",
+            "[ALPHA] Total number of adds handled by workqueue",
+            &adds,
+        ),
+        (
+            "workqueue_retries",
+            "[ALPHA] Total number of retries handled by workqueue",
+            &retries,
+        ),
+    ] {
+        let mut f = encoder.encode_descriptor(family, help, None, MetricType::Counter)?;
+        for (labels, v) in values {
+            f.encode_family(labels)?
+                .encode_counter::<Labels, _, f64>(v, None)?;
+        }
+    }
+    for (family, help, values) in [
+        (
+            "workqueue_unfinished_work_seconds",
+            "[ALPHA] How many seconds of work has done that is in progress and hasn't been \
+             observed by work_duration. Large values indicate stuck threads. One can deduce the \
+             number of stuck threads by observing the rate at which this increases.",
+            &unfinished,
+        ),
+        (
+            "workqueue_longest_running_processor_seconds",
+            "[ALPHA] How many seconds has the longest running processor for workqueue been running.",
+            &longest,
+        ),
+    ] {
+        let mut f = encoder.encode_descriptor(family, help, None, MetricType::Gauge)?;
+        for (labels, v) in values {
+            f.encode_family(labels)?.encode_gauge(v)?;
+        }
+    }
+    let mut f = encoder.encode_descriptor(
+        "workqueue_work_duration_seconds",
+        "[ALPHA] How long in seconds processing an item from workqueue takes.",
+        None,
+        MetricType::Histogram,
+    )?;
+    let empty = prometheus_client::metrics::histogram::Histogram::new(super::workqueue::buckets());
+    m.queues.each(|name, series| {
+        if result.is_ok() {
+            let histogram = series.map_or(&empty, |s| &s.work);
+            result = f
+                .encode_family(&label(name))
+                .and_then(|enc| histogram.encode(enc));
+        }
+    });
+    result
+}
+
+/// The process families of the Prometheus clients, and the heap gauge the dashboard reads.
+fn encode_process(
+    encoder: &mut DescriptorEncoder,
+    p: &ProcessStats,
+) -> Result<(), std::fmt::Error> {
+    float_counter(
+        encoder,
+        "process_cpu_seconds",
+        "Total user and system CPU time spent in seconds.",
+        p.cpu_seconds,
+    )?;
+    float_gauge(
+        encoder,
+        "process_start_time_seconds",
+        "Start time of the process since unix epoch in seconds.",
+        p.start_time_seconds,
+    )?;
+    float_gauge(
+        encoder,
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes.",
+        p.resident_memory_bytes,
+    )?;
+    float_gauge(
+        encoder,
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes.",
+        p.virtual_memory_bytes,
+    )?;
+    float_gauge(
+        encoder,
+        "process_virtual_memory_max_bytes",
+        "Maximum amount of virtual memory available in bytes.",
+        p.virtual_memory_max_bytes,
+    )?;
+    float_gauge(
+        encoder,
+        "process_open_fds",
+        "Number of open file descriptors.",
+        p.open_fds,
+    )?;
+    float_gauge(
+        encoder,
+        "process_max_fds",
+        "Maximum number of open file descriptors.",
+        p.max_fds,
+    )?;
+    float_counter(
+        encoder,
+        "process_network_receive_bytes",
+        "Number of bytes received by the process over the network.",
+        p.network_receive_bytes,
+    )?;
+    float_counter(
+        encoder,
+        "process_network_transmit_bytes",
+        "Number of bytes sent by the process over the network.",
+        p.network_transmit_bytes,
+    )?;
+    float_gauge(
+        encoder,
+        "go_memstats_heap_alloc_bytes",
+        "Number of heap bytes allocated and currently in use (Sluice: the allocator's live heap \
+         bytes; there is no Go runtime).",
+        p.heap_alloc_bytes,
+    )
 }

@@ -3,16 +3,25 @@
 //! | metric | labels |
 //! |---|---|
 //! | `rollout_info` (gauge, 1) | namespace, name, strategy, traffic_router, phase |
+//! | `rollout_phase` (gauge, 1 for the current phase, else 0; deprecated in Argo) | namespace, name, strategy, phase |
 //! | `rollout_info_replicas_{available,unavailable,desired,updated}` | namespace, name |
 //! | `rollout_reconcile` (histogram, seconds) | namespace, name |
 //! | `rollout_reconcile_error` | namespace, name |
 //! | `rollout_events_total` | namespace, name, type, reason |
+//! | `analysis_run_info`, `analysis_run_phase`, `analysis_run_metric_type`, `analysis_run_metric_phase` (gauges) | namespace, name, phase / metric, type, dry_run |
+//! | `analysis_run_reconcile` (histogram, seconds), `analysis_run_reconcile_error` | namespace, name |
+//! | `analysis_template_info` (gauge, 1; ClusterAnalysisTemplates with an empty namespace) | namespace, name |
+//! | `analysis_template_metric_info` (gauge, 1) | namespace, name, type, metric |
 //! | `experiment_info` (gauge, 1) | namespace, name, phase |
 //! | `experiment_phase` (gauge, 1 for the current phase, else 0) | namespace, name, phase |
 //! | `experiment_reconcile` (histogram, seconds) | namespace, name |
 //! | `experiment_reconcile_error` | namespace, name |
 //! | `controller_clientset_k8s_request_total` | kind, namespace, name, verb, status_code |
 //! | `argo_rollouts_controller_info` (gauge, 1) | version |
+//! | `build_info` (gauge, 1; `goversion` is empty: there is no Go) | version, goversion, goarch, commit |
+//! | `workqueue_adds_total`, `workqueue_retries_total`, `workqueue_work_duration_seconds`, `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | name (Rollouts, Experiments, AnalysisRuns, Services, Ingresses) |
+//! | `process_cpu_seconds_total`, `process_start_time_seconds`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_virtual_memory_max_bytes`, `process_open_fds`, `process_max_fds`, `process_network_{receive,transmit}_bytes_total` | |
+//! | `go_memstats_heap_alloc_bytes` (gauge: the allocator's live heap bytes) | |
 //! | `sluice_leader` (gauge, 1 while this replica may write) | |
 //! | `sluice_rollout_reconcile_seconds` (histogram, all Rollouts together) | |
 //! | `sluice_k8s_requests_total` (all objects together) | kind, verb, status_code |
@@ -26,12 +35,15 @@
 //! it left the cache, together with the request series of the objects named after it (its
 //! ReplicaSets `<name>-<hash>`, pods, events `<name>.<id>`): cardinality follows what exists.
 //!
-//! The state lives here; `argo` holds Argo's label rules, `exposition` the encoder and
-//! `requests` the layer that counts API requests.
+//! The state lives here; `argo` holds Argo's label rules, `exposition` the encoder,
+//! `requests` the layer that counts API requests, `workqueue` the loops' work and `process`
+//! the process's figures.
 
 mod argo;
 mod exposition;
+pub mod process;
 mod requests;
+pub mod workqueue;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -44,7 +56,7 @@ use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sluice_api::Rollout;
-use sluice_api::analysis::AnalysisRun;
+use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
 
 pub use argo::{AnalysisRunSeries, ExperimentSeries, RequestInfo, info_phase, strategy_labels};
@@ -52,6 +64,7 @@ pub use requests::{RequestMetrics, RequestMetricsLayer};
 
 use argo::derives_from;
 use exposition::Exposition;
+pub use workqueue::{Queue, Queues, Work};
 
 /// Argo Rollouts' buckets for reconcile durations (seconds).
 const RECONCILE_BUCKETS: [f64; 5] = [0.01, 0.15, 0.25, 0.5, 1.0];
@@ -165,6 +178,12 @@ pub struct Metrics {
     analysis_runs: OnceLock<Store<AnalysisRun>>,
     /// The Experiment cache, once it has synced.
     experiments: OnceLock<Store<Experiment>>,
+    /// The AnalysisTemplate cache, and the ClusterAnalysisTemplate one where it is watched.
+    templates: OnceLock<(
+        Store<AnalysisTemplate>,
+        Option<Store<ClusterAnalysisTemplate>>,
+    )>,
+    queues: Arc<Queues>,
     per_run: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_rollout: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
     per_experiment: Mutex<BTreeMap<RolloutKey, RolloutSeries>>,
@@ -190,6 +209,8 @@ impl Metrics {
             rollouts: OnceLock::new(),
             analysis_runs: OnceLock::new(),
             experiments: OnceLock::new(),
+            templates: OnceLock::new(),
+            queues: Arc::default(),
             per_run: Mutex::new(BTreeMap::new()),
             per_rollout: Mutex::new(BTreeMap::new()),
             per_experiment: Mutex::new(BTreeMap::new()),
@@ -220,8 +241,23 @@ impl Metrics {
         let _ = self.experiments.set(store);
     }
 
+    /// Template gauges come from these caches; call once they have synced.
+    pub fn use_template_caches(
+        &self,
+        templates: Store<AnalysisTemplate>,
+        cluster_templates: Option<Store<ClusterAnalysisTemplate>>,
+    ) {
+        let _ = self.templates.set((templates, cluster_templates));
+    }
+
+    /// Records a reconcile of `queue` beginning (`workqueue_*`); it ends when the guard drops.
+    pub fn begin_work(&self, queue: Queue) -> Work {
+        self.queues.begin(queue)
+    }
+
     /// Records one AnalysisRun reconcile (`analysis_run_reconcile`, `..._error`).
     pub fn observe_run_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
+        self.queues.finish(Queue::AnalysisRuns, took, failed);
         observe(&self.per_run, namespace, name, took, failed);
     }
 
@@ -233,6 +269,7 @@ impl Metrics {
         took: Duration,
         failed: bool,
     ) {
+        self.queues.finish(Queue::Experiments, took, failed);
         observe(&self.per_experiment, namespace, name, took, failed);
     }
 
@@ -246,6 +283,7 @@ impl Metrics {
 
     pub fn observe_reconcile(&self, namespace: &str, name: &str, took: Duration, failed: bool) {
         self.reconcile_all.observe(took.as_secs_f64());
+        self.queues.finish(Queue::Rollouts, took, failed);
         observe(&self.per_rollout, namespace, name, took, failed);
     }
 
@@ -302,6 +340,34 @@ impl Metrics {
             .get()
             .map(Store::state)
             .unwrap_or_default()
+    }
+
+    /// Every AnalysisTemplate and ClusterAnalysisTemplate as (namespace, name, metrics); a
+    /// ClusterAnalysisTemplate has no namespace.
+    fn live_templates(&self) -> Vec<(String, String, Vec<sluice_api::analysis::Metric>)> {
+        let Some((templates, cluster)) = self.templates.get() else {
+            return Vec::new();
+        };
+        let mut out: Vec<_> = templates
+            .state()
+            .iter()
+            .map(|t| {
+                (
+                    t.namespace().unwrap_or_default(),
+                    t.name_any(),
+                    t.spec.metrics.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for t in cluster.iter().flat_map(Store::state) {
+            out.push((
+                String::new(),
+                t.name_any(),
+                t.spec.metrics.clone().unwrap_or_default(),
+            ));
+        }
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
     }
 
     fn live_experiments(&self) -> Vec<Arc<Experiment>> {
@@ -567,5 +633,58 @@ mod tests {
             );
         }
         assert_eq!(m.requests_matching(|i, _| i.name == "p16"), 1);
+    }
+
+    #[test]
+    fn argo_families_of_a_fresh_controller_are_served() {
+        let m = Metrics::new("v1.2.3");
+        let (reader, mut writer) = reflector::store::<AnalysisTemplate>();
+        let template: AnalysisTemplate = serde_json::from_value(json!({
+            "metadata": {"name": "rate", "namespace": "shop"},
+            "spec": {"metrics": [{"name": "ok", "provider": {"web": {"url": "http://x"}}}]}
+        }))
+        .unwrap();
+        writer.apply_watcher_event(&Event::Apply(template));
+        m.use_template_caches(reader, None);
+        let (ro_reader, mut ro_writer) = reflector::store::<Rollout>();
+        ro_writer.apply_watcher_event(&Event::Apply(rollout(
+            "a",
+            "web",
+            json!({"status": {"conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}}),
+        )));
+        m.use_rollout_cache(ro_reader);
+        let work = m.begin_work(Queue::Rollouts);
+        m.observe_reconcile("a", "web", Duration::from_millis(2), true);
+        let text = m.render();
+        for line in [
+            r#"analysis_template_info{namespace="shop",name="rate"} 1"#,
+            r#"analysis_template_metric_info{namespace="shop",name="rate",type="Web",metric="ok"} 1"#,
+            r#"rollout_phase{namespace="a",name="web",strategy="canary",phase="Completed"} 1"#,
+            r#"rollout_phase{namespace="a",name="web",strategy="canary",phase="Paused"} 0"#,
+            r#"workqueue_adds_total{name="Rollouts"} 1"#,
+            r#"workqueue_retries_total{name="Rollouts"} 1"#,
+            r#"workqueue_adds_total{name="Ingresses"} 0"#,
+            r#"workqueue_work_duration_seconds_count{name="Rollouts"} 1"#,
+            r#"workqueue_work_duration_seconds_bucket{le="0.01",name="Rollouts"} 1"#,
+            r#"workqueue_work_duration_seconds_count{name="Services"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(text.contains(r#"build_info{version="v1.2.3",goversion="",goarch=""#));
+        for name in [
+            "workqueue_unfinished_work_seconds{name=\"Rollouts\"}",
+            "workqueue_longest_running_processor_seconds{name=\"Rollouts\"}",
+            "process_cpu_seconds_total ",
+            "process_start_time_seconds ",
+            "process_resident_memory_bytes ",
+            "process_virtual_memory_bytes ",
+            "process_virtual_memory_max_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "go_memstats_heap_alloc_bytes ",
+        ] {
+            assert!(text.contains(name), "{name} missing:\n{text}");
+        }
+        drop(work);
     }
 }
