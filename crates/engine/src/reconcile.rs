@@ -154,6 +154,40 @@ fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp
     plan.status.conditions = Some(conds);
 }
 
+/// The events that announce a new update: the revision recorded on the Rollout
+/// (`RolloutUpdated`) and the Completed condition turning False (`RolloutNotCompleted`).
+struct Announcement {
+    updated: Option<Event>,
+    not_completed: Option<Event>,
+    /// The new ReplicaSet is created in this reconcile.
+    created: bool,
+}
+
+/// Puts the announcement of a new update among the reconcile's events where Argo reports it.
+/// Argo creates a missing ReplicaSet before anything else (at 0 replicas), recording the
+/// revision: `RolloutUpdated`, `NewReplicaSetCreated`; then, in the same pass, routes a
+/// blue-green preview Service to it and writes the reset status: `RolloutNotCompleted`; it
+/// scales in later passes. For a ReplicaSet that exists (a rollback), the revision is
+/// recorded in the pass after the status: `RolloutNotCompleted`, then `RolloutUpdated`.
+/// `at` is where the strategy's events reach that point (after the creation and the preview
+/// Service, before any scaling).
+fn announce_update(events: &mut Vec<Event>, a: Announcement, at: usize) {
+    let mut at = at.min(events.len());
+    if a.created {
+        if let Some(updated) = a.updated {
+            let created_at = events[..at]
+                .iter()
+                .position(|e| e.reason == "NewReplicaSetCreated")
+                .unwrap_or(at);
+            events.insert(created_at, updated);
+            at += 1;
+        }
+        events.splice(at..at, a.not_completed);
+    } else {
+        events.splice(at..at, a.not_completed.into_iter().chain(a.updated));
+    }
+}
+
 /// What the common part of a reconcile settled, for the strategy-specific part.
 struct Update {
     revision: i64,
@@ -172,6 +206,9 @@ struct Outcome {
     scaled: bool,
     /// A canary step completed, or a blue-green update was promoted.
     advanced: bool,
+    /// Where in the reconcile's events the announcement of a new update belongs, when the
+    /// strategy says (see [`announce_update`]).
+    announce_at: Option<usize>,
 }
 
 impl World<'_> {
@@ -224,28 +261,27 @@ impl World<'_> {
             status.current_step_index = Some(steps_len);
         }
         let revision = self.revision(plan);
-        // As Argo announces an update: its Completed condition turning False (absent on a
-        // first deploy), then the revision.
-        let was_not_completed = c::find(
-            old.conditions.as_deref().unwrap_or_default(),
-            Cond::Completed,
-        )
-        .is_some_and(|cond| cond.status == Some(ConditionStatus::False));
-        if template_changed && !was_not_completed {
-            events.push(Event::normal(
-                "RolloutNotCompleted",
-                format!(
-                    "Rollout not completed, started update to revision {revision} ({})",
-                    self.p.pod_hash
-                ),
-            ));
-        }
-        if self.annotate_rollout_revision(revision, plan) && template_changed {
-            events.push(Event::normal(
-                "RolloutUpdated",
-                format!("Rollout updated to revision {revision}"),
-            ));
-        }
+        let announcement = Announcement {
+            updated: (self.annotate_rollout_revision(revision, plan) && template_changed).then(
+                || {
+                    Event::normal(
+                        "RolloutUpdated",
+                        format!("Rollout updated to revision {revision}"),
+                    )
+                },
+            ),
+            not_completed: (template_changed && self.announces_not_completed(&old, is_canary))
+                .then(|| {
+                    Event::normal(
+                        "RolloutNotCompleted",
+                        format!(
+                            "Rollout not completed, started update to revision {revision} ({})",
+                            self.p.pod_hash
+                        ),
+                    )
+                }),
+            created: self.new_rs.is_none(),
+        };
 
         // A full promotion overrides an abort, as in Argo: `promote --full` on an aborted
         // update takes it straight to the new pods.
@@ -278,6 +314,7 @@ impl World<'_> {
             rollback_window,
             verdicts,
         };
+        let strategy_events = events.len();
         let (outcome, completed) = match &self.p.strategy {
             Strategy::Canary(_) => {
                 // With dynamicStableScale or a gradual abort, an aborted canary keeps its
@@ -313,6 +350,13 @@ impl World<'_> {
                 (outcome, self.blue_green_completed(status))
             }
         };
+        let announce_at = outcome.announce_at.unwrap_or_else(|| {
+            events[strategy_events..]
+                .iter()
+                .position(|e| e.reason == "NewReplicaSetCreated")
+                .map_or(strategy_events, |i| strategy_events + i + 1)
+        });
+        announce_update(&mut events, announcement, announce_at);
         if initial_deploy {
             events.push(Event::normal(
                 "RolloutCompleted",
@@ -349,6 +393,23 @@ impl World<'_> {
         self.sync_pod_metadata(plan);
         self.confirm_counted_replica_sets(plan);
         Ok(())
+    }
+
+    /// Whether Argo says `RolloutNotCompleted` on noticing a new pod template: when its
+    /// Completed condition turns False, i.e. the new pods are not the stable ones and it was
+    /// not False already (an update superseded mid-way is announced once). Argo does so for a
+    /// canary's first revision too (its first status, without a step hash, is reset as for
+    /// a new template before the promotion), not for a blue-green one's (stable in its first
+    /// status).
+    fn announces_not_completed(&self, old: &RolloutStatus, is_canary: bool) -> bool {
+        let was_not_completed = c::find(
+            old.conditions.as_deref().unwrap_or_default(),
+            Cond::Completed,
+        )
+        .is_some_and(|cond| cond.status == Some(ConditionStatus::False));
+        (old.current_pod_hash.is_some() || is_canary)
+            && !was_not_completed
+            && old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str())
     }
 
     /// A new pod template starts a new update: steps from the beginning, no abort, no pause.

@@ -149,8 +149,14 @@ impl World<'_> {
             new_target,
         };
 
-        let mut scaled = self.size_new_and_active(&f, plan, events, u);
-        self.route_preview(&f, &mut bgs, plan, events);
+        // In Argo's order: the new ReplicaSet is created and the preview Service routed to it;
+        // the update is announced there (`announce_at`, by the caller); then the sizing.
+        let scale_up = self.create_new(&f, plan, events, u);
+        self.route_preview(&f, scale_up.is_some(), &mut bgs, plan, events);
+        let announce_at = events.len();
+        let mut scaled = scale_up.is_some();
+        events.extend(scale_up);
+        scaled |= self.size_new_and_active(&f, plan, events, u);
         let promoted = self.promote(&f, status, &mut bgs, plan, events, u, analysis);
         scaled |= self.scale_down_previous(&f, status, &bgs, plan, events);
         self.clean_up_history(plan);
@@ -170,6 +176,7 @@ impl World<'_> {
         Outcome {
             scaled,
             advanced: promoted,
+            announce_at: Some(announce_at),
         }
     }
 
@@ -196,8 +203,33 @@ impl World<'_> {
             .is_some_and(|s| s.aborted_at.is_some() && s.current_pod_hash.as_deref() == Some(hash))
     }
 
-    /// Sizes the new ReplicaSet (preview size, or full once promoted or checked), and keeps
-    /// the active one at full size until traffic has moved off it. Returns whether it scaled.
+    /// Creates the new ReplicaSet when there is none (unless paused by a user or aborted), at
+    /// the size it is to have now. Returns the event of its scale-up, which Argo reports after
+    /// routing the preview Service to it.
+    fn create_new(
+        &self,
+        f: &Facts<'_>,
+        plan: &mut Plan,
+        events: &mut Vec<Event>,
+        u: &Update,
+    ) -> Option<Event> {
+        if self.new_rs.is_some() || u.manually_paused || u.aborted {
+            return None;
+        }
+        let anti = f.bg.anti_affinity.as_ref().zip(f.active_hash.as_deref());
+        Some(self.create_new_replica_set(
+            plan,
+            events,
+            u.revision,
+            f.new_target,
+            anti,
+            u.new_is_stable,
+        ))
+    }
+
+    /// Sizes the existing new ReplicaSet (preview size, or full once promoted or checked), and
+    /// keeps the active one at full size until traffic has moved off it. Returns whether it
+    /// scaled.
     fn size_new_and_active(
         &self,
         f: &Facts<'_>,
@@ -208,18 +240,6 @@ impl World<'_> {
         let mut scaled = false;
         let new_target = f.new_target;
         match self.new_rs {
-            None if !u.manually_paused && !u.aborted => {
-                let anti = f.bg.anti_affinity.as_ref().zip(f.active_hash.as_deref());
-                self.create_new_replica_set(
-                    plan,
-                    events,
-                    u.revision,
-                    new_target,
-                    anti,
-                    u.new_is_stable,
-                );
-                scaled = true;
-            }
             None => {}
             Some(rs) if u.aborted => {
                 // Aborted: the new pods go after abortScaleDownDelaySeconds (0 keeps them).
@@ -262,10 +282,12 @@ impl World<'_> {
     }
 
     /// Preview Service: the new pods, even after an abort (as in Argo, the failed version stays
-    /// reachable there for debugging); the active ones while there is no new ReplicaSet.
+    /// reachable there for debugging), from the moment their ReplicaSet is created (`created`:
+    /// in this plan); the active ones while there is no new ReplicaSet.
     fn route_preview(
         &self,
         f: &Facts<'_>,
+        created: bool,
         bgs: &mut BlueGreenStatus,
         plan: &mut Plan,
         events: &mut Vec<Event>,
@@ -273,7 +295,7 @@ impl World<'_> {
         let Some(preview) = &f.services.preview else {
             return;
         };
-        let want = if self.new_rs.is_none() {
+        let want = if self.new_rs.is_none() && !created {
             f.active_hash.clone()
         } else {
             Some(f.hash.clone())
@@ -307,6 +329,15 @@ impl World<'_> {
         analysis: &mut AnalysisState,
     ) -> bool {
         let hash = &f.hash;
+        // Decided before the switch clears the full promotion it may name.
+        let completed = Event::normal(
+            "RolloutCompleted",
+            format!(
+                "Rollout completed update to revision {} ({hash}): {}",
+                u.revision,
+                Self::completion_reason(status, u)
+            ),
+        );
         let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
         let switch = self.switch_due(f, status, bgs, plan, events, u, pre_passed);
         let post_passed = self.post_promotion_passed(f, status, plan, events, u, analysis);
@@ -335,6 +366,7 @@ impl World<'_> {
             status.promote_full = None;
             bgs.scale_up_preview_check_point = None;
             status.stable_rs = Some(hash.clone());
+            events.push(completed.clone());
             promoted = true;
         }
         if switch {
@@ -345,18 +377,7 @@ impl World<'_> {
             status.controller_pause = None;
             status.promote_full = None;
             if status.stable_rs.as_deref() != Some(hash.as_str()) && post_passed {
-                events.push(Event::normal(
-                    "RolloutCompleted",
-                    format!(
-                        "Rollout completed update to revision {} ({hash}): {}",
-                        u.revision,
-                        if u.rollback_window {
-                            "Rollback within window"
-                        } else {
-                            "Switched active service"
-                        }
-                    ),
-                ));
+                events.push(completed);
             }
             if post_passed || u.new_is_stable {
                 status.stable_rs = Some(hash.clone());
@@ -364,6 +385,17 @@ impl World<'_> {
             promoted = true;
         }
         promoted
+    }
+
+    /// Why the new pods become stable, as Argo's `RolloutCompleted` event gives it.
+    fn completion_reason(status: &RolloutStatus, u: &Update) -> String {
+        if status.promote_full == Some(true) {
+            "Full promotion requested".into()
+        } else if u.rollback_window {
+            "Rollback within window".into()
+        } else {
+            "Completed blue-green update".into()
+        }
     }
 
     /// Pre-promotion analysis starts once the preview is up, and the switch waits for it.

@@ -39,7 +39,11 @@ impl World<'_> {
         let at_desired = self.basic_at_desired(weight, u.new_is_stable);
         let advanced = self.step_machine(status, plan, events, u, analysis, at_desired);
         self.fill_counts(status, None);
-        Outcome { scaled, advanced }
+        Outcome {
+            scaled,
+            advanced,
+            announce_at: None,
+        }
     }
 
     /// A canary with a traffic router: the counts the current step asks for, then the
@@ -67,7 +71,11 @@ impl World<'_> {
             !scaled && self.routed_at_desired(&counts) && traffic.verified != Some(false);
         let advanced = self.step_machine(status, plan, events, u, analysis, at_desired);
         self.fill_counts(status, None);
-        Outcome { scaled, advanced }
+        Outcome {
+            scaled,
+            advanced,
+            announce_at: None,
+        }
     }
 
     /// Whether the basic canary's ReplicaSets have the counts `weight` asks for.
@@ -147,7 +155,7 @@ impl World<'_> {
                     .anti_affinity
                     .as_ref()
                     .zip(self.stable_hash());
-                self.create_new_replica_set(
+                let scale_up = self.create_new_replica_set(
                     plan,
                     events,
                     revision,
@@ -155,6 +163,7 @@ impl World<'_> {
                     anti,
                     new_is_stable,
                 );
+                events.push(scale_up);
                 scaled = true;
             }
             None => {}

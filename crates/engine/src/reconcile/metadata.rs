@@ -19,7 +19,11 @@ use crate::replicaset;
 
 impl World<'_> {
     /// Plans the creation of the new ReplicaSet ([`Self::new_replica_set`]) at `replicas`,
-    /// with Argo's events saying so (created, then scaled up).
+    /// with Argo's `NewReplicaSetCreated` event. Returns the `ScalingReplicaSet` event of its
+    /// scale-up from 0, for the caller to publish where Argo does: after what Argo does between
+    /// creating a ReplicaSet and scaling it (routing the preview Service to it, announcing the
+    /// update with `RolloutNotCompleted`).
+    #[must_use]
     pub(super) fn create_new_replica_set(
         &self,
         plan: &mut Plan,
@@ -28,7 +32,7 @@ impl World<'_> {
         replicas: i32,
         anti_affinity: Option<(&AntiAffinity, &str)>,
         new_is_stable: bool,
-    ) {
+    ) -> Event {
         let rs = self.new_replica_set(revision, replicas, anti_affinity, new_is_stable);
         events.push(Event::normal(
             "NewReplicaSetCreated",
@@ -37,16 +41,16 @@ impl World<'_> {
                 self.new_rs_name()
             ),
         ));
-        events.push(Event::normal(
+        plan.actions.push(Action::CreateReplicaSet {
+            replica_set: Box::new(rs),
+        });
+        Event::normal(
             "ScalingReplicaSet",
             format!(
                 "Scaled up ReplicaSet {} (revision {revision}) from 0 to {replicas}",
                 self.new_rs_name(),
             ),
-        ));
-        plan.actions.push(Action::CreateReplicaSet {
-            replica_set: Box::new(rs),
-        });
+        )
     }
 
     /// The new ReplicaSet for the current template, its pods carrying the metadata of the role

@@ -125,7 +125,7 @@ impl World<'_> {
         match self.new_rs {
             None if !u.manually_paused => {
                 let anti = canary.anti_affinity.as_ref().zip(self.stable_hash());
-                self.create_new_replica_set(
+                let scale_up = self.create_new_replica_set(
                     plan,
                     events,
                     u.revision,
@@ -133,6 +133,7 @@ impl World<'_> {
                     anti,
                     u.new_is_stable,
                 );
+                events.push(scale_up);
                 scaled = true;
             }
             None => {}

@@ -1956,46 +1956,214 @@ fn finished_runs_are_kept_to_the_history_limits() {
     );
 }
 
+/// The events of every reconcile until nothing changes, as (type, reason).
+fn settle_typed_events(w: &mut World) -> Vec<(crate::EventType, &'static str)> {
+    let mut events = Vec::new();
+    for _ in 0..50 {
+        let before = (
+            w.ro.clone(),
+            w.rss.clone(),
+            w.pods.clone(),
+            w.services.clone(),
+        );
+        let plan = w.reconcile();
+        events.extend(plan.events.iter().map(|e| (e.type_, e.reason)));
+        if before
+            == (
+                w.ro.clone(),
+                w.rss.clone(),
+                w.pods.clone(),
+                w.services.clone(),
+            )
+        {
+            return events;
+        }
+    }
+    panic!("did not settle: {:#?}", w.ro.status);
+}
+
+fn normal(reasons: &[&'static str]) -> Vec<(crate::EventType, &'static str)> {
+    reasons
+        .iter()
+        .map(|r| (crate::EventType::Normal, *r))
+        .collect()
+}
+
+// Argo's order, from its source: the pass that creates a ReplicaSet records the revision
+// (`RolloutUpdated`) and the creation at 0 replicas, then writes the reset status
+// (`RolloutNotCompleted`, also on a canary's first revision, whose first status has no step
+// hash); later passes scale (`ScalingReplicaSet`), step, pause and promote.
+
 #[test]
-fn a_first_deploy_and_an_update_announce_themselves_as_argo_does() {
+fn a_canary_with_steps_announces_its_first_deploy_and_an_update_as_argo_does() {
     let mut w = World::new(rollout(
         1,
         json!([{"setWeight": 50}, {"pause": {"duration": 3}}]),
     ));
     assert_eq!(
-        w.settle_events(),
-        [
-            "RolloutNotCompleted",
+        settle_typed_events(&mut w),
+        normal(&[
             "RolloutUpdated",
             "NewReplicaSetCreated",
+            "RolloutNotCompleted",
             "ScalingReplicaSet",
             "RolloutCompleted",
-        ]
+        ])
     );
     assert_eq!(w.phase(), RolloutPhase::Healthy);
 
     w.set_image("app:v2");
     assert_eq!(
-        w.settle_events(),
-        [
-            "RolloutNotCompleted",
+        settle_typed_events(&mut w),
+        normal(&[
             "RolloutUpdated",
             "NewReplicaSetCreated",
+            "RolloutNotCompleted",
             "ScalingReplicaSet",
             "RolloutStepCompleted",
             "RolloutPaused",
+        ])
+    );
+    // The timed pause ends: the step completes and the Rollout is resumed; the stable pods
+    // go, and the update completes.
+    w.advance(4);
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutStepCompleted",
+            "RolloutResumed",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+        ])
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+#[test]
+fn a_plain_canary_announces_its_first_deploy_and_an_update_as_argo_does() {
+    let mut w = World::new(rollout(1, json!([])));
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "RolloutNotCompleted",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+        ])
+    );
+    w.advance(60);
+    w.set_image("app:v2");
+    let plan = w.reconcile();
+    let messages: Vec<String> = plan.events.iter().map(|e| e.message.clone()).collect();
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    assert_eq!(
+        messages,
+        [
+            "Rollout updated to revision 2".to_string(),
+            format!("Created ReplicaSet demo-{hash} (revision 2)"),
+            format!("Rollout not completed, started update to revision 2 ({hash})"),
+            format!("Scaled up ReplicaSet demo-{hash} (revision 2) from 0 to 1"),
         ]
     );
-    // The timed pause ends: the step completes and the Rollout is resumed, then completes.
-    w.advance(4);
-    let reasons = w.settle_events();
+    // Six events in all, as Argo: the stable pod goes once the new one is up.
     assert_eq!(
-        reasons[..2],
-        ["RolloutStepCompleted", "RolloutResumed"],
-        "{reasons:?}"
+        settle_typed_events(&mut w),
+        normal(&["ScalingReplicaSet", "RolloutCompleted"])
     );
-    assert_eq!(reasons.last(), Some(&"RolloutCompleted"), "{reasons:?}");
     assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+#[test]
+fn a_blue_green_rollout_announces_its_first_deploy_and_an_update_as_argo_does() {
+    let mut w = World::bg(bg_rollout(
+        1,
+        json!({"activeService": "active", "scaleDownDelaySeconds": 30}),
+    ));
+    // No RolloutNotCompleted: the first status already makes the new pods stable.
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+            "SwitchService",
+        ])
+    );
+    w.advance(60);
+    w.set_image("app:v2");
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "RolloutNotCompleted",
+            "ScalingReplicaSet",
+            "SwitchService",
+            "RolloutCompleted",
+        ])
+    );
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    w.advance(30);
+    assert_eq!(settle_typed_events(&mut w), normal(&["ScalingReplicaSet"]));
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    assert_eq!(w.status().stable_rs.as_deref(), Some(hash.as_str()));
+}
+
+#[test]
+fn a_blue_green_preview_service_is_routed_to_a_new_replica_set_as_it_is_created() {
+    let mut w = World::bg(bg_rollout(
+        1,
+        json!({"activeService": "active", "previewService": "preview"}),
+    ));
+    let plan = w.reconcile();
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    let events: Vec<String> = plan
+        .events
+        .iter()
+        .map(|e| format!("{}: {}", e.reason, e.message))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "RolloutUpdated: Rollout updated to revision 1".to_string(),
+            format!("NewReplicaSetCreated: Created ReplicaSet demo-{hash} (revision 1)"),
+            format!("SwitchService: Switched selector for service 'preview' from '' to '{hash}'"),
+            format!("ScalingReplicaSet: Scaled up ReplicaSet demo-{hash} (revision 1) from 0 to 1"),
+            format!(
+                "RolloutCompleted: Rollout completed update to revision 1 ({hash}): Initial deploy"
+            ),
+        ]
+    );
+    // The ReplicaSet is created before the Service is pointed at it.
+    let position = |f: fn(&Action) -> bool| plan.actions.iter().position(f).unwrap();
+    assert!(
+        position(|a| matches!(a, Action::CreateReplicaSet { .. }))
+            < position(|a| matches!(a, Action::SwitchService { .. })),
+        "{:#?}",
+        plan.actions
+    );
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&["SwitchService"]),
+        "then the active Service"
+    );
+    w.advance(60);
+    w.set_image("app:v2");
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "NewReplicaSetCreated",
+            "SwitchService",
+            "RolloutNotCompleted",
+            "ScalingReplicaSet",
+            "SwitchService",
+            "RolloutCompleted",
+        ])
+    );
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
 }
 
 #[test]

@@ -117,6 +117,34 @@ fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analys
 }
 
 #[test]
+fn a_post_promotion_analysis_that_passes_completes_the_update_with_argos_event() {
+    let mut w = World::bg(bg_rollout(
+        2,
+        json!({"activeService": "active",
+               "postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    ));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    let v2 = w.hash_of("app:v2");
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_ne!(w.status().stable_rs.as_deref(), Some(v2.as_str()));
+    w.verdict("PostPromotion", AnalysisPhase::Successful, "");
+    let events = w.settle_bg_events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("RolloutCompleted"))
+            .collect::<Vec<_>>(),
+        [&format!(
+            "RolloutCompleted: Rollout completed update to revision 2 ({v2}): Completed blue-green update"
+        )]
+    );
+    assert_eq!(w.status().stable_rs.as_deref(), Some(v2.as_str()));
+}
+
+#[test]
 fn rollback_after_the_scale_down_delay_is_an_ordinary_update() {
     let mut w = promoted_v2_with_v1_in_its_delay();
     w.advance(30);
