@@ -45,8 +45,8 @@ struct Facts<'b> {
     /// The preview is checked (promoted by a user or promote-full): scale to full size.
     checkpoint: bool,
     /// Back to a ReplicaSet whose pods are still up within its scale-down delay: a fast
-    /// rollback, switched to as soon as it is fully available (no pause, no pre-promotion
-    /// analysis), as Argo does.
+    /// rollback, switched to as soon as it is fully available and stable at once (no pause,
+    /// no pre- or post-promotion analysis), as Argo does.
     fast_tracked: bool,
     preview_count: i32,
     /// The size the new ReplicaSet is to have now.
@@ -335,7 +335,7 @@ impl World<'_> {
             format!(
                 "Rollout completed update to revision {} ({hash}): {}",
                 u.revision,
-                Self::completion_reason(status, u)
+                self.completion_reason(f, status, u)
             ),
         );
         let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
@@ -388,14 +388,34 @@ impl World<'_> {
     }
 
     /// Why the new pods become stable, as Argo's `RolloutCompleted` event gives it.
-    fn completion_reason(status: &RolloutStatus, u: &Update) -> String {
+    fn completion_reason(&self, f: &Facts<'_>, status: &RolloutStatus, u: &Update) -> String {
         if status.promote_full == Some(true) {
             "Full promotion requested".into()
         } else if u.rollback_window {
             "Rollback within window".into()
+        } else if let Some(rs) = self
+            .new_rs
+            .filter(|_| f.bg.post_promotion_analysis.is_some() && self.skips_post_promotion(f, u))
+        {
+            format!("Rollback to '{}' within scaleDownDelay", rs.name())
         } else {
             "Completed blue-green update".into()
         }
+    }
+
+    /// Whether this is a rollback to pods within their scale-down delay, which Argo makes
+    /// stable without post-promotion analysis (as without pre-promotion analysis): at the
+    /// switch, and after it while the ReplicaSet still has the deadline that licensed it (the
+    /// switch landed, the status that records the promotion did not; the deadline goes in
+    /// the plan that does).
+    fn skips_post_promotion(&self, f: &Facts<'_>, u: &Update) -> bool {
+        f.fast_tracked
+            || (f.is_active
+                && !u.aborted
+                && !u.new_is_stable
+                && self
+                    .new_rs
+                    .is_some_and(|rs| rs.annotation(SCALE_DOWN_DEADLINE).is_some()))
     }
 
     /// Pre-promotion analysis starts once the preview is up, and the switch waits for it.
@@ -502,7 +522,7 @@ impl World<'_> {
         let Some(post) = &f.bg.post_promotion_analysis else {
             return true;
         };
-        if u.rollback_window {
+        if u.rollback_window || self.skips_post_promotion(f, u) {
             return true;
         }
         let verdict = &u.verdicts.post_promotion;

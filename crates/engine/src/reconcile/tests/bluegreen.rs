@@ -116,6 +116,106 @@ fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analys
     );
 }
 
+/// Like [`promoted_v2_with_v1_in_its_delay`], with a post-promotion analysis too: v2 became
+/// stable once it passed, and v1 waits out its scale-down delay.
+fn post_analysed_v2_with_v1_in_its_delay() -> World {
+    let mut w = World::bg(bg_rollout(
+        3,
+        json!({"activeService": "active", "previewService": "preview",
+               "autoPromotionEnabled": false, "scaleDownDelaySeconds": 30,
+               "prePromotionAnalysis": {"templates": [{"templateName": "health"}]},
+               "postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
+    ));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.verdict("PrePromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
+    w.promote();
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+    assert_eq!(w.runs_of("PostPromotion").len(), 1);
+    w.verdict("PostPromotion", AnalysisPhase::Successful, "");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(
+        w.status().stable_rs.as_deref(),
+        Some(w.hash_of("app:v2").as_str())
+    );
+    assert!(
+        w.rs_with_image("app:v1")
+            .annotation(SCALE_DOWN_DEADLINE)
+            .is_some()
+    );
+    w
+}
+
+#[test]
+fn rollback_within_the_scale_down_delay_skips_post_promotion_analysis_too() {
+    let mut w = post_analysed_v2_with_v1_in_its_delay();
+    let v1 = w.hash_of("app:v1");
+    w.advance(10);
+    w.set_image("app:v1");
+    // Switched and stable in the same reconcile: Healthy at once.
+    let plan = w.reconcile();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.status().stable_rs.as_deref(), Some(v1.as_str()));
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    let completed: Vec<&str> = plan
+        .events
+        .iter()
+        .filter(|e| e.reason == "RolloutCompleted")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(
+        completed,
+        [format!(
+            "Rollout completed update to revision 3 ({v1}): Rollback to 'demo-{v1}' within scaleDownDelay"
+        )]
+    );
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    assert_eq!(
+        w.runs_of("PrePromotion").len(),
+        1,
+        "no new pre-promotion run"
+    );
+    assert_eq!(
+        w.runs_of("PostPromotion").len(),
+        1,
+        "no new post-promotion run"
+    );
+    assert_eq!(
+        w.rs_with_image("app:v1").annotation(SCALE_DOWN_DEADLINE),
+        None
+    );
+}
+
+#[test]
+fn a_fast_rollback_whose_promotion_was_lost_is_not_analysed_after_its_switch() {
+    let mut w = post_analysed_v2_with_v1_in_its_delay();
+    let v1 = w.hash_of("app:v1");
+    w.advance(10);
+    w.set_image("app:v1");
+    // The switch lands, the status write that records the promotion does not.
+    let ro_before = w.ro.clone();
+    w.reconcile();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    w.ro = ro_before;
+    let events = w.settle_bg_events();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.status().stable_rs.as_deref(), Some(v1.as_str()));
+    assert_eq!(w.runs_of("PostPromotion").len(), 1, "{events:#?}");
+    assert!(
+        events.iter().any(|e| e
+            == &format!(
+                "RolloutCompleted: Rollout completed update to revision 3 ({v1}): Rollback to 'demo-{v1}' within scaleDownDelay"
+            )),
+        "{events:#?}"
+    );
+}
+
 #[test]
 fn a_post_promotion_analysis_that_passes_completes_the_update_with_argos_event() {
     let mut w = World::bg(bg_rollout(
