@@ -18,6 +18,9 @@ cluster-up: ## Start the local control plane and fake kubelet (builds them the f
 cluster-down: ## Stop the local control plane and remove its state in .dev/
 	scripts/cluster-down.sh
 
+manifests: ## Render manifests/install.yaml and manifests/namespace-install.yaml from their kustomizations
+	$(CARGO) run -q -p sluice-testenv --bin sluice-render-manifests
+
 fake-kubelet: ## Build the fake kubelet binary
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 

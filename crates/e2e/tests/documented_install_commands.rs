@@ -63,16 +63,16 @@ async fn documented_install_commands_succeed_as_written() {
         .unwrap();
     }
 
-    // manifests/install/README.md: the whole install, server-side and (migration) client-side.
-    // Its namespace is made for real so that the namespaced objects can be dry-run into it.
-    documented(
-        "manifests/install/README.md",
-        "kubectl apply --server-side -k manifests/install",
-    );
-    documented(
-        "manifests/install/README.md",
-        "kubectl apply -k manifests/install",
-    );
+    // manifests/install/README.md: the whole install into argo-rollouts, from the rendered file
+    // and from its kustomization, server-side and (migration over Argo's) client-side. The
+    // namespace is made for real so that the namespaced objects can be dry-run into it.
+    for command in [
+        "kubectl create namespace argo-rollouts",
+        "kubectl apply -n argo-rollouts --server-side -f manifests/install.yaml",
+        "kubectl apply -n argo-rollouts --server-side -k manifests/install",
+    ] {
+        documented("manifests/install/README.md", command);
+    }
     let namespace = "argo-rollouts";
     let exists = Command::new("kubectl")
         .args(["get", "namespace", namespace])
@@ -84,37 +84,38 @@ async fn documented_install_commands_succeed_as_written() {
     if !exists {
         kubectl(&env, &["create", "namespace", namespace]);
     }
-    let out = kubectl(
-        &env,
-        &[
+    for source in [
+        ["-f", "manifests/install.yaml"],
+        ["-k", "manifests/install"],
+    ] {
+        let mut args = vec![
             "apply",
+            "-n",
+            namespace,
             "--server-side",
             "--dry-run=server",
-            "-k",
-            "manifests/install",
-        ],
-    );
-    assert!(out.contains("deployment.apps/sluice-controller"), "{out}");
-    kubectl(
-        &env,
-        &["apply", "--dry-run=server", "-k", "manifests/install"],
-    );
+        ];
+        args.extend(source);
+        let out = kubectl(&env, &args);
+        assert!(out.contains("deployment.apps/argo-rollouts"), "{out}");
+        assert!(
+            out.contains("clusterrole.rbac.authorization.k8s.io/argo-rollouts-aggregate-to-view"),
+            "{out}"
+        );
+    }
 
     // manifests/namespace-install: one namespace.
     documented(
-        "manifests/namespace-install/kustomization.yaml",
-        "kubectl apply -n <namespace> -k manifests/namespace-install",
+        "manifests/install/README.md",
+        "kubectl apply -n <namespace> -f manifests/namespace-install.yaml",
     );
     let ns = TestNamespace::create(&env, "ns-install").await.unwrap();
-    kubectl(
-        &env,
-        &[
-            "apply",
-            "-n",
-            ns.name(),
-            "--dry-run=server",
-            "-k",
-            "manifests/namespace-install",
-        ],
-    );
+    for source in [
+        ["-f", "manifests/namespace-install.yaml"],
+        ["-k", "manifests/namespace-install"],
+    ] {
+        let mut args = vec!["apply", "-n", ns.name(), "--dry-run=server"];
+        args.extend(source);
+        kubectl(&env, &args);
+    }
 }

@@ -6,6 +6,8 @@
 //! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
 //!   applying YAML, waiting for conditions.
 //! - [`http_stub`]: a local HTTP server whose answer a test sets (a metric source).
+//! - [`manifests`]: renders `manifests/install.yaml` and `namespace-install.yaml` from their
+//!   kustomizations (the `sluice-render-manifests` binary, `make manifests`).
 //! - [`prometheus`]: a real Prometheus server scraping targets a test names.
 
 pub mod fake_kubelet;
@@ -13,4 +15,5 @@ pub mod fault_proxy;
 pub mod harness;
 pub mod http_stub;
 pub mod kubeconfig;
+pub mod manifests;
 pub mod prometheus;
