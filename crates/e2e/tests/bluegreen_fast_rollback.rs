@@ -1,6 +1,7 @@
 //! Blue-green fast rollback, as in Argo: going back to a ReplicaSet whose pods are still up
-//! within its scale-down delay switches the active Service to it at once, with no
-//! BlueGreenPause and no new pre-promotion analysis, even where the update to it needed both.
+//! within its scale-down delay switches the active Service to it at once and makes it stable,
+//! with no BlueGreenPause and no new pre- or post-promotion analysis, even where the update to
+//! it needed all three.
 
 use kube::api::ListParams;
 use serde_json::json;
@@ -13,12 +14,20 @@ use sluice_engine::labels::SCALE_DOWN_DEADLINE;
 use sluice_testenv::harness::{TestNamespace, wait_for};
 use sluice_testenv::http_stub::HttpStub;
 
-async fn pre_promotion_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
+async fn runs_of(ns: &TestNamespace, kind: &str) -> Vec<AnalysisRun> {
     ns.api::<AnalysisRun>()
-        .list(&ListParams::default().labels("rollout-type=PrePromotion"))
+        .list(&ListParams::default().labels(&format!("rollout-type={kind}")))
         .await
         .unwrap()
         .items
+}
+
+async fn pre_promotion_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
+    runs_of(ns, "PrePromotion").await
+}
+
+async fn post_promotion_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
+    runs_of(ns, "PostPromotion").await
 }
 
 async fn deadline_of(ns: &TestNamespace, name: &str) -> Option<String> {
@@ -33,21 +42,23 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
     let api = rollouts(&ns);
     let pre = HttpStub::start().await.unwrap();
     pre.respond_json(200, &json!({"status": "ok"}));
-    ns.apply_yaml(
-        &json!({
-            "apiVersion": "argoproj.io/v1alpha1",
-            "kind": "AnalysisTemplate",
-            "metadata": {"name": "pre-check"},
-            "spec": {"metrics": [{
-                "name": "web", "interval": "1s", "count": 1,
-                "successCondition": "result.status == 'ok'",
-                "provider": {"web": {"url": pre.url("/")}}
-            }]}
-        })
-        .to_string(),
-    )
-    .await
-    .unwrap();
+    for template in ["pre-check", "post-check"] {
+        ns.apply_yaml(
+            &json!({
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "AnalysisTemplate",
+                "metadata": {"name": template},
+                "spec": {"metrics": [{
+                    "name": "web", "interval": "1s", "count": 1,
+                    "successCondition": "result.status == 'ok'",
+                    "provider": {"web": {"url": pre.url("/")}}
+                }]}
+            })
+            .to_string(),
+        )
+        .await
+        .unwrap();
+    }
     apply_blue_green(
         &ns,
         "fr",
@@ -56,7 +67,8 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         json!({
             "autoPromotionEnabled": false,
             "scaleDownDelaySeconds": 600,
-            "prePromotionAnalysis": {"templates": [{"templateName": "pre-check"}]}
+            "prePromotionAnalysis": {"templates": [{"templateName": "pre-check"}]},
+            "postPromotionAnalysis": {"templates": [{"templateName": "post-check"}]}
         }),
     )
     .await;
@@ -77,13 +89,22 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         "the pause comes after the analysis"
     );
     promote(&api, "fr").await;
-    wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    // Stable once the post-promotion analysis has passed.
+    let ro = wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    assert_eq!(ro.status.unwrap().stable_rs.as_deref(), Some(v2.as_str()));
     assert_eq!(service_hash(&ns, "fr-active").await, Some(v2.clone()));
+    let runs = post_promotion_runs(&ns).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].status.as_ref().and_then(|s| s.phase.clone()),
+        Some(AnalysisPhase::Successful)
+    );
     // v1 waits out its scale-down delay with its pods up.
     wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
     assert!(deadline_of(&ns, &format!("fr-{v1}")).await.is_some());
 
-    // Back to v1: switched without a promote (a BlueGreenPause would hold it until one).
+    // Back to v1: switched without a promote (a BlueGreenPause would hold it until one), and
+    // stable without a post-promotion analysis.
     set_image(&api, "fr", "app:v1").await;
     wait_for("the active Service back on v1", TIMEOUT, || async {
         match service_hash(&ns, "fr-active").await {
@@ -106,6 +127,24 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         pre_promotion_runs(&ns).await.len(),
         1,
         "no new pre-promotion analysis"
+    );
+    assert_eq!(
+        post_promotion_runs(&ns).await.len(),
+        1,
+        "no new post-promotion analysis"
+    );
+    let completed: Vec<String> = rollout_events(&ns, "fr")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "RolloutCompleted")
+        .map(|(_, message)| message)
+        .collect();
+    assert_eq!(
+        completed.last(),
+        Some(&format!(
+            "Rollout completed update to revision 3 ({v1}): Rollback to 'fr-{v1}' within scaleDownDelay"
+        )),
+        "{completed:#?}"
     );
     // v1 stays; v2 now waits out its own delay, pods up.
     assert_eq!(deadline_of(&ns, &format!("fr-{v1}")).await, None);
