@@ -6,13 +6,15 @@
 //! - `loops`: the Rollout and AnalysisRun loops, with the observe and apply steps;
 //! - `cluster`: the cluster access the loops read and write through;
 //! - `cache`: watch caches with indexes (a Rollout's own objects without a scan);
-//! - `client`, `ratelimit`: the HTTP client stacks; `args`, `duration`: flags;
+//! - `client`, `ratelimit`: the HTTP client stacks; `args`, `duration`: flags; `config`: the
+//!   `argo-rollouts-config` ConfigMap;
 //!   `runtime`: the process that ties them together; `served`: waiting for the CRDs at start.
 
 pub mod args;
 pub mod cache;
 pub mod client;
 pub mod cluster;
+pub mod config;
 pub mod duration;
 pub mod leader;
 pub mod loops;

@@ -235,6 +235,8 @@ where
 pub struct Options {
     /// Reach the Lease through this instead of the API server (to inject lease faults).
     pub lease_client: Option<Arc<dyn LeaseClient>>,
+    /// Read `argo-rollouts-config` from this namespace instead of the controller's own.
+    pub config_namespace: Option<String>,
 }
 
 /// A running controller. Dropping the handle starts the orderly shutdown without waiting for
@@ -244,6 +246,7 @@ pub struct ControllerHandle {
     gate: WriteGate,
     ports: BoundPorts,
     metrics: Arc<Metrics>,
+    config: Arc<std::sync::OnceLock<crate::config::RolloutsConfig>>,
     stop: CancellationToken,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -276,6 +279,11 @@ impl ControllerHandle {
 
     pub fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
+    }
+
+    /// What was read from `argo-rollouts-config` at start (`None` until then).
+    pub fn config(&self) -> Option<crate::config::RolloutsConfig> {
+        self.config.get().cloned()
     }
 
     /// Whether the controller is still running (it does not stop on losing the lease).
@@ -409,21 +417,24 @@ pub async fn start(
         stop: Some(stop.clone()),
         analysis_only: args.argo.analysis_only(),
     };
+    let config = Arc::new(std::sync::OnceLock::new());
+    let config_namespace = options
+        .config_namespace
+        .clone()
+        .unwrap_or_else(crate::config::controller_namespace);
     let task = {
         let args = args.clone();
         let stop = stop.clone();
+        let config = config.clone();
         tokio::spawn(async move {
             let result = if served::wait_until_served(&client, &stop).await {
-                // Rollouts, AnalysisRuns and Experiments are reconciled side by side, behind
-                // the same gate.
-                let reconcilers = crate::loops::run_all(client, &args, hooks);
-                tokio::select! {
-                    result = reconcilers => result,
-                    () = stop_grace(&stop) => {
-                        warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running after the stop; \
-                            abandoning them (every write carries its precondition)");
-                        Ok(())
+                // As Argo: read once, before the controllers start; what Argo refuses stops it.
+                match crate::config::load(&client, &config_namespace).await {
+                    Ok(loaded) => {
+                        let _ = config.set(loaded);
+                        run_until_stopped(client, &args, hooks, &stop).await
                     }
+                    Err(e) => Err(e),
                 }
             } else {
                 Ok(())
@@ -441,9 +452,29 @@ pub async fn start(
         gate,
         ports,
         metrics,
+        config,
         stop,
         task: Some(task),
     })
+}
+
+/// Runs the loops until they end or the stop's grace runs out.
+async fn run_until_stopped(
+    client: kube::Client,
+    args: &Args,
+    hooks: Hooks,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    // Rollouts, AnalysisRuns and Experiments are reconciled side by side, behind the same gate.
+    let reconcilers = crate::loops::run_all(client, args, hooks);
+    tokio::select! {
+        result = reconcilers => result,
+        () = stop_grace(stop) => {
+            warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running after the stop; \
+                abandoning them (every write carries its precondition)");
+            Ok(())
+        }
+    }
 }
 
 /// How long in-flight reconciles may go on after a stop before they are abandoned. A write cut

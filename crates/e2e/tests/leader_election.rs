@@ -89,6 +89,7 @@ async fn start_with(
     sluice_controller::init_logging(&args);
     let options = Options {
         lease_client: leases,
+        ..Options::default()
     };
     sluice_controller::start(env.config().clone(), &args, options)
         .await
