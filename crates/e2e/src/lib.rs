@@ -28,6 +28,15 @@ pub struct RunningController {
     task: JoinHandle<()>,
 }
 
+impl RunningController {
+    /// Stops the controller and returns once its task is gone (no reconcile or write of it is
+    /// still under way), as a process stopped by SIGKILL would be.
+    pub async fn stop(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+}
+
 impl Drop for RunningController {
     fn drop(&mut self) {
         self.task.abort();

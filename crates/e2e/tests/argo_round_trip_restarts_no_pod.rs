@@ -1,0 +1,382 @@
+//! A round trip with Argo Rollouts' own controller (v1.9.1, built from its Go module by
+//! `scripts/build-argo-rollouts.sh`): Argo brings a canary Rollout to a state, Argo stops,
+//! Sluice takes over, Sluice stops, Argo takes over again; at neither swap is a ReplicaSet
+//! created, deleted or scaled, or a pod replaced, and the Rollout keeps its revision, phase,
+//! step and hashes. Then the update is finished under Argo.
+//!
+//! Two states: a Healthy Rollout, and one paused at its first step (setWeight, then an
+//! indefinite pause) after an image change.
+//!
+//! How long each controller is watched: both reconcile every Rollout as soon as their caches
+//! have synced, and both are started here with a 5 s resync, so within the 15 s watched each
+//! has looked at the Rollout at least three times with the same inputs (for Argo, the test
+//! checks its log for it). Nothing in these Rollouts waits on a clock (no timed pause, no
+//! scale-down delay, a progress deadline of 10 minutes), so what a controller does not do in
+//! those reconciles it would not do later either.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use serde_json::json;
+use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::harness::{ArgoController, TestEnv, TestNamespace};
+use sluice_e2e::*;
+use sluice_engine::ReplicaSetExt;
+use tokio::task::JoinHandle;
+
+const NAME: &str = "round-trip";
+const OLD_IMAGE: &str = "registry.example/app:1";
+const NEW_IMAGE: &str = "registry.example/app:2";
+
+/// How long each controller is watched after it takes over (see the module's comment).
+const QUIET: Duration = Duration::from_secs(15);
+/// Both controllers reconcile every Rollout at least this often.
+const RESYNC_SECONDS: u64 = 5;
+const ARGO_FLAGS: &[&str] = &["--rollout-resync", "5"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_canary_goes_argo_sluice_argo_without_a_pod_replaced() {
+    round_trip(State::Healthy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canary_paused_at_its_first_step_goes_argo_sluice_argo_without_a_pod_replaced() {
+    round_trip(State::PausedAtFirstStep).await;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum State {
+    Healthy,
+    PausedAtFirstStep,
+}
+
+async fn round_trip(state: State) {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let prefix = match state {
+        State::Healthy => "argo-round-trip-healthy",
+        State::PausedAtFirstStep => "argo-round-trip-paused",
+    };
+    let ns = TestNamespace::create(&env, prefix)
+        .await
+        .expect("namespace");
+    let api = rollouts(&ns);
+
+    // Argo brings the Rollout to the state.
+    let argo = ArgoController::start(&env, ns.name(), ARGO_FLAGS)
+        .await
+        .unwrap_or_else(|e| panic!("starting Argo Rollouts: {e:#}"));
+    ns.apply_yaml(&canary_rollout(
+        NAME,
+        4,
+        OLD_IMAGE,
+        json!([{"setWeight": 25}, {"pause": {}}]),
+        json!({}),
+    ))
+    .await
+    .expect("rollout");
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+    wait_replicas(&ns, NAME, &[(OLD_IMAGE, 4)], TIMEOUT).await;
+    if state == State::PausedAtFirstStep {
+        set_image(&api, NAME, NEW_IMAGE).await;
+        wait_phase(&api, NAME, RolloutPhase::Paused, TIMEOUT).await;
+        wait_replicas(&ns, NAME, &[(OLD_IMAGE, 3), (NEW_IMAGE, 1)], TIMEOUT).await;
+    }
+    let argos_stable = api
+        .get(NAME)
+        .await
+        .expect("rollout")
+        .status
+        .and_then(|s| s.stable_rs)
+        .expect("Argo recorded a stable ReplicaSet");
+    argo.stop().await.expect("stopping Argo Rollouts");
+
+    // Sluice takes over.
+    assert!(
+        !sluice_announced(&ns).await,
+        "an event looks like Sluice's before Sluice ran"
+    );
+    let watch = Watch::begin(&ns).await;
+    let mut args = controller_args(ns.name());
+    args.rollout_resync = RESYNC_SECONDS;
+    let sluice = start_controller_with_args(env.client(), args);
+    watch
+        .hold(&ns, QUIET, "Sluice, taking over from Argo Rollouts 1.9.1")
+        .await;
+    assert!(
+        sluice_announced(&ns).await,
+        "Sluice did not reconcile {NAME} within {QUIET:?} (no RolloutAddedToInformer of its own)"
+    );
+    sluice.stop().await;
+
+    // Argo takes over again.
+    let watch = Watch::begin(&ns).await;
+    let argo = ArgoController::start(&env, ns.name(), ARGO_FLAGS)
+        .await
+        .unwrap_or_else(|e| panic!("starting Argo Rollouts again: {e:#}"));
+    watch
+        .hold(&ns, QUIET, "Argo Rollouts 1.9.1, taking over from Sluice")
+        .await;
+    let reconciles = argo_reconciles(&argo);
+    assert!(
+        reconciles >= 2,
+        "Argo Rollouts reconciled {NAME} {reconciles} times in {QUIET:?} (a {RESYNC_SECONDS} s \
+         resync); log {}",
+        argo.log_path().display()
+    );
+
+    // The update finishes under Argo.
+    if state == State::Healthy {
+        set_image(&api, NAME, NEW_IMAGE).await;
+        wait_phase(&api, NAME, RolloutPhase::Paused, TIMEOUT).await;
+        wait_replicas(&ns, NAME, &[(OLD_IMAGE, 3), (NEW_IMAGE, 1)], TIMEOUT).await;
+    }
+    promote(&api, NAME).await;
+    let stable = wait_promoted(&api, NAME, &argos_stable).await;
+    wait_replicas(&ns, NAME, &[(OLD_IMAGE, 0), (NEW_IMAGE, 4)], TIMEOUT).await;
+    let names = replica_set_names(&ns).await;
+    assert_eq!(
+        names.len(),
+        2,
+        "one ReplicaSet per revision, the stable one {NAME}-{stable}: {names:?}"
+    );
+    argo.stop().await.expect("stopping Argo Rollouts");
+}
+
+/// How many reconciles of the Rollout Argo has logged.
+fn argo_reconciles(argo: &ArgoController) -> usize {
+    argo.log()
+        .lines()
+        .filter(|l| l.contains("msg=\"Reconciliation completed\"") && l.contains("rollout="))
+        .filter(|l| l.contains(&format!("rollout={NAME}")))
+        .count()
+}
+
+/// Whether Sluice has reconciled the Rollout: its first reconcile in a process announces the
+/// Rollout with `RolloutAddedToInformer`, an events.k8s.io Event with an `eventTime` (Argo's
+/// recorder writes core Events, which have none).
+async fn sluice_announced(ns: &TestNamespace) -> bool {
+    ns.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("RolloutAddedToInformer")
+                && e.event_time.is_some()
+                && e.regarding
+                    .as_ref()
+                    .is_some_and(|r| r.name.as_deref() == Some(NAME))
+        })
+}
+
+async fn replica_set_names(ns: &TestNamespace) -> Vec<String> {
+    ns.api::<ReplicaSet>()
+        .list(&ListParams::default())
+        .await
+        .expect("list ReplicaSets")
+        .items
+        .iter()
+        .map(|rs| rs.name_any())
+        .collect()
+}
+
+/// What a takeover must leave as it is.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    /// Name -> spec.replicas.
+    replica_sets: BTreeMap<String, i32>,
+    /// UID -> name of each pod, and whether it is being deleted.
+    pods: BTreeMap<String, (String, bool)>,
+    rollout: RolloutMarks,
+}
+
+/// The Rollout's record of where it is.
+#[derive(Debug, PartialEq)]
+struct RolloutMarks {
+    revision: Option<String>,
+    phase: Option<RolloutPhase>,
+    current_step_index: Option<i32>,
+    stable_rs: Option<String>,
+    current_pod_hash: Option<String>,
+    paused: bool,
+}
+
+impl Snapshot {
+    /// The snapshot, and the resourceVersions of the ReplicaSet and pod lists it was made from.
+    async fn take(ns: &TestNamespace) -> (Snapshot, String, String) {
+        let sets = ns
+            .api::<ReplicaSet>()
+            .list(&ListParams::default())
+            .await
+            .expect("list ReplicaSets");
+        let pods = ns
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .expect("list pods");
+        let ro = rollouts(ns).get(NAME).await.expect("rollout");
+        let status = ro.status.clone().unwrap_or_default();
+        let snapshot = Snapshot {
+            replica_sets: sets
+                .items
+                .iter()
+                .map(|rs| (rs.name_any(), rs.spec_replicas()))
+                .collect(),
+            pods: pods
+                .items
+                .iter()
+                .map(|p| {
+                    (
+                        p.uid().unwrap_or_default(),
+                        (p.name_any(), p.metadata.deletion_timestamp.is_some()),
+                    )
+                })
+                .collect(),
+            rollout: RolloutMarks {
+                revision: ro
+                    .annotations()
+                    .get("rollout.argoproj.io/revision")
+                    .cloned(),
+                phase: observed_phase(&ro),
+                current_step_index: status.current_step_index,
+                stable_rs: status.stable_rs,
+                current_pod_hash: status.current_pod_hash,
+                paused: status.pause_conditions.is_some_and(|c| !c.is_empty()),
+            },
+        };
+        (
+            snapshot,
+            sets.metadata.resource_version.unwrap_or_default(),
+            pods.metadata.resource_version.unwrap_or_default(),
+        )
+    }
+}
+
+/// Records every ReplicaSet created, deleted or scaled and every pod created or deleted in the
+/// namespace from the moment it begins.
+struct Watch {
+    before: Snapshot,
+    moves: Arc<Mutex<Vec<String>>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Watch {
+    async fn begin(ns: &TestNamespace) -> Watch {
+        let (before, sets_version, pods_version) = Snapshot::take(ns).await;
+        let moves = Arc::new(Mutex::new(Vec::new()));
+        let params = WatchParams::default().timeout(290);
+        let sets = ns
+            .api::<ReplicaSet>()
+            .watch(&params, &sets_version)
+            .await
+            .expect("watch ReplicaSets");
+        let pods = ns
+            .api::<Pod>()
+            .watch(&params, &pods_version)
+            .await
+            .expect("watch pods");
+        let tasks = vec![
+            tokio::spawn(record_replica_sets(
+                sets.boxed(),
+                before.replica_sets.clone(),
+                moves.clone(),
+            )),
+            tokio::spawn(record_pods(pods.boxed(), moves.clone())),
+        ];
+        Watch {
+            before,
+            moves,
+            tasks,
+        }
+    }
+
+    /// Waits `during`, then fails naming `who` if anything moved or the Rollout's record of
+    /// where it is changed.
+    async fn hold(self, ns: &TestNamespace, during: Duration, who: &str) {
+        tokio::time::sleep(during).await;
+        let (after, _, _) = Snapshot::take(ns).await;
+        for task in &self.tasks {
+            task.abort();
+        }
+        let moves = self.moves.lock().expect("moves").clone();
+        assert!(
+            moves.is_empty() && after == self.before,
+            "{who}: within {during:?} of taking over, something moved.\n\
+             what happened:\n  {}\nbefore: {:#?}\nafter: {:#?}",
+            if moves.is_empty() {
+                "(no ReplicaSet or pod event)".to_string()
+            } else {
+                moves.join("\n  ")
+            },
+            self.before,
+            after
+        );
+    }
+}
+
+async fn record_replica_sets(
+    mut events: impl Stream<Item = kube::Result<WatchEvent<ReplicaSet>>> + Unpin,
+    mut replicas: BTreeMap<String, i32>,
+    moves: Arc<Mutex<Vec<String>>>,
+) {
+    while let Some(event) = events.next().await {
+        let seen = match event {
+            Ok(WatchEvent::Added(rs)) => {
+                replicas.insert(rs.name_any(), rs.spec_replicas());
+                Some(format!(
+                    "ReplicaSet {} created with {} replicas",
+                    rs.name_any(),
+                    rs.spec_replicas()
+                ))
+            }
+            Ok(WatchEvent::Modified(rs)) => {
+                let now = rs.spec_replicas();
+                match replicas.insert(rs.name_any(), now) {
+                    Some(was) if was == now => None,
+                    was => Some(format!(
+                        "ReplicaSet {} scaled from {was:?} to {now}",
+                        rs.name_any()
+                    )),
+                }
+            }
+            Ok(WatchEvent::Deleted(rs)) => Some(format!("ReplicaSet {} deleted", rs.name_any())),
+            Ok(WatchEvent::Bookmark(_)) => None,
+            Ok(WatchEvent::Error(e)) => Some(format!("ReplicaSet watch error: {e}")),
+            Err(e) => Some(format!("ReplicaSet watch error: {e}")),
+        };
+        if let Some(seen) = seen {
+            moves.lock().expect("moves").push(seen);
+        }
+    }
+}
+
+async fn record_pods(
+    mut events: impl Stream<Item = kube::Result<WatchEvent<Pod>>> + Unpin,
+    moves: Arc<Mutex<Vec<String>>>,
+) {
+    let mut deleting = std::collections::BTreeSet::new();
+    while let Some(event) = events.next().await {
+        let seen = match event {
+            Ok(WatchEvent::Added(pod)) => Some(format!("pod {} created", pod.name_any())),
+            Ok(WatchEvent::Modified(pod))
+                if pod.metadata.deletion_timestamp.is_some() && deleting.insert(pod.name_any()) =>
+            {
+                Some(format!("pod {} being deleted", pod.name_any()))
+            }
+            Ok(WatchEvent::Modified(_) | WatchEvent::Bookmark(_)) => None,
+            Ok(WatchEvent::Deleted(pod)) => Some(format!("pod {} deleted", pod.name_any())),
+            Ok(WatchEvent::Error(e)) => Some(format!("pod watch error: {e}")),
+            Err(e) => Some(format!("pod watch error: {e}")),
+        };
+        if let Some(seen) = seen {
+            moves.lock().expect("moves").push(seen);
+        }
+    }
+}
