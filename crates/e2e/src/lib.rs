@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 pub use sluice_testenv::harness;
 
+pub mod argo_objects;
 pub mod routing;
 
 /// Generous bound for anything that should happen within a few reconciles.

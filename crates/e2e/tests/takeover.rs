@@ -1,5 +1,7 @@
-//! Taking over a Rollout that Argo Rollouts has been managing: its ReplicaSet (named with
-//! Argo's pod-template hash) is adopted as is, no new ReplicaSet appears and no pod restarts.
+//! Taking over a Rollout that Argo Rollouts 1.8 or earlier has been managing: its ReplicaSet,
+//! named with the pod-template hash of the encoders before Argo 1.9, is adopted as is, no new
+//! ReplicaSet appears and no pod restarts. (`takeover_from_argo_objects_moves_nothing.rs`
+//! starts from objects Argo 1.9.1 wrote.)
 
 use std::collections::BTreeSet;
 
@@ -12,7 +14,8 @@ use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for, wait_for_object};
 use sluice_e2e::*;
 
-/// Argo's own published check value: this template hashes to `7bb4fbc896`.
+/// Argo's own published check value: Argo 1.8 and earlier hash this template to
+/// `7bb4fbc896` (Argo 1.9.0 and later to `5f78d78c4d`).
 const ARGO_HASH: &str = "7bb4fbc896";
 
 fn template() -> serde_json::Value {
