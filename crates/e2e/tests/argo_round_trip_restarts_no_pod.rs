@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
-use sluice_e2e::harness::{ArgoController, TestEnv, TestNamespace};
+use sluice_e2e::harness::{ArgoController, TestEnv, TestNamespace, wait_for};
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
 use tokio::task::JoinHandle;
@@ -83,6 +83,7 @@ async fn round_trip(state: State) {
     wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
     wait_replicas(&ns, NAME, &[(OLD_IMAGE, 4)], TIMEOUT).await;
     if state == State::PausedAtFirstStep {
+        wait_argo_idle(&argo, &ns).await;
         set_image(&api, NAME, NEW_IMAGE).await;
         wait_phase(&api, NAME, RolloutPhase::Paused, TIMEOUT).await;
         wait_replicas(&ns, NAME, &[(OLD_IMAGE, 3), (NEW_IMAGE, 1)], TIMEOUT).await;
@@ -132,10 +133,12 @@ async fn round_trip(state: State) {
 
     // The update finishes under Argo.
     if state == State::Healthy {
+        wait_argo_idle(&argo, &ns).await;
         set_image(&api, NAME, NEW_IMAGE).await;
         wait_phase(&api, NAME, RolloutPhase::Paused, TIMEOUT).await;
         wait_replicas(&ns, NAME, &[(OLD_IMAGE, 3), (NEW_IMAGE, 1)], TIMEOUT).await;
     }
+    wait_argo_idle(&argo, &ns).await;
     promote(&api, NAME).await;
     let stable = wait_promoted(&api, NAME, &argos_stable).await;
     wait_replicas(&ns, NAME, &[(OLD_IMAGE, 0), (NEW_IMAGE, 4)], TIMEOUT).await;
@@ -148,12 +151,41 @@ async fn round_trip(state: State) {
     argo.stop().await.expect("stopping Argo Rollouts");
 }
 
+/// Waits until Argo has reconciled the Rollout as it is now and is not reconciling it: a user's
+/// change made while Argo ends a reconcile that wrote the Rollout can be lost to Argo (see
+/// [`ArgoController::idle_at`]), a race of Argo's, not of the takeover.
+async fn wait_argo_idle(argo: &ArgoController, ns: &TestNamespace) {
+    let api = rollouts(ns);
+    wait_for(
+        "Argo Rollouts to be idle on the Rollout",
+        TIMEOUT,
+        || async {
+            let version = api.get(NAME).await?.resource_version().unwrap_or_default();
+            anyhow::ensure!(
+                argo.idle_at(ns.name(), NAME, &version),
+                "not idle at resourceVersion {version}"
+            );
+            // Still idle a moment later, at the same version: no reconcile was about to start.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let again = api.get(NAME).await?.resource_version().unwrap_or_default();
+            anyhow::ensure!(
+                again == version && argo.idle_at(ns.name(), NAME, &version),
+                "busy again after resourceVersion {version}"
+            );
+            Ok(())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
 /// How many reconciles of the Rollout Argo has logged.
 fn argo_reconciles(argo: &ArgoController) -> usize {
+    let field = format!("rollout={NAME}");
     argo.log()
         .lines()
-        .filter(|l| l.contains("msg=\"Reconciliation completed\"") && l.contains("rollout="))
-        .filter(|l| l.contains(&format!("rollout={NAME}")))
+        .filter(|l| l.contains(r#"msg="Reconciliation completed""#))
+        .filter(|l| l.split_whitespace().any(|f| f == field))
         .count()
 }
 

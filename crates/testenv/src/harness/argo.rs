@@ -175,6 +175,18 @@ impl ArgoController {
         tail(&self.log, lines)
     }
 
+    /// Whether Argo is idle on the Rollout `namespace/name` as it is at `resource_version`: the
+    /// last reconcile of it Argo logged started from that version and has completed.
+    ///
+    /// Act on a Rollout under Argo (promote, change its spec) only once it is idle: Argo writes
+    /// the result of its own status patch back into its cache when a reconcile ends, and a
+    /// change that reached the cache during that reconcile is overwritten by the older object,
+    /// so Argo never sees it (until the object changes again or Argo restarts).
+    pub fn idle_at(&self, namespace: &str, name: &str, resource_version: &str) -> bool {
+        last_reconcile(&self.log(), namespace, name)
+            .is_some_and(|(completed, version)| completed && version == resource_version)
+    }
+
     /// The port of Argo's `/metrics` on 127.0.0.1.
     pub fn metrics_port(&self) -> u16 {
         self.metrics_port
@@ -229,6 +241,29 @@ impl Drop for ArgoController {
     }
 }
 
+/// The last reconcile of `namespace/name` in Argo's log: whether it has completed, and the
+/// resourceVersion it started from.
+fn last_reconcile(log: &str, namespace: &str, name: &str) -> Option<(bool, String)> {
+    let (ns_field, name_field) = (format!("namespace={namespace}"), format!("rollout={name}"));
+    log.lines().rev().find_map(|line| {
+        let completed = if line.contains(r#"msg="Reconciliation completed""#) {
+            true
+        } else if line.contains(r#"msg="Started syncing rollout""#) {
+            false
+        } else {
+            return None;
+        };
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if !fields.contains(&ns_field.as_str()) || !fields.contains(&name_field.as_str()) {
+            return None;
+        }
+        let version = fields
+            .iter()
+            .find_map(|f| f.strip_prefix("resourceVersion="))?;
+        Some((completed, version.to_string()))
+    })
+}
+
 /// SIGTERM, through kill(1): the crate forbids unsafe code, and std only sends SIGKILL.
 fn terminate(child: &Child) {
     let _ = Command::new("kill")
@@ -267,6 +302,26 @@ fn tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_reconcile_of_a_rollout_is_read_from_the_log() {
+        let log = r#"time="t" level=info msg="Started syncing rollout" generation=1 namespace=ns resourceVersion=10 rollout=web
+time="t" level=info msg="Reconciliation completed" generation=1 namespace=ns resourceVersion=10 rollout=web time_ms=3.2
+time="t" level=info msg="Started syncing rollout" generation=1 namespace=ns resourceVersion=12 rollout=web-2
+time="t" level=info msg="Started syncing rollout" generation=1 namespace=other resourceVersion=13 rollout=web
+time="t" level=info msg="persisted to informer" generation=1 namespace=ns resourceVersion=14 rollout=web
+"#;
+        assert_eq!(last_reconcile(log, "ns", "web"), Some((true, "10".into())));
+        assert_eq!(
+            last_reconcile(log, "ns", "web-2"),
+            Some((false, "12".into()))
+        );
+        assert_eq!(
+            last_reconcile(log, "other", "web"),
+            Some((false, "13".into()))
+        );
+        assert_eq!(last_reconcile(log, "ns", "api"), None);
+    }
 
     #[test]
     fn tail_keeps_the_last_lines() {
