@@ -22,6 +22,11 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// A path that may be empty (empty: not set, as in client-go).
+fn path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
 fn secret(s: &str) -> Result<Secret, String> {
     Ok(Secret(s.to_string()))
 }
@@ -84,15 +89,15 @@ pub struct ClientFlags {
     pub password: Option<Secret>,
 
     /// Path to a client certificate file for TLS.
-    #[arg(long = "client-certificate", value_name = "PATH")]
+    #[arg(long = "client-certificate", value_name = "PATH", value_parser = path)]
     pub client_certificate: Option<PathBuf>,
 
     /// Path to a client key file for TLS.
-    #[arg(long = "client-key", value_name = "PATH")]
+    #[arg(long = "client-key", value_name = "PATH", value_parser = path)]
     pub client_key: Option<PathBuf>,
 
     /// Path to a cert file for the certificate authority.
-    #[arg(long = "certificate-authority", value_name = "PATH")]
+    #[arg(long = "certificate-authority", value_name = "PATH", value_parser = path)]
     pub certificate_authority: Option<PathBuf>,
 
     /// If true, the server's certificate will not be checked for validity. This will make your
@@ -134,20 +139,34 @@ pub struct ClientFlags {
     pub request_timeout: Duration,
 }
 
+/// client-go merges only non-empty overrides: an empty value is no override.
+fn set(v: &Option<String>) -> Option<&str> {
+    v.as_deref().filter(|s| !s.is_empty())
+}
+
+fn set_path(v: &Option<PathBuf>) -> Option<&PathBuf> {
+    v.as_ref().filter(|p| !p.as_os_str().is_empty())
+}
+
+fn set_secret(v: &Option<Secret>) -> Option<&str> {
+    v.as_ref().map(|s| s.0.as_str()).filter(|s| !s.is_empty())
+}
+
 impl ClientFlags {
     /// The kubeconfig entries `--context`, `--cluster` and `--user` select.
     pub fn kubeconfig_options(&self) -> KubeConfigOptions {
         KubeConfigOptions {
-            context: self.context.clone(),
-            cluster: self.cluster.clone(),
-            user: self.user.clone(),
+            context: set(&self.context).map(str::to_string),
+            cluster: set(&self.cluster).map(str::to_string),
+            user: set(&self.user).map(str::to_string),
         }
     }
 
     /// Whether a kubeconfig entry is named, so that the kubeconfig must be read (no in-cluster
     /// fallback).
     pub fn names_kubeconfig_entries(&self) -> bool {
-        self.context.is_some() || self.cluster.is_some() || self.user.is_some()
+        let o = self.kubeconfig_options();
+        o.context.is_some() || o.cluster.is_some() || o.user.is_some()
     }
 
     /// Applies the overrides to a configuration made from the kubeconfig or in-cluster, as
@@ -156,12 +175,12 @@ impl ClientFlags {
         if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
             config.default_namespace = ns.to_string();
         }
-        if let Some(server) = &self.server {
+        if let Some(server) = set(&self.server) {
             config.cluster_url = server
                 .parse()
                 .with_context(|| format!("--server {server:?} is not a URL"))?;
         }
-        if let Some(path) = &self.certificate_authority {
+        if let Some(path) = set_path(&self.certificate_authority) {
             let pem = std::fs::read(path)
                 .with_context(|| format!("reading --certificate-authority {}", path.display()))?;
             let certs: Vec<Vec<u8>> = pem::parse_many(&pem)
@@ -181,10 +200,10 @@ impl ClientFlags {
         if self.insecure_skip_tls_verify {
             config.accept_invalid_certs = true;
         }
-        if let Some(name) = &self.tls_server_name {
-            config.tls_server_name = Some(name.clone());
+        if let Some(name) = set(&self.tls_server_name) {
+            config.tls_server_name = Some(name.to_string());
         }
-        if let Some(url) = &self.proxy_url {
+        if let Some(url) = set(&self.proxy_url) {
             config.proxy_url = Some(
                 url.parse()
                     .with_context(|| format!("--proxy-url {url:?} is not a URL"))?,
@@ -211,36 +230,41 @@ impl ClientFlags {
             auth.exec = None;
             auth.auth_provider = None;
         };
-        if let Some(token) = &self.token {
+        let token = set_secret(&self.token);
+        if let Some(token) = token {
             replace_credentials(auth);
-            auth.token = Some(SecretString::from(token.0.clone()));
+            auth.token = Some(SecretString::from(token.to_string()));
         }
-        if self.username.is_some() || self.password.is_some() {
-            if self.token.is_none() {
+        let (username, password) = (set(&self.username), set_secret(&self.password));
+        if username.is_some() || password.is_some() {
+            if token.is_none() {
                 replace_credentials(auth);
             }
-            auth.username = self.username.clone();
-            auth.password = self
-                .password
-                .as_ref()
-                .map(|p| SecretString::from(p.0.clone()));
+            auth.username = username.map(str::to_string);
+            auth.password = password.map(|p| SecretString::from(p.to_string()));
         }
-        if let Some(path) = &self.client_certificate {
+        if let Some(path) = set_path(&self.client_certificate) {
             auth.client_certificate = Some(path.display().to_string());
             auth.client_certificate_data = None;
         }
-        if let Some(path) = &self.client_key {
+        if let Some(path) = set_path(&self.client_key) {
             auth.client_key = Some(path.display().to_string());
             auth.client_key_data = None;
         }
-        if let Some(user) = &self.as_user {
-            auth.impersonate = Some(user.clone());
+        if let Some(user) = set(&self.as_user) {
+            auth.impersonate = Some(user.to_string());
         }
-        if let Some(uid) = &self.as_uid {
-            auth.impersonate_uid = Some(uid.clone());
+        if let Some(uid) = set(&self.as_uid) {
+            auth.impersonate_uid = Some(uid.to_string());
         }
-        if !self.as_group.is_empty() {
-            auth.impersonate_groups = Some(self.as_group.clone());
+        let groups: Vec<String> = self
+            .as_group
+            .iter()
+            .filter(|g| !g.is_empty())
+            .cloned()
+            .collect();
+        if !groups.is_empty() {
+            auth.impersonate_groups = Some(groups);
         }
     }
 }
@@ -355,6 +379,24 @@ users:
         let c = config_for(&["--username", "admin", "--password", "pw"]).await;
         assert!(c.auth_info.token.is_none(), "basic auth replaces the token");
         assert_eq!(c.auth_info.username.as_deref(), Some("admin"));
+    }
+
+    #[tokio::test]
+    async fn empty_overrides_change_nothing_as_in_client_go() {
+        let c = config_for(&[
+            "--context=",
+            "--server=",
+            "--token=",
+            "--as=",
+            "--as-group=",
+            "--username=",
+            "--certificate-authority=",
+        ])
+        .await;
+        assert_eq!(c.cluster_url.to_string(), "https://one.example:6443/");
+        assert_eq!(token(&c), "token-one");
+        assert_eq!(c.auth_info.impersonate, None);
+        assert_eq!(c.auth_info.impersonate_groups, None);
     }
 
     #[tokio::test]
