@@ -4,6 +4,7 @@
 //! those of traffic routing in [`traffic`].
 
 mod analysis;
+mod deadlines;
 mod experiments;
 mod traffic;
 
@@ -23,6 +24,7 @@ pub use analysis::{
     PAUSE_LIFTED_BY_USERS_ONLY, PAUSE_STEP_HELD, PAUSED_UNTIL_PROMOTED, RUNS_AT_END, RunKey,
     UPDATE_HELD, background_runs,
 };
+pub use deadlines::{DEADLINES_MET, Deadline, EXPERIMENT_GRACE};
 pub use experiments::{
     FAILED_EXPERIMENT_ABORTS, NO_LINGERING_EXPERIMENTS, NO_ORPHANED_EXPERIMENT_REPLICA_SETS,
 };
@@ -71,6 +73,8 @@ pub struct Checker {
     analysis: analysis::AnalysisChecks,
     experiments: experiments::ExperimentChecks,
     traffic: traffic::TrafficChecks,
+    /// Deadlines already reported missed (what was due, and when).
+    missed_deadlines: BTreeSet<(String, Timestamp)>,
 }
 
 /// `spec.replicas` and the availability floor `replicas - maxUnavailable` of a Rollout.
@@ -429,6 +433,7 @@ impl Checker {
         }
         let found = experiments::at_quiescence(api, now);
         self.fail_all(at_ms, found);
+        self.check_deadlines(api, at_ms, now);
         if let Some((t, what)) = last_write
             && t >= quiet_from_ms
         {
@@ -437,6 +442,22 @@ impl Checker {
                 QUIET,
                 format!("a controller still wrote at {t} ms ({what}), into the quiet window"),
             );
+        }
+    }
+
+    /// The deadlines whose work is still undone: the scheduler comes back at each one's
+    /// [`Deadline::check_at`] to [`Checker::check_deadlines`], whatever happens meanwhile.
+    pub fn pending_deadlines(&self, api: &ApiServer) -> Vec<Deadline> {
+        deadlines::pending(api)
+    }
+
+    /// What was due by `now` (a deadline and its grace past) is done; each miss is reported
+    /// once.
+    pub fn check_deadlines(&mut self, api: &ApiServer, at_ms: u64, now: Timestamp) {
+        for (deadline, detail) in deadlines::missed(api, now) {
+            if self.missed_deadlines.insert((deadline.what, deadline.at)) {
+                self.fail(at_ms, DEADLINES_MET, detail);
+            }
         }
     }
 

@@ -93,6 +93,11 @@ fn experiment_step() {
 }
 
 #[test]
+fn timed_experiment() {
+    check("timed-experiment");
+}
+
+#[test]
 fn interrupted_experiment() {
     check("interrupted-experiment");
 }

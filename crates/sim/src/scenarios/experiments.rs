@@ -37,6 +37,13 @@ pub fn scenarios() -> Vec<Scenario> {
             build: experiment_step,
         },
         Scenario {
+            name: "timed-experiment",
+            about: "a canary experiment step that only runs for its duration, with no analysis \
+                    beside it: nothing but the Experiment controller's timed requeue ends it, \
+                    and the update completes",
+            build: timed,
+        },
+        Scenario {
             name: "interrupted-experiment",
             about: "a user aborts or fully promotes a canary while its experiment step runs: \
                     the Experiment is terminated and its ReplicaSets scaled down",
@@ -135,6 +142,9 @@ enum Shape {
     Duration,
     /// It runs until terminated, its analysis too.
     Unbounded,
+    /// It runs for this many seconds, with no analysis: once its pods are up nothing happens
+    /// to it but its own requeue.
+    Timed(u64),
 }
 
 /// The experiment step: a baseline from the stable pods and the canary's pods side by side,
@@ -151,10 +161,14 @@ fn experiment(shape: Shape, rng: &mut Rng) -> Value {
     }
     let mut step = json!({
         "templates": [{"name": "baseline", "specRef": "stable", "replicas": 1}, canary],
-        "analyses": [analysis]
     });
-    if shape == Shape::Duration {
-        step["duration"] = json!(format!("{DURATION_S}s"));
+    match shape {
+        Shape::Timed(seconds) => step["duration"] = json!(format!("{seconds}s")),
+        Shape::Duration => {
+            step["duration"] = json!(format!("{DURATION_S}s"));
+            step["analyses"] = json!([analysis]);
+        }
+        Shape::Required(_) | Shape::Unbounded => step["analyses"] = json!([analysis]),
     }
     match rng.below(3) {
         0 => {}
@@ -255,6 +269,33 @@ fn experiment_step(_seed: u64, rng: &mut Rng) -> Setup {
         },
         script,
         expect,
+    }
+}
+
+fn timed(_seed: u64, rng: &mut Rng) -> Setup {
+    let (ro, _) = experiment_rollout(Shape::Timed(rng.range((3, 30))), rng);
+    let (controllers, leases) = controllers(rng);
+    Setup {
+        rollout: ro,
+        objects: vec![],
+        controllers,
+        leases,
+        faults: Faults::swarm(rng),
+        kubelet: kubelet(rng, &[]),
+        analysis: MeasureScript {
+            notice_ms: NOTICE_MS,
+            readings: Vec::new(),
+        },
+        script: vec![step(
+            Wait::Phase("Healthy"),
+            (0, 5_000),
+            Op::SetImage(image("v2")),
+        )],
+        expect: Expect {
+            phase: "Healthy",
+            stable_image: image("v2"),
+            analysis_runs: None,
+        },
     }
 }
 

@@ -2,6 +2,7 @@
 //! stream. Everything that happens — a watch event reaching a cache, a request reaching the
 //! API server, a pod becoming ready, a crash — is an event, so the seed alone fixes the order.
 
+mod deadlines;
 mod election;
 mod outcome;
 mod script;
@@ -132,6 +133,8 @@ enum Ev {
     },
     /// The garbage collector deletes what lost its owners.
     CollectGarbage,
+    /// The end of grace of a deadline: what was due must be done.
+    CheckDeadlines,
     Script,
     Calm,
     Meddle,
@@ -155,6 +158,8 @@ pub struct Sim {
     runs: RunController,
     experiments: ExperimentController,
     gc_pending: bool,
+    /// When deadline checks are booked for.
+    deadline_checks: BTreeSet<u64>,
     script_pos: usize,
     script_armed: bool,
     wait_since: u64,
@@ -205,6 +210,7 @@ impl Sim {
             runs: RunController::new(),
             experiments: ExperimentController::new(),
             gc_pending: false,
+            deadline_checks: BTreeSet::new(),
             script_pos: 0,
             script_armed: false,
             wait_since: 0,
@@ -454,6 +460,7 @@ impl Sim {
                     self.log(format!("gc: delete {kind:?}/{name}"));
                 }
             }
+            Ev::CheckDeadlines => self.check_deadlines(),
             Ev::Script => self.fire_script(),
             Ev::Calm => {
                 if self.calm {

@@ -65,6 +65,7 @@ impl Sim {
             self.checked_rv = self.api.resource_version();
             let now = self.now();
             self.checker.after_change(&self.api, self.now_ms, now);
+            self.book_deadline_checks();
         }
     }
 
