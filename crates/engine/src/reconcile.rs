@@ -155,10 +155,14 @@ fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp
 }
 
 /// The events that announce a new update: the revision recorded on the Rollout
-/// (`RolloutUpdated`) and the Completed condition turning False (`RolloutNotCompleted`).
+/// (`RolloutUpdated`), steps skipped on a rollback (`SkipSteps`) and the Completed condition
+/// turning False (`RolloutNotCompleted`).
 struct Announcement {
     updated: Option<Event>,
+    skip_steps: Option<Event>,
     not_completed: Option<Event>,
+    /// `RolloutResumed`, when the new template or step list lifted a pause.
+    resumed: Option<Event>,
     /// The new ReplicaSet is created in this reconcile.
     created: bool,
 }
@@ -168,7 +172,8 @@ struct Announcement {
 /// revision: `RolloutUpdated`, `NewReplicaSetCreated`; then, in the same pass, routes a
 /// blue-green preview Service to it and writes the reset status: `RolloutNotCompleted`; it
 /// scales in later passes. For a ReplicaSet that exists (a rollback), the revision is
-/// recorded in the pass after the status: `RolloutNotCompleted`, then `RolloutUpdated`.
+/// recorded in the pass after the status: `SkipSteps`, `RolloutNotCompleted` (and
+/// `RolloutResumed` for a pause the reset lifted), then `RolloutUpdated`.
 /// `at` is where the strategy's events reach that point (after the creation and the preview
 /// Service, before any scaling).
 fn announce_update(events: &mut Vec<Event>, a: Announcement, at: usize) {
@@ -182,9 +187,11 @@ fn announce_update(events: &mut Vec<Event>, a: Announcement, at: usize) {
             events.insert(created_at, updated);
             at += 1;
         }
-        events.splice(at..at, a.not_completed);
+        let announced = a.skip_steps.into_iter().chain(a.not_completed);
+        events.splice(at..at, announced.chain(a.resumed));
     } else {
-        events.splice(at..at, a.not_completed.into_iter().chain(a.updated));
+        let announced = a.skip_steps.into_iter().chain(a.not_completed);
+        events.splice(at..at, announced.chain(a.resumed).chain(a.updated));
     }
 }
 
@@ -261,7 +268,7 @@ impl World<'_> {
             status.current_step_index = Some(steps_len);
         }
         let revision = self.revision(plan);
-        let announcement = Announcement {
+        let mut announcement = Announcement {
             updated: (self.annotate_rollout_revision(revision, plan) && template_changed).then(
                 || {
                     Event::normal(
@@ -280,6 +287,8 @@ impl World<'_> {
                         ),
                     )
                 }),
+            skip_steps: self.skip_steps_event(&old, status, template_changed),
+            resumed: None,
             created: self.new_rs.is_none(),
         };
 
@@ -356,7 +365,6 @@ impl World<'_> {
                 .position(|e| e.reason == "NewReplicaSetCreated")
                 .map_or(strategy_events, |i| strategy_events + i + 1)
         });
-        announce_update(&mut events, announcement, announce_at);
         if initial_deploy {
             events.push(Event::normal(
                 "RolloutCompleted",
@@ -388,6 +396,17 @@ impl World<'_> {
                 revision,
             },
         );
+        // A pause the new template or step list lifted: Argo says so with the reset status, in
+        // the pass that notices them.
+        let start_over = template_changed || status.current_step_hash != old.current_step_hash;
+        if let Some(i) = events[announce_at..]
+            .iter()
+            .position(|e| e.reason == "RolloutResumed")
+            .filter(|_| start_over)
+        {
+            announcement.resumed = Some(events.remove(announce_at + i));
+        }
+        announce_update(&mut events, announcement, announce_at);
         plan.events.extend(events);
         plan.status = status_value;
         self.sync_pod_metadata(plan);
@@ -410,6 +429,35 @@ impl World<'_> {
         (old.current_pod_hash.is_some() || is_canary)
             && !was_not_completed
             && old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str())
+    }
+
+    /// Argo's `SkipSteps` event, when a canary's new template or step list (`status` already
+    /// has the new step hash) goes to an existing ReplicaSet that needs no steps: the stable
+    /// one, or an active one within the rollback window.
+    fn skip_steps_event(
+        &self,
+        old: &RolloutStatus,
+        status: &RolloutStatus,
+        template_changed: bool,
+    ) -> Option<Event> {
+        let Strategy::Canary(canary) = &self.p.strategy else {
+            return None;
+        };
+        let steps_changed = old.current_step_hash != status.current_step_hash;
+        let new_rs = self.new_rs?;
+        if !(template_changed || steps_changed) || steps::steps(canary).is_empty() {
+            return None;
+        }
+        if old.stable_rs.as_deref() == Some(self.p.pod_hash.as_str()) {
+            Some(Event::normal("SkipSteps", "Rollback to stable ReplicaSets"))
+        } else if self.rollback_within_window() && new_rs.spec_replicas() > 0 {
+            Some(Event::normal(
+                "SkipSteps",
+                "Rollback to active ReplicaSets within RollbackWindow",
+            ))
+        } else {
+            None
+        }
     }
 
     /// A new pod template starts a new update: steps from the beginning, no abort, no pause.

@@ -2173,9 +2173,61 @@ fn an_update_superseded_mid_way_is_not_announced_as_not_completed_again() {
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
     w.set_image("app:v3");
+    // The reset status lifts the pause, which Argo reports with it, before any scaling.
+    let reasons: Vec<&str> = w.reconcile().events.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons[..3],
+        ["RolloutUpdated", "NewReplicaSetCreated", "RolloutResumed"],
+        "{reasons:?}"
+    );
     let reasons = w.settle_events();
     assert!(!reasons.contains(&"RolloutNotCompleted"), "{reasons:?}");
-    assert!(reasons.contains(&"RolloutUpdated"), "{reasons:?}");
+    assert!(!reasons.contains(&"RolloutResumed"), "{reasons:?}");
+}
+
+#[test]
+fn going_back_to_the_stable_template_mid_update_skips_the_steps_with_argos_events() {
+    let mut w = healthy_world(4, json!([{"setWeight": 25}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    w.set_image("app:v1");
+    let events = settle_typed_events(&mut w);
+    // Argo: the reset status (steps skipped, the pause lifted; the stable pods are the
+    // current ones, so the update is not "not completed"), then the revision, then the pods.
+    assert_eq!(
+        events,
+        normal(&[
+            "SkipSteps",
+            "RolloutResumed",
+            "RolloutUpdated",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+        ])
+    );
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+#[test]
+fn a_new_step_list_on_a_healthy_canary_is_announced_as_skipped_steps() {
+    let mut w = healthy_world(2, json!([{"setWeight": 25}, {"pause": {}}]));
+    w.ro.spec
+        .strategy
+        .as_mut()
+        .unwrap()
+        .canary
+        .as_mut()
+        .unwrap()
+        .steps = Some(serde_json::from_value(json!([{"setWeight": 50}, {"pause": {}}])).unwrap());
+    let plan = w.reconcile();
+    let events: Vec<(&str, &str)> = plan
+        .events
+        .iter()
+        .map(|e| (e.reason, e.message.as_str()))
+        .collect();
+    assert_eq!(events, [("SkipSteps", "Rollback to stable ReplicaSets")]);
+    assert!(settle_typed_events(&mut w).is_empty());
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
 }
 
 /// Status writes of an update of one replica, pods ready a second after they are created.
