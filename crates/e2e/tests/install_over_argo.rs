@@ -164,6 +164,14 @@ async fn applying_sluice_over_argos_namespace_install_changes_the_image_only() {
     let ours = sluice_e2e::harness::repo_root().join("manifests/namespace-install.yaml");
     // The migration command of the README: server-side, taking over the fields Argo's
     // client-side apply owned.
+    let readme =
+        std::fs::read_to_string(sluice_e2e::harness::repo_root().join("README.md")).unwrap();
+    assert!(
+        readme.contains(
+            "kubectl apply -n argo-rollouts --server-side --force-conflicts -f manifests/install.yaml"
+        ),
+        "the README no longer documents the migration this test runs"
+    );
     let out = kubectl(
         &env,
         &[
