@@ -31,13 +31,19 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 /// others) take turns.
 static DEFAULT_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The `helm` binary, built once from its Go module (a few minutes the first time; the build
+/// shows its progress on stderr).
 fn helm() -> PathBuf {
-    let out = std::process::Command::new(repo_root().join("scripts/build-helm.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("scripts/build-helm.sh");
-    assert!(out.status.success(), "building helm failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    static HELM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HELM.get_or_init(|| {
+        let out = std::process::Command::new(repo_root().join("scripts/build-helm.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("scripts/build-helm.sh");
+        assert!(out.status.success(), "building helm failed");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 fn run_helm(args: &[&str]) -> String {
