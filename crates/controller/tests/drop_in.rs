@@ -755,3 +755,64 @@ fn tempdir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `--controllers=analysis`, as in Argo: AnalysisRuns are reconciled, Rollouts are not.
+#[tokio::test]
+async fn controllers_analysis_runs_only_the_analysis_run_controller() {
+    let env = TestEnv::with_crds().await.unwrap();
+    let ns = TestNamespace::create(&env, "analysis-only").await.unwrap();
+    let dir = tempdir(ns.name());
+    let healthz = free_port();
+    let args: Vec<String> = [
+        "--namespaced",
+        "--controllers=analysis",
+        "--leader-elect=false",
+        &format!("--healthzPort={healthz}"),
+        "--metricsPort=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let controller = Controller::start(
+        &args,
+        ns.name(),
+        &kubeconfig_for(&env, ns.name(), &dir),
+        &dir,
+    );
+    wait_ready(&controller, healthz).await;
+    ns.apply_yaml(&rollout("ignored")).await.unwrap();
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisRun",
+            "metadata": {"name": "terminated"},
+            "spec": {
+                "terminate": true,
+                "metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:1"}}}]
+            }
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let runs: Api<sluice_api::analysis::AnalysisRun> = ns.api();
+    let done = wait_for("the AnalysisRun to be reconciled", TIMEOUT, || async {
+        let run = runs.get("terminated").await?;
+        let phase = run
+            .status
+            .and_then(|s| s.phase)
+            .map(|p| p.as_str().to_string());
+        anyhow::ensure!(phase.is_some(), "no phase yet");
+        Ok(phase)
+    })
+    .await;
+    assert!(done.is_ok(), "{done:?}\nlog:\n{}", controller.log());
+    let rollouts: Api<Rollout> = ns.api();
+    let ro = rollouts.get("ignored").await.unwrap();
+    assert!(
+        ro.status.is_none(),
+        "the Rollout was reconciled: {:?}",
+        ro.status
+    );
+    controller.stop().await;
+}
