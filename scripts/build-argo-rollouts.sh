@@ -77,7 +77,12 @@ with_heartbeat() { # what command...
 }
 
 log "fetching $MODULE v$ARGO_VERSION from the Go module proxy"
-mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION")
+# On failure the JSON carries the reason (an unknown version, a newer Go needed, no network).
+mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION") || {
+  reason=$(sed -nE '/^\s*"Error": /{s/^\s*"Error": "(.*)",?$/\1/; s/\\u003e/>/g; s/\\u003c/</g; p}' \
+    <<<"$mod_json")
+  die "could not download $MODULE v$ARGO_VERSION: ${reason:-see the output above}"
+}
 mod_dir=$(sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p' <<<"$mod_json")
 # The release's commit, as its own build stamps it (the controller logs it at start).
 commit=$(sed -nE 's/^\s*"Hash": "([0-9a-f]{40})",?$/\1/p' <<<"$mod_json")
