@@ -19,6 +19,9 @@ pub const CONFIG_MAP_NAME: &str = "argo-rollouts-config";
 /// The plugin Sluice has built in.
 pub const BUILT_IN_TRAFFIC_ROUTER: &str = "argoproj-labs/gatewayAPI";
 
+/// How long the read at start may take before the defaults are used.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -157,7 +160,13 @@ pub fn controller_namespace() -> String {
 /// controller may not read, means the defaults (logged); one that Argo would refuse is an error.
 pub async fn load(client: &Client, namespace: &str) -> anyhow::Result<RolloutsConfig> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let cm = match api.get_opt(CONFIG_MAP_NAME).await {
+    let read = tokio::time::timeout(READ_TIMEOUT, api.get_opt(CONFIG_MAP_NAME)).await;
+    let Ok(read) = read else {
+        warn!(namespace, timeout = ?READ_TIMEOUT, "no answer reading the {CONFIG_MAP_NAME} \
+            ConfigMap: every setting at its default");
+        return Ok(RolloutsConfig::default());
+    };
+    let cm = match read {
         Ok(Some(cm)) => cm,
         Ok(None) => {
             info!(

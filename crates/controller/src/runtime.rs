@@ -429,12 +429,17 @@ pub async fn start(
         tokio::spawn(async move {
             let result = if served::wait_until_served(&client, &stop).await {
                 // As Argo: read once, before the controllers start; what Argo refuses stops it.
-                match crate::config::load(&client, &config_namespace).await {
-                    Ok(loaded) => {
+                let loaded = tokio::select! {
+                    loaded = crate::config::load(&client, &config_namespace) => Some(loaded),
+                    () = stop.cancelled() => None,
+                };
+                match loaded {
+                    Some(Ok(loaded)) => {
                         let _ = config.set(loaded);
                         run_until_stopped(client, &args, hooks, &stop).await
                     }
-                    Err(e) => Err(e),
+                    Some(Err(e)) => Err(e),
+                    None => Ok(()),
                 }
             } else {
                 Ok(())
