@@ -1,5 +1,5 @@
-//! A round trip with Argo Rollouts' own controller (v1.9.1, built from its Go module by
-//! `scripts/build-argo-rollouts.sh`): Argo brings a canary Rollout to a state, Argo stops,
+//! A round trip with Argo Rollouts' own controller (v1.9.1, or `ARGO_VERSION`, built from its Go
+//! module by `scripts/build-argo-rollouts.sh`): Argo brings a canary Rollout to a state, Argo stops,
 //! Sluice takes over, Sluice stops, Argo takes over again; at neither swap is a ReplicaSet
 //! created, deleted or scaled, or a pod replaced, and the Rollout keeps its revision, phase,
 //! step and hashes. Then the update is finished under Argo.
@@ -95,6 +95,7 @@ async fn round_trip(state: State) {
         .status
         .and_then(|s| s.stable_rs)
         .expect("Argo recorded a stable ReplicaSet");
+    let argo_version = argo.version().unwrap_or_else(|| "(unknown version)".into());
     argo.stop().await.expect("stopping Argo Rollouts");
 
     // Sluice takes over.
@@ -106,9 +107,8 @@ async fn round_trip(state: State) {
     let mut args = controller_args(ns.name());
     args.rollout_resync = RESYNC_SECONDS;
     let sluice = start_controller_with_args(env.client(), args);
-    watch
-        .hold(&ns, QUIET, "Sluice, taking over from Argo Rollouts 1.9.1")
-        .await;
+    let who = format!("Sluice, taking over from Argo Rollouts {argo_version}");
+    watch.hold(&ns, QUIET, &who).await;
     assert!(
         sluice_announced(&ns).await,
         "Sluice did not reconcile {NAME} within {QUIET:?} (no RolloutAddedToInformer of its own)"
@@ -120,9 +120,8 @@ async fn round_trip(state: State) {
     let argo = ArgoController::start(&env, ns.name(), ARGO_FLAGS)
         .await
         .unwrap_or_else(|e| panic!("starting Argo Rollouts again: {e:#}"));
-    watch
-        .hold(&ns, QUIET, "Argo Rollouts 1.9.1, taking over from Sluice")
-        .await;
+    let who = format!("Argo Rollouts {argo_version}, taking over from Sluice");
+    watch.hold(&ns, QUIET, &who).await;
     let reconciles = argo_reconciles(&argo);
     assert!(
         reconciles >= 2,

@@ -175,6 +175,11 @@ impl ArgoController {
         tail(&self.log, lines)
     }
 
+    /// The version Argo says it is at start (`v1.9.1`), from its log.
+    pub fn version(&self) -> Option<String> {
+        started_version(&self.log())
+    }
+
     /// Whether Argo is idle on the Rollout `namespace/name` as it is at `resource_version`: the
     /// last reconcile of it Argo logged started from that version and has completed.
     ///
@@ -239,6 +244,17 @@ impl Drop for ArgoController {
             );
         }
     }
+}
+
+/// The `version` field of Argo's first log line, "Argo Rollouts controller starting".
+fn started_version(log: &str) -> Option<String> {
+    let line = log
+        .lines()
+        .find(|l| l.contains(r#"msg="Argo Rollouts controller starting""#))?;
+    let version = line
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("version="))?;
+    Some(version.to_string())
 }
 
 /// The last reconcile of `namespace/name` in Argo's log: whether it has completed, and the
@@ -321,6 +337,15 @@ time="t" level=info msg="persisted to informer" generation=1 namespace=ns resour
             Some((false, "13".into()))
         );
         assert_eq!(last_reconcile(log, "ns", "api"), None);
+    }
+
+    #[test]
+    fn the_version_is_read_from_the_first_line() {
+        let log = r#"time="t" level=info msg="Argo Rollouts controller starting" healthzPort=1 instanceID= metricsPort=2 namespace=ns version=v1.9.1
+time="t" level=info msg="Creating event broadcaster"
+"#;
+        assert_eq!(started_version(log).as_deref(), Some("v1.9.1"));
+        assert_eq!(started_version("starting\n"), None);
     }
 
     #[test]
