@@ -35,6 +35,10 @@ pub use traffic::{
 pub const ANNOTATION_NEVER_EMPTY: &str = "annotation-never-empty";
 pub const AVAILABILITY: &str = "availability-within-max-unavailable";
 pub const UNIQUE_REPLICA_SET: &str = "one-replicaset-per-pod-template-hash";
+/// Two live ReplicaSets of one Rollout never run the same template, whatever their hashes:
+/// a controller that missed a ReplicaSet named by another hash table made a second one (and
+/// replaced every pod).
+pub const ONE_REPLICA_SET_PER_TEMPLATE: &str = "one-replicaset-per-pod-template";
 pub const ONE_WRITER_PER_TERM: &str = "one-writer-per-lease-term";
 pub const FINAL_PHASE: &str = "final-phase-as-inputs-dictate";
 pub const SCALED_DOWN: &str = "old-replicasets-scaled-down-at-quiescence";
@@ -75,6 +79,8 @@ pub struct Checker {
     traffic: traffic::TrafficChecks,
     /// Deadlines already reported missed (what was due, and when).
     missed_deadlines: BTreeSet<(String, Timestamp)>,
+    /// Per ReplicaSet: the resourceVersion its template key was computed at, and the key.
+    template_keys: BTreeMap<String, (String, Vec<u8>)>,
 }
 
 /// `spec.replicas` and the availability floor `replicas - maxUnavailable` of a Rollout.
@@ -310,12 +316,65 @@ impl Checker {
                 self.fail(at_ms, UNIQUE_REPLICA_SET, format!("{hash}: {names:?}"));
             }
         }
+        self.one_replica_set_per_template(api, at_ms);
         let found = self.analysis.after_change(api);
         self.fail_all(at_ms, found);
         let found = self.traffic.after_change(api);
         self.fail_all(at_ms, found);
         let found = self.experiments.after_change(api);
         self.fail_all(at_ms, found);
+    }
+
+    fn one_replica_set_per_template(&mut self, api: &ApiServer, at_ms: u64) {
+        for ro in api.list(Kind::Rollout) {
+            let name = name_of(&ro).to_string();
+            let replica_sets: Vec<Value> = api
+                .list(Kind::ReplicaSet)
+                .into_iter()
+                .filter(|rs| {
+                    rs.pointer("/metadata/deletionTimestamp").is_none()
+                        && owner_name(rs) == Some(name.as_str())
+                        && crate::experiments::controller_owner(rs, "Experiment").is_none()
+                })
+                .collect();
+            if replica_sets.len() < 2 {
+                continue;
+            }
+            let Ok(rollout) = serde_json::from_value::<sluice_api::Rollout>(ro) else {
+                continue;
+            };
+            let mut by_template: BTreeMap<Vec<u8>, Vec<String>> = BTreeMap::new();
+            for rs in replica_sets {
+                let rs_name = name_of(&rs).to_string();
+                let version = rs
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let cached = self
+                    .template_keys
+                    .get(&rs_name)
+                    .filter(|(v, _)| *v == version);
+                let key = match cached {
+                    Some((_, key)) => key.clone(),
+                    None => {
+                        let Ok(typed) = serde_json::from_value(rs) else {
+                            continue;
+                        };
+                        let key = sluice_engine::pod_hash::template_key(&rollout, &typed)
+                            .unwrap_or_default();
+                        self.template_keys
+                            .insert(rs_name.clone(), (version, key.clone()));
+                        key
+                    }
+                };
+                by_template.entry(key).or_default().push(rs_name);
+            }
+            for names in by_template.into_values().filter(|n| n.len() > 1) {
+                let detail = format!("rollout/{name}: {names:?} run the same pod template");
+                self.fail(at_ms, ONE_REPLICA_SET_PER_TEMPLATE, detail);
+            }
+        }
     }
 
     /// At quiescence: the end state the inputs dictate, nothing left up that should be down,

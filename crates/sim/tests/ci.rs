@@ -128,6 +128,16 @@ fn chaos() {
 }
 
 #[test]
+fn takeover_another_hash_table_healthy() {
+    check("takeover-another-hash-table-healthy");
+}
+
+#[test]
+fn takeover_another_hash_table_mid_update() {
+    check("takeover-another-hash-table-mid-update");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");

@@ -7,6 +7,7 @@ mod chaos;
 mod experiments;
 mod istio;
 mod known;
+mod takeover;
 
 use serde_json::{Value, json};
 
@@ -104,7 +105,26 @@ pub fn all() -> Vec<Scenario> {
     v.extend(experiments::scenarios());
     v.extend(istio::scenarios());
     v.push(chaos::scenario());
+    v.extend(takeover::scenarios());
     v
+}
+
+/// The uid standing for the Rollout's in the ownerReferences of objects a scenario starts
+/// with (the Rollout's uid is known only once it is created).
+pub const ROLLOUT_UID: &str = "<rollout-uid>";
+
+/// Points `obj`'s ownerReferences that name [`ROLLOUT_UID`] at the created Rollout's `uid`.
+pub fn own_by_rollout(obj: &mut Value, uid: &Value) {
+    if let Some(owners) = obj
+        .pointer_mut("/metadata/ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        for owner in owners {
+            if owner["uid"] == ROLLOUT_UID {
+                owner["uid"] = uid.clone();
+            }
+        }
+    }
 }
 
 pub fn find(name: &str) -> Option<Scenario> {

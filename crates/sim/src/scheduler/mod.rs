@@ -251,13 +251,22 @@ impl Sim {
 
     fn run(&mut self) {
         let rollout = self.setup.rollout.clone();
+        // A Rollout given with a status was left so by an earlier controller (a takeover).
+        let status = rollout.get("status").cloned();
         let now = self.now();
-        if let Err(e) = self.api.create(Kind::Rollout, rollout, now) {
-            self.checker
-                .stalled(0, format!("cannot create the Rollout: {e:?}"));
-            return;
+        let uid = match self.api.create(Kind::Rollout, rollout, now) {
+            Ok(created) => created["metadata"]["uid"].clone(),
+            Err(e) => {
+                self.checker
+                    .stalled(0, format!("cannot create the Rollout: {e:?}"));
+                return;
+            }
+        };
+        if let Some(status) = status {
+            self.api.put_status(Kind::Rollout, "demo", status);
         }
-        for (kind, obj) in self.setup.objects.clone() {
+        for (kind, mut obj) in self.setup.objects.clone() {
+            crate::scenarios::own_by_rollout(&mut obj, &uid);
             let _ = self.api.create(kind, obj, now);
         }
         self.log("user: create rollout/demo".into());
