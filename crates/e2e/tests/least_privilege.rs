@@ -61,6 +61,33 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
         std::fs::read_to_string(env.repo_root().join("manifests/install/cluster-role.yaml"))
             .unwrap();
     env.apply_yaml(ns.name(), &cluster_role).await.unwrap();
+    // The install's Role (reading argo-rollouts-config), in the namespace the controller takes
+    // for its own here.
+    let config_role =
+        std::fs::read_to_string(env.repo_root().join("manifests/install/role.yaml")).unwrap();
+    ns.apply_yaml(&config_role).await.unwrap();
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "argo-rollouts"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "argo-rollouts"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": CONTROLLER_USER}]
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "argo-rollouts-config"}
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
     ns.apply_yaml(
         &json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -94,7 +121,11 @@ async fn controller_runs_on_the_manifest_cluster_role_and_nothing_more() {
     let config = sluice_testenv::kubeconfig::config_from_file(env.controller_kubeconfig_path())
         .await
         .unwrap();
-    let controller = sluice_controller::start(config, &args, Default::default())
+    let options = sluice_controller::Options {
+        config_namespace: Some(ns.name().to_string()),
+        ..Default::default()
+    };
+    let controller = sluice_controller::start(config, &args, options)
         .await
         .unwrap();
     tokio::time::timeout(Duration::from_secs(30), controller.gate().wait_for(true))
