@@ -84,7 +84,8 @@ mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION") || {
   die "could not download $MODULE v$ARGO_VERSION: ${reason:-see the output above}"
 }
 mod_dir=$(sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p' <<<"$mod_json")
-# The release's commit, as its own build stamps it (the controller logs it at start).
+# The release's commit, as its own build stamps it (the controller logs it at start). The proxy
+# records it for some releases only; without it Argo reports its version as v<version>+unknown.
 commit=$(sed -nE 's/^\s*"Hash": "([0-9a-f]{40})",?$/\1/p' <<<"$mod_json")
 [[ -n $mod_dir && -f $mod_dir/go.mod ]] || die "could not download $MODULE v$ARGO_VERSION"
 
