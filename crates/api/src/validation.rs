@@ -217,7 +217,10 @@ impl FieldError {
 }
 
 /// The offending value of a field error. Kubernetes prints strings quoted (Go's `%q`),
-/// numbers and booleans bare, and anything else as its JSON encoding.
+/// numbers and booleans bare, and anything else as its JSON encoding (`ErrorBody` of
+/// apimachinery's `field.Error`; v0.34 in Argo 1.9.1). Go's `%#v` (`map[string]string{...}`)
+/// is only its last resort, for a value JSON cannot encode, which none of Argo's checks
+/// passes; Argo's older test fixtures show it from before apimachinery used JSON.
 #[derive(Debug)]
 enum BadValue {
     Text(String),

@@ -325,3 +325,83 @@ fn validation_never_panics_on_mangled_analysis_templates() {
         "only {checked} mangled templates were read"
     );
 }
+
+/// The first problem of each Rollout, as Argo Rollouts 1.9.1's controller wrote it in the
+/// `InvalidSpec` condition of the same Rollout on the local control plane (after `The Rollout
+/// "<name>" is invalid: `). The offending value is rendered by its Go type as Kubernetes'
+/// field errors render it (apimachinery v0.34): a string quoted, a number or a boolean bare,
+/// anything else as `encoding/json` writes it: a `map[string]string` with its keys sorted,
+/// an `IntOrString` as a number or a quoted string, a struct without its empty fields, a nil
+/// pointer as `null`, a slice as an array. Not Go's `%#v` (`map[string]string{"app":"x"}`),
+/// which apimachinery printed before it used JSON and Argo's older test fixtures still show.
+#[test]
+fn bad_values_render_as_argo_renders_them_by_go_type() {
+    let first = |problems: Vec<String>| problems.into_iter().next().unwrap_or_default();
+    let istio_route = |name: &str, value: Value| {
+        with_istio(json!({
+            "trafficRouting": {"managedRoutes": [{"name": "r"}]},
+            "steps": [{"setHeaderRoute": {"name": name,
+                "match": [{"headerName": "h", "headerValue": value}]}}]
+        }))
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            spec_problems(json!({
+                "template": {"metadata": {"labels": {"tier": "a", "app": "other"}}}
+            })),
+            r#"spec.template.metadata.labels: Invalid value: {"app":"other","tier":"a"}: `selector` does not match template `labels`"#,
+        ),
+        (
+            spec_problems(json!({"selector": {"matchLabels": null}})),
+            "spec.selector: Invalid value: {}: empty selector is invalid for deployment",
+        ),
+        (
+            canary_problems(json!({"maxSurge": 0, "maxUnavailable": 0})),
+            "spec.strategy.maxSurge: Invalid value: 0: MaxSurge and MaxUnavailable both can not be zero",
+        ),
+        (
+            canary_problems(json!({"maxSurge": "0%", "maxUnavailable": "0%"})),
+            r#"spec.strategy.maxSurge: Invalid value: "0%": MaxSurge and MaxUnavailable both can not be zero"#,
+        ),
+        (
+            canary_problems(json!({"stableService": "web", "canaryService": "web"})),
+            r#"spec.strategy.stableService: Invalid value: "web": This rollout uses the same service for the stable and canary services, but two different services are required."#,
+        ),
+        (
+            canary_problems(json!({"steps": [{"setWeight": 101}]})),
+            "spec.strategy.steps[0].setWeight: Invalid value: 101: SetWeight needs to be between 0 and 100",
+        ),
+        (
+            canary_problems(json!({"dynamicStableScale": true})),
+            "spec.strategy.dynamicStableScale: Invalid value: true: Canary dynamicStableScale can only be used with traffic routing",
+        ),
+        (
+            canary_problems(json!({"steps": [{"analysis": {
+                "templates": [{"templateName": "t"}],
+                "args": [{"name": "a", "value": "1"},
+                         {"name": "b", "valueFrom": {"fieldRef": {"fieldPath": "metadata.nothing"}}}]
+            }}]})),
+            r#"spec.strategy.steps[0].analyses: Invalid value: [{"name":"a","value":"1"},{"name":"b","valueFrom":{"fieldRef":{"fieldPath":"metadata.nothing"}}}]: Analyses arguments must refer to valid object metadata supported by downwardAPI"#,
+        ),
+        (
+            canary_problems(istio_route("r", json!({}))),
+            "spec.strategy.steps[0].setHeaderRoute.match[0]: Invalid value: {}: StringMatch value missed, match value must have one of the following: exact, regex, prefix",
+        ),
+        (
+            canary_problems(istio_route("r", json!({"prefix": "b", "exact": "a"}))),
+            r#"spec.strategy.steps[0].setHeaderRoute.match[0]: Invalid value: {"exact":"a","prefix":"b"}: StringMatch match value must have exactly one of the following: exact, regex, prefix"#,
+        ),
+        (
+            canary_problems(istio_route("other", json!({"exact": "a"}))),
+            r#"spec.strategy.steps[0].setHeaderRoute: Invalid value: "other": Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes"#,
+        ),
+        (
+            canary_problems(json!({"antiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": {"weight": 0}}})),
+            "spec.strategy.antiAffinity.weight: Invalid value: 0: AntiAffinity weight must be between 1-100",
+        ),
+    ];
+    for (problems, argo) in cases {
+        assert_eq!(first(problems), argo);
+    }
+}
