@@ -1,12 +1,15 @@
 //! The observe step: gather one Rollout's world into an [`Observed`] value for the engine.
 //! Shared by the controller and the simulator, so both decide on the same inputs.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
 use sluice_engine::Observed;
 use sluice_engine::observed::{AnalysisTemplates, TemplateKey, nested_template_refs};
+use sluice_routers::kinds::{ApiVersions, ObjectRef};
 
 use crate::cluster::{ClusterAccess, WriteError};
 
@@ -37,30 +40,16 @@ pub async fn observe<W: ClusterAccess>(
     let (analysis_runs, analysis_templates) = observe_analysis(writer, rollout, &ns).await?;
     // Router objects are read fresh: the weight they route now decides what may scale down.
     let router_versions = writer.router_versions();
-    let mut router_objects = std::collections::BTreeMap::new();
-    for target in sluice_engine::router_references(rollout, &router_versions) {
-        if let Some(object) = writer.get_router_object(&target).await? {
-            router_objects.insert(target, object);
+    let router_objects = match observe_routers(writer, rollout, &router_versions).await {
+        Ok(objects) => objects,
+        // Argo checks the spec before it looks up anything the Rollout names: an invalid spec
+        // is reported (and nothing else done) even when its router objects cannot be read,
+        // their kind not served, say.
+        Err(_) if !sluice_api::validation::validate_rollout(rollout).is_empty() => {
+            Default::default()
         }
-    }
-    // Objects named inside others (App Mesh's VirtualRouter, named by its VirtualService).
-    for target in
-        sluice_engine::router_dependent_references(rollout, &router_versions, &router_objects)
-    {
-        if let Some(object) = writer.get_router_object(&target).await? {
-            router_objects.insert(target, object);
-        }
-    }
-    for (kind, namespace, selector) in sluice_engine::router_selections(rollout) {
-        for object in writer
-            .list_router_objects(kind, &namespace, &selector)
-            .await?
-        {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            let target = sluice_routers::kinds::ObjectRef::new(kind, &namespace, name);
-            router_objects.insert(target, object);
-        }
-    }
+        Err(e) => return Err(e),
+    };
     // An experiment step's verdict is read like an analysis run's.
     let experiments = if Observed::has_experiment_steps(rollout) {
         writer.rollout_experiments(rollout).await?
@@ -80,6 +69,39 @@ pub async fn observe<W: ClusterAccess>(
         progress_held_since: None,
         now,
     })
+}
+
+/// The router objects the Rollout names, those named inside them, and those it selects.
+async fn observe_routers<W: ClusterAccess>(
+    writer: &W,
+    rollout: &Rollout,
+    router_versions: &ApiVersions,
+) -> Result<BTreeMap<ObjectRef, serde_json::Value>, WriteError> {
+    let mut router_objects = BTreeMap::new();
+    for target in sluice_engine::router_references(rollout, router_versions) {
+        if let Some(object) = writer.get_router_object(&target).await? {
+            router_objects.insert(target, object);
+        }
+    }
+    // Objects named inside others (App Mesh's VirtualRouter, named by its VirtualService).
+    for target in
+        sluice_engine::router_dependent_references(rollout, router_versions, &router_objects)
+    {
+        if let Some(object) = writer.get_router_object(&target).await? {
+            router_objects.insert(target, object);
+        }
+    }
+    for (kind, namespace, selector) in sluice_engine::router_selections(rollout) {
+        for object in writer
+            .list_router_objects(kind, &namespace, &selector)
+            .await?
+        {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            let target = ObjectRef::new(kind, &namespace, name);
+            router_objects.insert(target, object);
+        }
+    }
+    Ok(router_objects)
 }
 
 /// How deep templates may nest (`templates` within templates); deeper is reported as missing.
