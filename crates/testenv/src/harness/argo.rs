@@ -5,6 +5,11 @@
 //! `scripts/build-argo-rollouts.sh` (`make test` runs it before the tests, so its progress is
 //! shown; a test run without it builds here, once per process), or the file named by
 //! `SLUICE_ARGO_ROLLOUTS_BIN`.
+//!
+//! Argo runs with the admin kubeconfig and needs nothing else: without its `argo-rollouts-config`
+//! ConfigMap and its notification ConfigMap and Secret it starts with its defaults (checked with
+//! 1.9.1 and 1.10.1). The CRDs the harness installs (`manifests/crds`) carry every field of
+//! Argo's own schema, so nothing Argo writes is pruned.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::net::TcpListener;
