@@ -146,39 +146,37 @@ impl World<'_> {
         // Paused on an Inconclusive run, the pods stay as they are (Argo skips its ReplicaSet
         // reconcile): a pause step that runs out meanwhile must not scale to the next weight.
         let held = !aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
-        match self.new_rs {
-            _ if held => {}
-            None if !manually_paused => {
-                let anti = self
-                    .p
-                    .canary()
-                    .anti_affinity
-                    .as_ref()
-                    .zip(self.stable_hash());
-                let scale_up = self.create_new_replica_set(
-                    plan,
-                    events,
-                    revision,
-                    counts.canary,
-                    anti,
-                    new_is_stable,
-                );
-                events.push(scale_up);
-                scaled = true;
-            }
-            None => {}
-            Some(rs) => {
-                scaled |= self.scale(plan, events, rs, counts.canary, revision);
-            }
-        }
         // While manually paused before the new ReplicaSet exists, nothing moves.
-        if let Some(stable) = self.stable_rs
-            && !held
-            && !new_is_stable
-            && (self.new_rs.is_some() || !manually_paused)
-        {
+        let stable = self
+            .stable_rs
+            .filter(|_| !held && !new_is_stable && (self.new_rs.is_some() || !manually_paused));
+        // Argo sizes the stable ReplicaSet first and the new one in a later pass, from what
+        // the first did: so while the stable one moves, the new one does not grow (it is
+        // created at 0), and the sizes and `ScalingReplicaSet` events follow Argo's one by
+        // one. A shrinking new ReplicaSet is not held back: that only ever makes room.
+        let stable_moves = stable.is_some_and(|rs| rs.spec_replicas() != counts.stable);
+        if self.new_rs.is_none() && !held && !manually_paused {
+            let anti = self
+                .p
+                .canary()
+                .anti_affinity
+                .as_ref()
+                .zip(self.stable_hash());
+            let replicas = if stable_moves { 0 } else { counts.canary };
+            let scale_up =
+                self.create_new_replica_set(plan, events, revision, replicas, anti, new_is_stable);
+            events.extend((replicas > 0).then_some(scale_up));
+            scaled = true;
+        }
+        if let Some(stable) = stable {
             let rev = stable.revision().unwrap_or(0);
             scaled |= self.scale(plan, events, stable, counts.stable, rev);
+        }
+        if let Some(rs) = self.new_rs
+            && !held
+            && !(stable_moves && counts.canary > rs.spec_replicas())
+        {
+            scaled |= self.scale(plan, events, rs, counts.canary, revision);
         }
         scaled |= self.scale_down_older(plan, events);
         self.clean_up_history(plan);

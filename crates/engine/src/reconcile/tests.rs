@@ -489,6 +489,12 @@ impl World {
         );
     }
 
+    /// The name of the ReplicaSet running `image`.
+    fn rs_named_by_image(&self, image: &str) -> String {
+        let rs = self.rss.iter().find(|r| World::image_of(r) == image);
+        rs.map(|r| r.name().to_string()).unwrap()
+    }
+
     fn pause_reasons(&self) -> Vec<String> {
         self.status()
             .pause_conditions
@@ -2037,6 +2043,52 @@ fn a_canary_with_steps_announces_its_first_deploy_and_an_update_as_argo_does() {
         ])
     );
     assert_eq!(w.phase(), RolloutPhase::Healthy);
+}
+
+#[test]
+fn a_canary_of_four_scales_its_replica_sets_one_at_a_time_as_argo_does() {
+    // Argo sizes the stable ReplicaSet first and the new one in a later pass, from the
+    // stable's new size (its replica arithmetic worked through for 4 replicas, maxSurge and
+    // maxUnavailable 1): the events below, one by one.
+    let mut w = healthy_world(
+        4,
+        json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 75}, {"pause": {"duration": 1}}]),
+    );
+    w.set_image("app:v2");
+    let v1 = w.rs_named_by_image("app:v1");
+    let mut scaling = Vec::new();
+    let mut record = |w: &mut World| {
+        for _ in 0..20 {
+            for e in w.reconcile().events {
+                if e.reason == "ScalingReplicaSet" || e.reason == "RolloutCompleted" {
+                    scaling.push(e.message.replace(&v1, "v1"));
+                }
+            }
+        }
+    };
+    record(&mut w);
+    w.promote();
+    record(&mut w);
+    w.advance(2);
+    record(&mut w);
+    let v2 = w.rs_named_by_image("app:v2");
+    let hash = w.status().current_pod_hash.clone().unwrap();
+    let scaling: Vec<String> = scaling.iter().map(|m| m.replace(&v2, "v2")).collect();
+    assert_eq!(
+        scaling,
+        [
+            "Scaled down ReplicaSet v1 (revision 1) from 4 to 3",
+            "Scaled up ReplicaSet v2 (revision 2) from 0 to 1",
+            "Scaled down ReplicaSet v1 (revision 1) from 3 to 2",
+            "Scaled up ReplicaSet v2 (revision 2) from 1 to 3",
+            "Scaled down ReplicaSet v1 (revision 1) from 2 to 1",
+            "Scaled down ReplicaSet v1 (revision 1) from 1 to 0",
+            "Scaled up ReplicaSet v2 (revision 2) from 3 to 4",
+            &format!(
+                "Rollout completed update to revision 2 ({hash}): Completed all 4 canary steps"
+            ),
+        ]
+    );
 }
 
 #[test]
