@@ -50,6 +50,154 @@ async fn canary_paused_at_its_first_step_goes_argo_sluice_argo_without_a_pod_rep
     round_trip(State::PausedAtFirstStep).await;
 }
 
+/// Argo's Lease, as Argo writes it (`--leader-election-lease-duration 4s`): short, so that
+/// Sluice takes it over soon after Argo stops without releasing it, as Argo stops.
+const ARGO_LEASE_FLAGS: &[&str] = &[
+    "--rollout-resync",
+    "5",
+    "--leader-elect=true",
+    "--leader-election-lease-duration",
+    "4s",
+    "--leader-election-renew-deadline",
+    "3s",
+    "--leader-election-retry-period",
+    "500ms",
+];
+/// Sluice's lease duration: long, so that Argo taking the Lease within `HANDOVER` of Sluice's
+/// shutdown shows that Sluice released it.
+const SLUICE_LEASE_DURATION: Duration = Duration::from_secs(15);
+const HANDOVER: Duration = Duration::from_secs(5);
+/// How long the second controller is watched following while the first holds the Lease.
+const FOLLOW: Duration = Duration::from_secs(5);
+const SLUICE_IDENTITY: &str = "sluice-e2e";
+
+/// The migration the README describes, with Argo's own controller: Sluice started beside a
+/// leading Argo on Argo's Lease (`argo-rollouts-controller-lock`, same namespace) only follows;
+/// Argo stopped, Sluice takes the Lease once it expires and carries on with a Rollout Argo left
+/// paused at a step, with no pod replaced, and finishes the update. Then back: Argo started beside
+/// the leading Sluice follows; Sluice shut down releases the Lease, Argo leads at once and
+/// nothing moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_canary_changes_hands_on_argos_lease_without_a_pod_replaced() {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let ns = TestNamespace::create(&env, "argo-lease-handover")
+        .await
+        .expect("namespace");
+    let api = rollouts(&ns);
+
+    // Argo leads and brings the Rollout to its first step's pause.
+    let argo = ArgoController::start(&env, ns.name(), ARGO_LEASE_FLAGS)
+        .await
+        .unwrap_or_else(|e| panic!("starting Argo Rollouts: {e:#}"));
+    ns.apply_yaml(&canary_rollout(
+        NAME,
+        4,
+        OLD_IMAGE,
+        json!([{"setWeight": 25}, {"pause": {}}]),
+        json!({}),
+    ))
+    .await
+    .expect("rollout");
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+    wait_replicas(&ns, NAME, &[(OLD_IMAGE, 4)], TIMEOUT).await;
+    wait_argo_idle(&argo, &ns).await;
+    set_image(&api, NAME, NEW_IMAGE).await;
+    wait_phase(&api, NAME, RolloutPhase::Paused, TIMEOUT).await;
+    wait_replicas(&ns, NAME, &[(OLD_IMAGE, 3), (NEW_IMAGE, 1)], TIMEOUT).await;
+    let argos_stable = api
+        .get(NAME)
+        .await
+        .expect("rollout")
+        .status
+        .and_then(|s| s.stable_rs)
+        .expect("Argo recorded a stable ReplicaSet");
+    let argo_version = argo.version().unwrap_or_else(|| "(unknown version)".into());
+
+    // Sluice campaigns beside it and only follows.
+    let watch = Watch::begin(&ns).await;
+    let sluice = start_sluice_on_argos_lease(&env, &ns).await;
+    tokio::time::sleep(FOLLOW).await;
+    assert!(
+        !sluice.is_leader(),
+        "Sluice leads while Argo holds the Lease"
+    );
+    assert!(
+        !sluice_announced(&ns).await,
+        "Sluice reconciled {NAME} while following"
+    );
+
+    // Argo stops without releasing the Lease; Sluice takes it when it expires.
+    argo.stop().await.expect("stopping Argo Rollouts");
+    tokio::time::timeout(Duration::from_secs(15), sluice.gate().wait_for(true))
+        .await
+        .expect("Sluice leads within 15 s of Argo's stop (a 4 s Lease)");
+    let who = format!("Sluice, taking the Lease over from Argo Rollouts {argo_version}");
+    watch.hold(&ns, QUIET - FOLLOW, &who).await;
+    assert!(
+        sluice_announced(&ns).await,
+        "Sluice did not reconcile {NAME} once leading"
+    );
+
+    // The update finishes under Sluice.
+    promote(&api, NAME).await;
+    let stable = wait_promoted(&api, NAME, &argos_stable).await;
+    wait_replicas(&ns, NAME, &[(OLD_IMAGE, 0), (NEW_IMAGE, 4)], TIMEOUT).await;
+
+    // Argo campaigns beside the leading Sluice and only follows; Sluice shut down releases the
+    // Lease and Argo leads at once.
+    let watch = Watch::begin(&ns).await;
+    let mut argo = ArgoController::spawn(&env, ns.name(), ARGO_LEASE_FLAGS)
+        .await
+        .unwrap_or_else(|e| panic!("starting Argo Rollouts again: {e:#}"));
+    tokio::time::sleep(FOLLOW).await;
+    assert!(
+        !argo.workers_running(),
+        "Argo runs its workers while Sluice holds the Lease; log {}",
+        argo.log_path().display()
+    );
+    sluice.shutdown().await.expect("Sluice shuts down");
+    argo.wait_started(HANDOVER).await.unwrap_or_else(|e| {
+        panic!("Argo did not lead within {HANDOVER:?} of Sluice's shutdown (a 15 s Lease): {e:#}")
+    });
+    let who = format!("Argo Rollouts {argo_version}, taking the Lease back from Sluice");
+    watch.hold(&ns, QUIET - FOLLOW, &who).await;
+    let reconciles = argo_reconciles(&argo);
+    assert!(
+        reconciles >= 2,
+        "Argo Rollouts reconciled {NAME} {reconciles} times once leading; log {}",
+        argo.log_path().display()
+    );
+    let names = replica_set_names(&ns).await;
+    assert_eq!(
+        names.len(),
+        2,
+        "one ReplicaSet per revision, the stable one {NAME}-{stable}: {names:?}"
+    );
+    argo.stop().await.expect("stopping Argo Rollouts");
+}
+
+/// A Sluice controller for `ns` campaigning for Argo's Lease (`argo-rollouts-controller-lock`,
+/// the default name) in `ns`, as the README's migration runs it beside Argo.
+async fn start_sluice_on_argos_lease(
+    env: &TestEnv,
+    ns: &TestNamespace,
+) -> sluice_controller::ControllerHandle {
+    let mut args = controller_args(ns.name());
+    args.rollout_resync = RESYNC_SECONDS;
+    args.leader_elect = true;
+    args.leader_election_namespace = Some(ns.name().to_string());
+    args.leader_election_identity = Some(SLUICE_IDENTITY.into());
+    args.leader_election_lease_duration = SLUICE_LEASE_DURATION;
+    args.leader_election_renew_deadline = Duration::from_secs(10);
+    args.leader_election_retry_period = Duration::from_millis(500);
+    assert_eq!(args.lease_name(), "argo-rollouts-controller-lock");
+    sluice_controller::install_crypto_provider();
+    sluice_controller::init_logging(&args);
+    sluice_controller::start(env.config().clone(), &args, Default::default())
+        .await
+        .expect("starting Sluice")
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
     Healthy,

@@ -99,6 +99,19 @@ impl ArgoController {
         namespace: &str,
         extra_args: &[&str],
     ) -> anyhow::Result<ArgoController> {
+        let mut argo = ArgoController::spawn(env, namespace, extra_args).await?;
+        argo.wait_started(START_TIMEOUT).await?;
+        Ok(argo)
+    }
+
+    /// Starts Argo for `namespace` without waiting for it: with `--leader-elect` it runs its
+    /// workers only once it holds its Lease (`argo-rollouts-controller-lock` in `namespace`);
+    /// see [`ArgoController::workers_running`] and [`ArgoController::wait_started`].
+    pub async fn spawn(
+        env: &TestEnv,
+        namespace: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<ArgoController> {
         let binary = argo_rollouts_binary().await?;
         let logs = env.repo_root().join(".dev/logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
@@ -129,19 +142,23 @@ impl ArgoController {
             .stderr(err)
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
-        let mut argo = ArgoController {
+        Ok(ArgoController {
             child: Some(child),
             log,
             metrics_port,
-        };
-        argo.wait_started().await?;
-        Ok(argo)
+        })
     }
 
-    async fn wait_started(&mut self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + START_TIMEOUT;
+    /// Whether Argo's Rollout workers run (with leader election: whether it has led).
+    pub fn workers_running(&self) -> bool {
+        self.log().contains(STARTED_LINE)
+    }
+
+    /// Waits at most `timeout` until Argo's Rollout workers run; fails at once if Argo exits.
+    pub async fn wait_started(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
         loop {
-            if self.log().contains(STARTED_LINE) {
+            if self.workers_running() {
                 return Ok(());
             }
             if let Some(child) = self.child.as_mut()
@@ -156,7 +173,7 @@ impl ArgoController {
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "Argo Rollouts did not log {STARTED_LINE:?} within {START_TIMEOUT:?}; log {}:\n{}",
+                    "Argo Rollouts did not log {STARTED_LINE:?} within {timeout:?}; log {}:\n{}",
                     self.log.display(),
                     self.log_tail(40)
                 );
