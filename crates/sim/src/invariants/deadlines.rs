@@ -11,6 +11,10 @@
 //! - a template's progress deadline (`lastTransitionTime + progressDeadlineSeconds`): it may
 //!   not still be `Progressing` from the same moment;
 //! - a ReplicaSet's `scale-down-deadline`: it may not still be up.
+//!
+//! And of Rollouts: a timed canary pause step may not still hold the Rollout once its
+//! duration has passed since its `CanaryPauseStep` condition's `startTime`. The Rollout
+//! controller's replicas crash, lose their lease and get partitioned, so its grace is longer.
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -18,6 +22,7 @@ use serde_json::Value;
 use sluice_api::experiment::{
     DEFAULT_PROGRESS_DEADLINE_SECONDS, Experiment, TemplateStatus, TemplateStatusCode,
 };
+use sluice_api::rollout::RolloutPause;
 use sluice_engine::labels::SCALE_DOWN_DEADLINE;
 
 use super::annotation;
@@ -32,6 +37,12 @@ pub const DEADLINES_MET: &str = "deadlines-met-on-time";
 /// terminating the Experiment meanwhile) is retried after 5 s. Twice all that, and a margin:
 /// a controller that forgets the deadline waits for its resync, 900 s.
 pub const EXPERIMENT_GRACE: SignedDuration = SignedDuration::from_secs(30);
+
+/// How late after a pause step's end the Rollout controller may end it: leadership moves on
+/// within a lease duration (15 s) and a few retries once the leader crashes or is cut off,
+/// replicas come back within 10 s, partitions last up to 20 s; several of these in a row,
+/// and a reconcile's requests. Still far short of the 900 s resync a forgotten requeue waits.
+pub const ROLLOUT_GRACE: SignedDuration = SignedDuration::from_secs(120);
 
 /// Something an object must have done by `at + grace`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +76,11 @@ fn code(t: &TemplateStatus) -> Option<&TemplateStatusCode> {
 
 /// Every deadline in the world whose work is still undone.
 pub fn pending(api: &ApiServer) -> Vec<Deadline> {
-    let mut found = Vec::new();
+    let mut found: Vec<Deadline> = api
+        .list(Kind::Rollout)
+        .iter()
+        .filter_map(pause_step_deadline)
+        .collect();
     let experiments: Vec<(Value, Experiment)> = api
         .list(Kind::Experiment)
         .into_iter()
@@ -100,6 +115,36 @@ pub fn pending(api: &ApiServer) -> Vec<Deadline> {
         }
     }
     found
+}
+
+/// The end of the timed pause step a Rollout is held at, unless something else holds it: a
+/// user's pause (`spec.paused`), an abort, a full promotion.
+fn pause_step_deadline(ro: &Value) -> Option<Deadline> {
+    let held = |p: &str| ro.pointer(p) == Some(&Value::Bool(true));
+    if held("/spec/paused") || held("/status/abort") || held("/status/promoteFull") {
+        return None;
+    }
+    let start = ro
+        .pointer("/status/pauseConditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["reason"] == "CanaryPauseStep")?
+        .get("startTime")?
+        .as_str()?
+        .parse::<Timestamp>()
+        .ok()?;
+    let index = ro.pointer("/status/currentStepIndex")?.as_i64()?;
+    let pause = ro.pointer(&format!("/spec/strategy/canary/steps/{index}/pause"))?;
+    let pause: RolloutPause = serde_json::from_value(pause.clone()).ok()?;
+    let duration = SignedDuration::try_from(pause.duration()?.ok()?).ok()?;
+    Some(Deadline {
+        what: format!(
+            "rollout/{} past its pause step {index} ({start} + {duration:#})",
+            name_of(ro)
+        ),
+        at: plus(start, duration),
+        grace: ROLLOUT_GRACE,
+    })
 }
 
 fn experiment_deadlines(e: &Experiment) -> Vec<Deadline> {
@@ -238,6 +283,50 @@ mod tests {
             1,
         );
         assert!(pending(&api).is_empty());
+    }
+
+    /// Creates the Rollout `ro`, then writes its status (which a create leaves out).
+    fn create(api: &mut ApiServer, ro: Value) {
+        api.create(Kind::Rollout, ro.clone(), at(0)).unwrap();
+        let status = json!({"status": ro["status"].clone()});
+        api.patch(
+            Kind::Rollout,
+            "demo",
+            &status,
+            crate::api_model::Endpoint::Status,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_timed_pause_step_is_due_to_end() {
+        let mut api = ApiServer::new();
+        let paused = |extra: Value| {
+            let mut ro = json!({
+                "metadata": {"name": "demo"},
+                "spec": {"strategy": {"canary": {"steps": [
+                    {"setWeight": 20}, {"pause": {"duration": "10s"}}, {"pause": {}}]}}},
+                "status": {"currentStepIndex": 1, "pauseConditions": [
+                    {"reason": "CanaryPauseStep", "startTime": at(0).to_string()}]}
+            });
+            crate::api_model::merge_patch(&mut ro, &extra);
+            ro
+        };
+        create(&mut api, paused(json!({})));
+        let due = pending(&api);
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!((due[0].at, due[0].grace), (at(10), ROLLOUT_GRACE));
+        assert_eq!(missed(&api, at(11) + ROLLOUT_GRACE).len(), 1);
+        // An indefinite pause, a user's pause, an abort: nothing due.
+        for extra in [
+            json!({"status": {"currentStepIndex": 2}}),
+            json!({"spec": {"paused": true}}),
+            json!({"status": {"abort": true}}),
+        ] {
+            let mut api = ApiServer::new();
+            create(&mut api, paused(extra.clone()));
+            assert!(pending(&api).is_empty(), "{extra}");
+        }
     }
 
     #[test]
