@@ -1,0 +1,207 @@
+//! Which notifications an event of a Rollout makes due.
+//!
+//! Argo Rollouts fires the trigger named after an event's reason (`RolloutPaused` fires
+//! `on-rollout-paused`) when the controller records the event; each condition of the trigger
+//! that holds sends its templates to every destination subscribed to the trigger. An empty
+//! `when` holds on every event.
+//!
+//! Each notification has the engine's key ([`crate::state::key`]), with the event's
+//! occurrence (or the condition's `oncePer` value) in front: one already in the Rollout's
+//! `notified` record is not due again. That is what makes a notification go out once per
+//! occurrence across restarts, leader changes and repeated events.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value as Json, json};
+
+use crate::config::{Config, Problem};
+use crate::state::{self, NotifiedState};
+use crate::subscriptions::{self, Destination};
+
+/// One notification to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    /// The key it is recorded under once sent.
+    pub key: String,
+    pub trigger: String,
+    pub templates: Vec<String>,
+    pub destination: Destination,
+    /// The rendered templates, merged in the order the condition lists them (`message`,
+    /// `slack`, `webhook`, ...).
+    pub content: Json,
+}
+
+/// What an event makes due, and what is wrong in the configuration for it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Due {
+    pub notifications: Vec<Notification>,
+    pub problems: Vec<Problem>,
+}
+
+/// What an event is about: the Rollout as the controller saw it when it recorded the event,
+/// and the AnalysisRuns of its current revision.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub rollout: &'a Json,
+    pub analysis_runs: &'a Json,
+}
+
+/// The occurrence of an event: the Rollout's revision and step, and a digest of the event's
+/// message (which tells one step, pause or scaling from another).
+pub fn occurrence(rollout: &Json, message: &str) -> String {
+    let revision = rollout
+        .pointer("/metadata/annotations/rollout.argoproj.io~1revision")
+        .and_then(Json::as_str)
+        .unwrap_or("0");
+    let step = rollout
+        .pointer("/status/currentStepIndex")
+        .and_then(Json::as_i64)
+        .map_or_else(|| "-".to_owned(), |s| s.to_string());
+    let digest = crate::when::hash(message);
+    format!("r{revision}.s{step}.{}", &digest[..8])
+}
+
+/// The notifications due for an event with `reason` and `occurrence` of `subject`, leaving
+/// out those `notified` records.
+pub fn due(
+    cfg: &Config,
+    subject: Subject<'_>,
+    reason: &str,
+    occurrence: &str,
+    notified: &NotifiedState,
+) -> Due {
+    let mut out = Due::default();
+    let trigger_name = crate::trigger_of_reason(reason);
+    let annotations = string_map(subject.rollout.pointer("/metadata/annotations"));
+    let labels = string_map(subject.rollout.pointer("/metadata/labels"));
+    let mut by_trigger = subscriptions::destinations(cfg, &annotations, &labels);
+    let Some(destinations) = by_trigger.remove(&trigger_name) else {
+        return out;
+    };
+    let Some(trigger) = cfg.triggers.get(&trigger_name) else {
+        out.problems.push(Problem {
+            key: format!("trigger.{trigger_name}"),
+            message: format!("trigger '{trigger_name}' is not configured"),
+        });
+        return out;
+    };
+    let base_vars = json!({
+        "rollout": subject.rollout,
+        "analysisRuns": subject.analysis_runs,
+    });
+    for (i, (condition, compiled)) in trigger.conditions.iter().enumerate() {
+        let outcome = match compiled.evaluate(&base_vars) {
+            Ok(o) => o,
+            Err(e) => {
+                out.problems.push(Problem {
+                    key: format!("trigger.{trigger_name}"),
+                    message: format!(
+                        "condition [{i}] ({}) cannot be evaluated: {e}",
+                        condition.when
+                    ),
+                });
+                continue;
+            }
+        };
+        if !outcome.triggered {
+            continue;
+        }
+        let condition_key = format!("[{i}].{}", compiled.when_hash);
+        let once_per = outcome.once_per.as_deref().unwrap_or(occurrence);
+        for dest in &destinations {
+            if cfg.unsupported_services.contains_key(&dest.service) {
+                // Reported with the configuration's problems; nothing is sent to it.
+                continue;
+            }
+            if !cfg.services.contains_key(&dest.service) {
+                out.problems.push(Problem {
+                    key: format!("service.{}", dest.service),
+                    message: format!(
+                        "notification service '{}' is not configured (subscribed to '{trigger_name}')",
+                        dest.service
+                    ),
+                });
+                continue;
+            }
+            let key = state::key(
+                Some(once_per),
+                &trigger_name,
+                &condition_key,
+                &dest.service,
+                &dest.recipient,
+            );
+            if notified.contains(&key) {
+                continue;
+            }
+            match render(cfg, &condition.send, subject, dest) {
+                Ok(content) => out.notifications.push(Notification {
+                    key,
+                    trigger: trigger_name.clone(),
+                    templates: condition.send.clone(),
+                    destination: dest.clone(),
+                    content,
+                }),
+                Err(problem) => out.problems.push(problem),
+            }
+        }
+    }
+    out
+}
+
+/// Renders `templates` for `dest`, merged in order.
+pub fn render(
+    cfg: &Config,
+    templates: &[String],
+    subject: Subject<'_>,
+    dest: &Destination,
+) -> Result<Json, Problem> {
+    let vars = json!({
+        "rollout": subject.rollout,
+        "analysisRuns": subject.analysis_runs,
+        "secrets": cfg.secrets,
+        "recipient": dest.recipient,
+        "serviceType": cfg.services.get(&dest.service).map(|s| s.type_.as_str()).unwrap_or(""),
+    });
+    let mut content = Json::Object(serde_json::Map::new());
+    for name in templates {
+        let template = cfg.templates.get(name).ok_or_else(|| Problem {
+            key: format!("template.{name}"),
+            message: format!("template '{name}' is not configured"),
+        })?;
+        let rendered = template.render(&vars).map_err(|e| Problem {
+            key: format!("template.{name}"),
+            message: format!("cannot render template '{name}': {e}"),
+        })?;
+        merge(&mut content, rendered);
+    }
+    Ok(content)
+}
+
+fn merge(into: &mut Json, from: Json) {
+    match (into, from) {
+        (Json::Object(a), Json::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn string_map(v: Option<&Json>) -> BTreeMap<String, String> {
+    v.and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

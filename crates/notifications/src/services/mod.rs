@@ -1,0 +1,121 @@
+//! Sending a [`Notification`] through its service: a webhook or Slack. This is the only part
+//! of the crate that performs I/O. Errors name the service, never a URL, header or token
+//! (which may come from the Secret).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::{Config, ServiceKind};
+use crate::due::Notification;
+
+pub mod slack;
+pub mod webhook;
+
+/// The annotation keeping Slack thread timestamps of `groupingKey` threads on the Rollout, so
+/// that a thread survives a restart or a change of leader: a JSON object
+/// `{"<service>:<channel>": {"<groupingKey>": "<ts>"}}`.
+pub const SLACK_THREADS: &str = "rollouts.sluice.dev/notification-slack-threads";
+
+/// Slack threads by `<service>:<channel>`, then grouping key.
+pub type SlackThreads = BTreeMap<String, BTreeMap<String, String>>;
+
+/// Reads [`SLACK_THREADS`] (an unreadable value is no thread).
+pub fn slack_threads(annotations: &BTreeMap<String, String>) -> SlackThreads {
+    annotations
+        .get(SLACK_THREADS)
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default()
+}
+
+/// What a send leaves to record besides the notification's key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// A Slack thread started: (`<service>:<channel>`, grouping key, ts).
+    pub slack_thread: Option<(String, String, String)>,
+}
+
+/// Why a send failed. Every failure may be retried; `permanent` ones will fail again the
+/// same way (the service is missing or its settings are unusable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SendError {
+    pub message: String,
+    pub permanent: bool,
+}
+
+impl SendError {
+    pub fn transient(message: impl Into<String>) -> Self {
+        SendError {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+    pub fn permanent(message: impl Into<String>) -> Self {
+        SendError {
+            message: message.into(),
+            permanent: true,
+        }
+    }
+}
+
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Sends notifications over HTTP.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+    insecure_client: reqwest::Client,
+}
+
+impl Sender {
+    /// A sender; needs a rustls crypto provider installed for the process.
+    pub fn new() -> Result<Sender, SendError> {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            return Err(SendError::permanent(
+                "no rustls crypto provider is installed for the process",
+            ));
+        }
+        let build = |insecure: bool| {
+            reqwest::Client::builder()
+                .user_agent(concat!("sluice/", env!("CARGO_PKG_VERSION")))
+                .timeout(REQUEST_TIMEOUT)
+                .tls_danger_accept_invalid_certs(insecure)
+                .build()
+                .map_err(|_| SendError::permanent("cannot build an HTTP client"))
+        };
+        Ok(Sender {
+            client: build(false)?,
+            insecure_client: build(true)?,
+        })
+    }
+
+    /// Sends `n` through its service, with the Slack threads recorded on the Rollout.
+    pub async fn send(
+        &self,
+        cfg: &Config,
+        n: &Notification,
+        threads: &SlackThreads,
+    ) -> Result<Sent, SendError> {
+        let service_name = &n.destination.service;
+        let Some(service) = cfg.services.get(service_name) else {
+            return Err(SendError::permanent(format!(
+                "notification service '{service_name}' is not configured"
+            )));
+        };
+        match &service.kind {
+            ServiceKind::Webhook(opts) => {
+                let client = if opts.insecure_skip_verify {
+                    &self.insecure_client
+                } else {
+                    &self.client
+                };
+                webhook::send(client, service_name, opts, &n.content).await?;
+                Ok(Sent::default())
+            }
+            ServiceKind::Slack(opts) => {
+                slack::send(&self.client, service_name, opts, n, threads).await
+            }
+        }
+    }
+}
