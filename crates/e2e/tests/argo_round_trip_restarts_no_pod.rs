@@ -5,7 +5,9 @@
 //! step and hashes. Then the update is finished under Argo.
 //!
 //! Two states: a Healthy Rollout, and one paused at its first step (setWeight, then an
-//! indefinite pause) after an image change.
+//! indefinite pause) after an image change. These swaps run one controller at a time, without
+//! leader election; a third test swaps the paused Rollout the way the README's migration does,
+//! both controllers campaigning for Argo's Lease.
 //!
 //! How long each controller is watched: both reconcile every Rollout as soon as their caches
 //! have synced, and both are started here with a 5 s resync, so within the 15 s watched each
