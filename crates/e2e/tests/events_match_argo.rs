@@ -371,3 +371,99 @@ async fn a_blue_green_first_deploy_and_update_emit_argos_events() {
     );
     assert!(update[7].2.ends_with(" from 1 to 0"), "{update:#?}");
 }
+
+#[tokio::test]
+async fn a_canary_of_four_emits_argos_scaling_events_one_replica_set_at_a_time() {
+    let (_env, ns, _controller) = setup("events-four").await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout(
+        "four",
+        4,
+        "example.invalid/four:1",
+        json!([
+            {"setWeight": 25}, {"pause": {"duration": "2s"}},
+            {"setWeight": 75}, {"pause": {"duration": "2s"}}
+        ]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    wait_phase(&api, "four", RolloutPhase::Healthy, TIMEOUT).await;
+    let first = settled_events(&ns, "four", CANARY_FIRST_DEPLOY.len()).await;
+    assert_eq!(
+        type_and_reason(&first),
+        normal(&CANARY_FIRST_DEPLOY),
+        "{first:#?}"
+    );
+
+    set_image(&api, "four", "example.invalid/four:2").await;
+    let before = first.len();
+    wait_for("the update to complete", TIMEOUT, || async {
+        let events = events_of(&ns, "four").await;
+        anyhow::ensure!(
+            events[before..]
+                .iter()
+                .any(|(_, r, _)| r == "RolloutCompleted"),
+            "{events:#?}"
+        );
+        Ok(())
+    })
+    .await
+    .unwrap();
+    // Argo sizes the stable ReplicaSet first and the new one in a later pass (its replica
+    // arithmetic for 4 replicas, maxSurge and maxUnavailable 1).
+    let update_reasons = [
+        "RolloutUpdated",
+        "NewReplicaSetCreated",
+        "RolloutNotCompleted",
+        "ScalingReplicaSet",
+        "ScalingReplicaSet",
+        "RolloutStepCompleted",
+        "RolloutPaused",
+        "RolloutStepCompleted",
+        "RolloutResumed",
+        "ScalingReplicaSet",
+        "ScalingReplicaSet",
+        "ScalingReplicaSet",
+        "RolloutStepCompleted",
+        "RolloutPaused",
+        "RolloutStepCompleted",
+        "RolloutResumed",
+        "ScalingReplicaSet",
+        "ScalingReplicaSet",
+        "RolloutCompleted",
+    ];
+    let all = settled_events(&ns, "four", before + update_reasons.len()).await;
+    let update = &all[before..];
+    assert_eq!(
+        type_and_reason(update),
+        normal(&update_reasons),
+        "{update:#?}"
+    );
+    let ro = api.get("four").await.unwrap();
+    let status = ro.status.unwrap();
+    let new = format!("four-{}", status.current_pod_hash.unwrap());
+    let created = update[1].2.replace("Created ReplicaSet ", "");
+    assert_eq!(created, format!("{new} (revision 2)"), "{update:#?}");
+    let stable_rs = first[2]
+        .2
+        .replace("Created ReplicaSet ", "")
+        .replace(" (revision 1)", "");
+    let scaling: Vec<String> = update
+        .iter()
+        .filter(|(_, r, _)| r == "ScalingReplicaSet")
+        .map(|(_, _, m)| m.replace(&stable_rs, "v1").replace(&new, "v2"))
+        .collect();
+    assert_eq!(
+        scaling,
+        [
+            "Scaled down ReplicaSet v1 (revision 1) from 4 to 3",
+            "Scaled up ReplicaSet v2 (revision 2) from 0 to 1",
+            "Scaled down ReplicaSet v1 (revision 1) from 3 to 2",
+            "Scaled up ReplicaSet v2 (revision 2) from 1 to 3",
+            "Scaled down ReplicaSet v1 (revision 1) from 2 to 1",
+            "Scaled down ReplicaSet v1 (revision 1) from 1 to 0",
+            "Scaled up ReplicaSet v2 (revision 2) from 3 to 4",
+        ]
+    );
+}
