@@ -148,14 +148,15 @@ impl Event {
     }
 
     /// Whether the event reports a write of the plan's actions (a scale, a Service switch, a
-    /// router edit) rather than a change of status: such an event is published once the
-    /// actions are written even if the status patch then fails, since the next reconcile
-    /// finds the write done and would not report it again.
+    /// router edit, the Rollout's revision) rather than a change of status: such an event is
+    /// published once the actions are written even if the status patch then fails, since the
+    /// next reconcile finds the write done and would not report it again.
     pub fn reports_a_write(&self) -> bool {
         matches!(
             self.reason,
             "ScalingReplicaSet"
                 | "NewReplicaSetCreated"
+                | "RolloutUpdated"
                 | "SwitchService"
                 | "Updated VirtualService"
                 | "UpdatedDestinationRule"
@@ -228,6 +229,7 @@ mod tests {
         for reason in [
             "SwitchService",
             "ScalingReplicaSet",
+            "RolloutUpdated",
             "Updated VirtualService",
             "UpdatedHTTPRoute",
         ] {
