@@ -11,7 +11,7 @@ use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::SCALE_DOWN_DEADLINE;
-use sluice_testenv::harness::{TestNamespace, wait_for};
+use sluice_testenv::harness::{ArgoController, TestEnv, TestNamespace, wait_for};
 use sluice_testenv::http_stub::HttpStub;
 
 async fn runs_of(ns: &TestNamespace, kind: &str) -> Vec<AnalysisRun> {
@@ -39,7 +39,24 @@ async fn deadline_of(ns: &TestNamespace, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
     let (_env, ns, _controller) = setup("bg-fast-rollback").await;
-    let api = rollouts(&ns);
+    fast_rollback(&ns).await;
+}
+
+/// The same, under Argo Rollouts 1.9.1's own controller: what Sluice does is what Argo does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let ns = TestNamespace::create(&env, "bg-fast-rollback-argo")
+        .await
+        .expect("test namespace");
+    let _argo = ArgoController::start(&env, ns.name(), &[])
+        .await
+        .expect("Argo Rollouts' controller");
+    fast_rollback(&ns).await;
+}
+
+async fn fast_rollback(ns: &TestNamespace) {
+    let api = rollouts(ns);
     let pre = HttpStub::start().await.unwrap();
     pre.respond_json(200, &json!({"status": "ok"}));
     for template in ["pre-check", "post-check"] {
@@ -60,7 +77,7 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         .unwrap();
     }
     apply_blue_green(
-        &ns,
+        ns,
         "fr",
         2,
         "app:v1",
@@ -81,7 +98,7 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
     let status = ro.status.unwrap();
     assert_eq!(status.message.as_deref(), Some("BlueGreenPause"));
     let v2 = status.current_pod_hash.unwrap();
-    let runs = pre_promotion_runs(&ns).await;
+    let runs = pre_promotion_runs(ns).await;
     assert_eq!(runs.len(), 1);
     assert_eq!(
         runs[0].status.as_ref().and_then(|s| s.phase.clone()),
@@ -92,22 +109,22 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
     // Stable once the post-promotion analysis has passed.
     let ro = wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
     assert_eq!(ro.status.unwrap().stable_rs.as_deref(), Some(v2.as_str()));
-    assert_eq!(service_hash(&ns, "fr-active").await, Some(v2.clone()));
-    let runs = post_promotion_runs(&ns).await;
+    assert_eq!(service_hash(ns, "fr-active").await, Some(v2.clone()));
+    let runs = post_promotion_runs(ns).await;
     assert_eq!(runs.len(), 1);
     assert_eq!(
         runs[0].status.as_ref().and_then(|s| s.phase.clone()),
         Some(AnalysisPhase::Successful)
     );
     // v1 waits out its scale-down delay with its pods up.
-    wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
-    assert!(deadline_of(&ns, &format!("fr-{v1}")).await.is_some());
+    wait_replicas(ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
+    assert!(deadline_of(ns, &format!("fr-{v1}")).await.is_some());
 
     // Back to v1: switched without a promote (a BlueGreenPause would hold it until one), and
     // stable without a post-promotion analysis.
     set_image(&api, "fr", "app:v1").await;
     wait_for("the active Service back on v1", TIMEOUT, || async {
-        match service_hash(&ns, "fr-active").await {
+        match service_hash(ns, "fr-active").await {
             Some(h) if h == v1 => Ok(()),
             other => anyhow::bail!("{other:?}"),
         }
@@ -120,20 +137,20 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
     assert_eq!(status.stable_rs.as_deref(), Some(v1.as_str()));
     assert_eq!(status.pause_conditions, None);
     assert_eq!(
-        service_hash(&ns, "fr-preview").await.as_deref(),
+        service_hash(ns, "fr-preview").await.as_deref(),
         Some(v1.as_str())
     );
     assert_eq!(
-        pre_promotion_runs(&ns).await.len(),
+        pre_promotion_runs(ns).await.len(),
         1,
         "no new pre-promotion analysis"
     );
     assert_eq!(
-        post_promotion_runs(&ns).await.len(),
+        post_promotion_runs(ns).await.len(),
         1,
         "no new post-promotion analysis"
     );
-    let completed: Vec<String> = rollout_events(&ns, "fr")
+    let completed: Vec<String> = rollout_events(ns, "fr")
         .await
         .into_iter()
         .filter(|(reason, _)| reason == "RolloutCompleted")
@@ -147,7 +164,7 @@ async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_
         "{completed:#?}"
     );
     // v1 stays; v2 now waits out its own delay, pods up.
-    assert_eq!(deadline_of(&ns, &format!("fr-{v1}")).await, None);
-    assert!(deadline_of(&ns, &format!("fr-{v2}")).await.is_some());
-    wait_replicas(&ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
+    assert_eq!(deadline_of(ns, &format!("fr-{v1}")).await, None);
+    assert!(deadline_of(ns, &format!("fr-{v2}")).await.is_some());
+    wait_replicas(ns, "fr", &[("app:v1", 2), ("app:v2", 2)], TIMEOUT).await;
 }
