@@ -144,10 +144,19 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
 {{- end }}
 {{- end -}}
 
-{{/* Reading the argo-rollouts-config ConfigMap by name, in the controller's namespace. */}}
+{{/* Reading the argo-rollouts-config ConfigMap by name, and watching the notifications'
+ConfigMap and Secret by name, in the controller's namespace. */}}
 {{- define "sluice.configRule" -}}
 - apiGroups: [""]
   resources: [configmaps]
   resourceNames: [argo-rollouts-config]
   verbs: [get]
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [argo-rollouts-notification-configmap]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [argo-rollouts-notification-secret]
+  verbs: [get, list, watch]
 {{- end -}}

@@ -10,6 +10,7 @@ pub mod apply;
 pub mod driver;
 pub mod events;
 pub mod experiments;
+pub mod notifications;
 pub mod observe;
 pub mod rollouts;
 

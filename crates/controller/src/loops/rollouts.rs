@@ -38,6 +38,8 @@ pub struct Context {
     /// The other caches the writer reads from.
     caches: Caches,
     events: EventPublisher,
+    /// Hands the published events to the notifications loop.
+    notifier: crate::loops::notifications::Notifier,
     rollouts: Store<Rollout>,
     /// Rollouts already announced with `RolloutAddedToInformer` by this process.
     announced: Mutex<Announced>,
@@ -212,6 +214,17 @@ pub async fn run_with(
         caches.cluster_analysis_templates.clone(),
     );
 
+    // Notifications read their configuration from the controller's namespace (the watched one
+    // with --namespaced), as Argo does.
+    let (notifier, notifications) = crate::loops::notifications::start(
+        client.clone(),
+        namespace
+            .clone()
+            .unwrap_or_else(crate::config::controller_namespace),
+        hooks.gate.clone(),
+        hooks.metrics.clone(),
+        ro_reader.clone(),
+    );
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
             .with_router_versions(args.router_versions())
@@ -219,6 +232,7 @@ pub async fn run_with(
         replica_sets: rs_cache,
         caches,
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
+        notifier,
         rollouts: ro_reader.clone(),
         announced: Mutex::default(),
         resync: args.resync(),
@@ -254,15 +268,19 @@ pub async fn run_with(
     let controller = hooks.with_shutdown(controller);
     hooks.watch_caches(controller.store(), ctx.replica_sets.store().clone());
 
-    controller
+    let reconciles = controller
         .run(observed_reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(rollout = %obj, "reconciled"),
                 Err(e) => debug!(error = %e, "reconcile failed"),
             }
-        })
-        .await;
+        });
+    // The notifications loop runs as long as the reconciles do.
+    tokio::select! {
+        () = reconciles => {}
+        () = notifications => {}
+    }
     info!("controller stopped");
     Ok(())
 }
@@ -469,6 +487,7 @@ async fn publish_events<'a>(
         {
             debug!(error = %e, "could not publish event");
         }
+        ctx.notifier.fired(ro, ev.type_, ev.reason, &ev.message);
     }
 }
 

@@ -239,6 +239,35 @@ impl Collector for Exposition {
                         .encode_counter::<Labels, _, f64>(count, None)?;
                 }
             }
+            // Argo's names have no `_total` suffix: exposed untyped, as `rollout_reconcile_error`.
+            for (metric, help, sent) in [
+                (
+                    "notification_send_success",
+                    "Notification send success.",
+                    true,
+                ),
+                (
+                    "notification_send_error",
+                    "Error sending the notification",
+                    false,
+                ),
+            ] {
+                let mut family =
+                    encoder.encode_descriptor(metric, help, None, MetricType::Unknown)?;
+                for ((ns, name), series) in per_rollout.iter() {
+                    for ((type_, reason, ok), count) in &series.notifications {
+                        if *ok != sent {
+                            continue;
+                        }
+                        let mut labels = rollout_labels(ns, name);
+                        labels.push(("type", type_.clone()));
+                        labels.push(("reason", reason.clone()));
+                        family
+                            .encode_family(&labels)?
+                            .encode_gauge(&i64::try_from(*count).unwrap_or(i64::MAX))?;
+                    }
+                }
+            }
         }
 
         {

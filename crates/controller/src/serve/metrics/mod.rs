@@ -8,6 +8,7 @@
 //! | `rollout_reconcile` (histogram, seconds) | namespace, name |
 //! | `rollout_reconcile_error` | namespace, name |
 //! | `rollout_events_total` | namespace, name, type, reason |
+//! | `notification_send_success`, `notification_send_error` (untyped, Argo's names have no `_total`) | namespace, name, type, reason |
 //! | `analysis_run_info`, `analysis_run_phase`, `analysis_run_metric_type`, `analysis_run_metric_phase` (gauges) | namespace, name, phase / metric, type, dry_run |
 //! | `analysis_run_reconcile` (histogram, seconds), `analysis_run_reconcile_error` | namespace, name |
 //! | `analysis_template_info` (gauge, 1; ClusterAnalysisTemplates with an empty namespace) | namespace, name |
@@ -89,6 +90,8 @@ struct RolloutSeries {
     errors: u64,
     /// (type, reason) -> count
     events: BTreeMap<(String, String), u64>,
+    /// Notifications sent (true) and failed (false): (type, reason, sent) -> count.
+    notifications: BTreeMap<(String, String, bool), u64>,
 }
 
 impl RolloutSeries {
@@ -97,6 +100,7 @@ impl RolloutSeries {
             reconcile: Histogram::new(RECONCILE_BUCKETS),
             errors: 0,
             events: BTreeMap::new(),
+            notifications: BTreeMap::new(),
         }
     }
 }
@@ -298,6 +302,26 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// Counts a notification sent (`notification_send_success`) or failed
+    /// (`notification_send_error`) for an event of `type_` and `reason` of a Rollout.
+    pub fn count_notification(
+        &self,
+        namespace: &str,
+        name: &str,
+        type_: &str,
+        reason: &str,
+        sent: bool,
+    ) {
+        let mut map = lock(&self.per_rollout);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        *series
+            .notifications
+            .entry((type_.to_string(), reason.to_string(), sent))
+            .or_default() += 1;
+    }
+
     /// Counts a request that got a response with `status` (or `"error"` when none came back).
     pub fn count_request(&self, info: RequestInfo, status: &str) {
         *lock(&self.request_totals)
@@ -489,6 +513,9 @@ mod tests {
         m.observe_reconcile("a", "web", Duration::from_millis(300), true);
         m.observe_reconcile("a", "web-api", Duration::from_millis(1), false);
         m.count_event("a", "web", "Normal", "RolloutPaused");
+        m.count_notification("a", "web", "Normal", "RolloutPaused", true);
+        m.count_notification("a", "web", "Normal", "RolloutCompleted", false);
+        m.count_notification("a", "web", "Normal", "RolloutCompleted", false);
         m.count_request(req("replicasets", "a", "web-6d4f", "Patch"), "200");
         m.count_request(req("replicasets", "a", "web-api-77aa", "Patch"), "200");
         m.count_request(req("rollouts", "a", "web", "Patch"), "409");
@@ -513,6 +540,12 @@ mod tests {
         assert!(text.contains(
             r#"rollout_events_total{namespace="a",name="web",type="Normal",reason="RolloutPaused"} 1"#
         ));
+        assert!(text.contains(
+            r#"notification_send_success{namespace="a",name="web",type="Normal",reason="RolloutPaused"} 1"#
+        ), "{text}");
+        assert!(text.contains(
+            r#"notification_send_error{namespace="a",name="web",type="Normal",reason="RolloutCompleted"} 2"#
+        ), "{text}");
         assert!(text.contains(
             r#"controller_clientset_k8s_request_total{kind="rollouts",namespace="a",name="web",verb="Patch",status_code="409"} 1"#
         ));

@@ -1,0 +1,373 @@
+//! Notifications on the real control plane: Argo's default catalog, a local webhook and a local
+//! Slack-API stub. A canary with a pause and a completion sends exactly the catalog's
+//! notifications for those events, once each, with the controller killed while paused and
+//! started again; a Slack thread started before the restart is continued after it. A
+//! malformed ConfigMap is reported (events on the ConfigMap and the Rollout) and every valid
+//! notification still goes out.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::Uri;
+use axum::routing::any;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
+use sluice_e2e::*;
+
+#[derive(Clone, Default)]
+struct Inbox {
+    /// (path, body) of each request, in arrival order.
+    received: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Inbox {
+    fn webhook_messages(&self) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(path, _)| path.starts_with("/hook"))
+            .map(|(_, body)| body.clone())
+            .collect()
+    }
+
+    fn slack_posts(&self) -> Vec<Value> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(path, _)| path.ends_with("chat.postMessage"))
+            .map(|(_, body)| serde_json::from_str(body).unwrap())
+            .collect()
+    }
+}
+
+async fn receive(State(inbox): State<Inbox>, uri: Uri, body: Bytes) -> String {
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let n = {
+        let mut r = inbox.received.lock().unwrap();
+        r.push((uri.path().to_owned(), body));
+        r.len()
+    };
+    json!({"ok": true, "ts": format!("1700000000.{n:06}"), "channel": "C1"}).to_string()
+}
+
+async fn local_server() -> (String, Inbox) {
+    let inbox = Inbox::default();
+    let app = Router::new()
+        .fallback(any(receive))
+        .with_state(inbox.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), inbox)
+}
+
+/// Argo's catalog ConfigMap with a webhook and a Slack service at `url`, plus `extra` keys.
+async fn apply_config(ns: &TestNamespace, url: &str, extra: &[(&str, &str)]) {
+    let mut data = sluice_notifications::catalog::data();
+    data.insert("service.webhook.hook".into(), format!("url: {url}/hook\n"));
+    data.insert(
+        "service.slack".into(),
+        format!("token: $slack-token\napiURL: {url}/slack/api/\n"),
+    );
+    // Paused and completed messages of a Rollout go to one Slack thread.
+    data.insert(
+        "template.slack-thread".into(),
+        "slack:\n  groupingKey: '{{.rollout.metadata.name}}'\n".into(),
+    );
+    data.insert(
+        "trigger.on-rollout-paused".into(),
+        "- send: [rollout-paused, slack-thread]\n".into(),
+    );
+    data.insert(
+        "trigger.on-rollout-completed".into(),
+        "- send: [rollout-completed, slack-thread]\n".into(),
+    );
+    for (k, v) in extra {
+        data.insert(k.to_string(), v.to_string());
+    }
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "argo-rollouts-notification-configmap"},
+        "data": data,
+    });
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "argo-rollouts-notification-secret"},
+        "stringData": {"slack-token": "xoxb-e2e-secret"},
+    });
+    ns.apply_yaml(&cm.to_string()).await.unwrap();
+    ns.apply_yaml(&secret.to_string()).await.unwrap();
+}
+
+/// Subscribes the webhook and Slack channel `releases` to the catalog's update, step, pause
+/// and completion triggers.
+async fn subscribe(api: &Api<Rollout>, name: &str, extra: &[(&str, &str)]) {
+    let mut annotations = serde_json::Map::new();
+    for trigger in [
+        "on-rollout-updated",
+        "on-rollout-step-completed",
+        "on-rollout-paused",
+        "on-rollout-completed",
+    ] {
+        annotations.insert(
+            format!("notifications.argoproj.io/subscribe.{trigger}.hook"),
+            json!(""),
+        );
+    }
+    for trigger in ["on-rollout-paused", "on-rollout-completed"] {
+        annotations.insert(
+            format!("notifications.argoproj.io/subscribe.{trigger}.slack"),
+            json!("releases"),
+        );
+    }
+    for (k, v) in extra {
+        annotations.insert(k.to_string(), json!(v));
+    }
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .unwrap();
+}
+
+use sluice_api::Rollout;
+
+async fn wait_messages(inbox: &Inbox, expected: usize) {
+    wait_for(&format!("{expected} webhook messages"), TIMEOUT, || async {
+        let got = inbox.webhook_messages();
+        if got.len() >= expected {
+            Ok(())
+        } else {
+            anyhow::bail!("{got:#?}")
+        }
+    })
+    .await
+    .unwrap();
+}
+
+fn steps() -> Value {
+    json!([{"setWeight": 50}, {"pause": {}}])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_and_completed_canary_notifies_once_each_across_a_restart() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify").await.unwrap();
+    let (url, inbox) = local_server().await;
+    apply_config(&ns, &url, &[]).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let controller = start_controller(&env, &ns);
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(&api, "web", &[]).await;
+
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    // Updated, step 1 completed, paused.
+    wait_messages(&inbox, 3).await;
+    wait_for("the Slack message of the pause", TIMEOUT, || async {
+        if inbox.slack_posts().len() == 1 {
+            Ok(())
+        } else {
+            anyhow::bail!("{:?}", inbox.slack_posts())
+        }
+    })
+    .await
+    .unwrap();
+    // What was sent is recorded on the Rollout (with the Slack thread) before anything else.
+    let threads = wait_for("the notifications recorded", TIMEOUT, || async {
+        let ro = api.get("web").await?;
+        let notified = ro
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("notified.notifications.argoproj.io"))
+            .cloned()
+            .unwrap_or_default();
+        let record: serde_json::Map<String, Value> =
+            serde_json::from_str(&notified).unwrap_or_default();
+        let threads = ro
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("rollouts.sluice.dev/notification-slack-threads"))
+            .cloned();
+        if record.len() == 4
+            && let Some(threads) = threads
+        {
+            Ok(threads)
+        } else {
+            anyhow::bail!("{record:?} {threads:?}")
+        }
+    })
+    .await
+    .unwrap();
+
+    // Killed while paused, started again: nothing is sent again.
+    controller.stop().await;
+    let controller = start_controller(&env, &ns);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        inbox.webhook_messages().len(),
+        3,
+        "{:#?}",
+        inbox.webhook_messages()
+    );
+
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_messages(&inbox, 5).await;
+    // Nothing more comes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut got = inbox.webhook_messages();
+    got.sort();
+    let mut expected = vec![
+        "Rollout web has been updated.",
+        "Rollout web step number 1/2 has been completed.",
+        "Rollout web has been paused.",
+        "Rollout web step number 2/2 has been completed.",
+        "Rollout web has been completed.",
+    ];
+    expected.sort();
+    assert_eq!(got, expected);
+
+    // Slack: the pause started the thread, the completion (after the restart) went into it.
+    let posts = inbox.slack_posts();
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    assert_eq!(posts[0]["channel"], "releases");
+    assert_eq!(posts[0]["text"], "Rollout web has been paused.");
+    assert_eq!(posts[0]["attachments"][0]["title"], "web");
+    assert_eq!(posts[0].get("thread_ts"), None);
+    assert_eq!(posts[1]["text"], "Rollout web has been completed.");
+    let threads: Value = serde_json::from_str(&threads).unwrap();
+    let ts = &threads["slack:releases"]["web"];
+    assert!(ts.is_string(), "{threads}");
+    assert_eq!(&posts[1]["thread_ts"], ts);
+    drop(controller);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-bad").await.unwrap();
+    let (url, inbox) = local_server().await;
+    apply_config(
+        &ns,
+        &url,
+        &[
+            ("template.broken", "message: '{{.rollout.metadata.name'\n"),
+            ("service.teams", "recipientUrls:\n  x: http://127.0.0.1:9\n"),
+            (
+                "trigger.on-rollout-step-completed",
+                "- send: [rollout-step-completed]\n  when: rollout.status.phase ==\n",
+            ),
+        ],
+    )
+    .await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let _controller = start_controller(&env, &ns);
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(
+        &api,
+        "web",
+        &[
+            (
+                "notifications.argoproj.io/subscribe.on-rollout-paused.teams",
+                "x",
+            ),
+            (
+                "notifications.argoproj.io/subscribe.on-rollout-paused.pager",
+                "oncall",
+            ),
+        ],
+    )
+    .await;
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    // The update, pause and completion still reach the webhook; the step trigger's condition
+    // does not compile, so it sends nothing.
+    wait_messages(&inbox, 3).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut got = inbox.webhook_messages();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "Rollout web has been completed.",
+            "Rollout web has been paused.",
+            "Rollout web has been updated.",
+        ]
+    );
+    assert_eq!(inbox.slack_posts().len(), 2);
+
+    // Each problem is a Warning event: on the ConfigMap for the configuration, on the Rollout
+    // for its subscription to a service that is not configured.
+    let cm: Api<ConfigMap> = ns.api();
+    let cm_uid = cm
+        .get("argo-rollouts-notification-configmap")
+        .await
+        .unwrap()
+        .metadata
+        .uid;
+    wait_for(
+        "the configuration's problems as events",
+        TIMEOUT,
+        || async {
+            let events: Api<Event> = ns.api();
+            let notes: Vec<(String, String)> = events
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("NotificationConfigInvalid"))
+                .map(|e| {
+                    let on = e
+                        .regarding
+                        .as_ref()
+                        .and_then(|r| r.kind.clone())
+                        .unwrap_or_default();
+                    if on == "ConfigMap" {
+                        assert_eq!(e.regarding.as_ref().unwrap().uid, cm_uid);
+                    }
+                    (on, e.note.unwrap_or_default())
+                })
+                .collect();
+            let has =
+                |kind: &str, text: &str| notes.iter().any(|(k, n)| k == kind && n.contains(text));
+            if has("ConfigMap", "template.broken: bad template")
+                && has("ConfigMap", "service type 'teams' is not supported")
+                && has(
+                    "ConfigMap",
+                    "trigger.on-rollout-step-completed: bad trigger: cannot compile when",
+                )
+                && has("Rollout", "notification service 'pager' is not configured")
+            {
+                assert!(notes.iter().all(|(_, n)| !n.contains("xoxb-e2e-secret")));
+                Ok(())
+            } else {
+                anyhow::bail!("{notes:#?}")
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
