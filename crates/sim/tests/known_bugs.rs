@@ -56,6 +56,19 @@ fn traffic_routing_seeds_never_route_ahead_of_the_pods() {
     }
 }
 
+/// Fixed, traffic routing: after an outside edit of the VirtualService and a router write
+/// refused with a conflict, a newer revision superseded a canary the router had just taken to
+/// 20%, before the stable shrank. The plan put all traffic back on the stable (the new canary
+/// had no pods yet) and, in the same plan, scaled the stable down to the 80% recorded and read
+/// back before that write. A plan's ReplicaSet sizes now count the weights its own router
+/// writes give (those writes land first, and a refused one stops the plan).
+#[test]
+fn a_plan_routing_traffic_back_to_stable_keeps_the_stable_pods() {
+    let s = scenarios::find("istio-host-split-dynamic-stable-scale").unwrap();
+    let outcome = run(&s, 559, real_apply);
+    assert!(outcome.passed(), "seed 559:\n{}", outcome.report());
+}
+
 /// Fixed: a blue-green promotion was lost when the active-Service switch landed but a later
 /// write of the same plan conflicted; the next reconcile now records the promotion.
 #[test]

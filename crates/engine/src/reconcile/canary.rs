@@ -61,6 +61,12 @@ impl World<'_> {
         let step_counts = self.routed_counts(status, u, 0, None);
         let at_step_counts = self.routed_at_desired(&step_counts);
         let traffic = self.route_traffic(routers, status, plan, events, u, at_step_counts);
+        // The counts keep what the weights recorded last time need, and what the weights this
+        // plan writes need: a plan that puts traffic back on a ReplicaSet does not shrink it.
+        let previous = match (previous, traffic.routed) {
+            (Some((c, s)), Some((rc, rs))) => Some((c.max(rc), s.max(rs))),
+            (p, r) => p.or(r),
+        };
         let counts = self.routed_counts(status, u, traffic.weight, previous);
         let held = !u.aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
         // Held by an Inconclusive run, or paused by a user once the new pods exist: nothing

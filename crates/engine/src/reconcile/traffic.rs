@@ -21,7 +21,8 @@ pub use routers::{dependent_references, references, selections};
 pub(super) use weight::set_weight_at;
 
 use super::{Update, World};
-use crate::plan::{Event, Plan};
+use crate::labels::POD_TEMPLATE_HASH;
+use crate::plan::{Action, Event, Plan};
 use crate::steps;
 use routers::{Calls, Edits};
 
@@ -33,6 +34,9 @@ pub(super) struct TrafficDecision {
     /// `weights.verified` as the routers report it (`None`: nothing to verify, or not routed
     /// in this reconcile).
     pub verified: Option<bool>,
+    /// The (canary, stable) weights the router objects hold once this plan's router writes
+    /// have landed (`None`: nothing was sent to the routers in this reconcile).
+    pub routed: Option<(i32, i32)>,
 }
 
 /// The Gateway API plugin, which Sluice runs built in.
@@ -59,7 +63,7 @@ impl World<'_> {
     /// first deploy there is no stable yet, so routers are first touched by the first update).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn route_traffic(
-        &self,
+        &mut self,
         routers: &[Router<'_>],
         status: &mut RolloutStatus,
         plan: &mut Plan,
@@ -94,6 +98,7 @@ impl World<'_> {
         let mut decision = TrafficDecision {
             weight: decided.weight,
             verified: previous.as_ref().and_then(|w| w.verified),
+            routed: None,
         };
         // The stable pods must be able to take what is left to them.
         let Some(stable) = self.stable_rs else {
@@ -165,8 +170,61 @@ impl World<'_> {
         }
         plan.actions.extend(edits.into_actions());
         decision.verified = routers.iter().any(Router::verifies).then_some(true);
+        decision.routed = Some((desired.weight, desired.stable_weight()));
+        self.count_written_weights(plan, &desired);
         self.record_weights(status, events, &desired, previous, decision.verified);
         decision
+    }
+
+    /// The scale-down safety rule looks at the weight the router objects hold when a
+    /// ReplicaSet write lands. The plan's router writes come before its ReplicaSet writes, and
+    /// a refused write stops the plan, so every later write lands on the weights written here:
+    /// each ReplicaSet keeps the larger of what the objects were read with and what this plan
+    /// gives it, through the Services as this plan leaves them and by the hashes it names.
+    fn count_written_weights(&mut self, plan: &Plan, desired: &Desired) {
+        let selected_after = |service: &str| -> Option<String> {
+            for action in plan.actions.iter().rev() {
+                match action {
+                    Action::SwitchService { name, pod_hash, .. } if name == service => {
+                        return Some(pod_hash.clone());
+                    }
+                    Action::ReleaseService { name, .. } if name == service => return None,
+                    _ => {}
+                }
+            }
+            self.services
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(service))?
+                .spec
+                .as_ref()?
+                .selector
+                .as_ref()?
+                .get(POD_TEMPLATE_HASH)
+                .cloned()
+        };
+        let mut written: Vec<(Option<String>, i32)> = vec![
+            (Some(desired.canary_hash.clone()), desired.weight),
+            (selected_after(&desired.canary_service), desired.weight),
+            (Some(desired.stable_hash.clone()), desired.stable_weight()),
+            (
+                selected_after(&desired.stable_service),
+                desired.stable_weight(),
+            ),
+        ];
+        for d in &desired.additional {
+            written.push((Some(d.pod_template_hash.clone()), d.weight));
+        }
+        for (hash, weight) in written {
+            let Some(hash) = hash.filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            // A hash that gets nothing is not named: it stays free to go as before.
+            if weight > 0 || self.routed_hashes.contains_key(&hash) {
+                let held = self.routed_hashes.entry(hash).or_default();
+                *held = (*held).max(weight);
+            }
+        }
+        self.routed_canary_weight = self.routed_canary_weight.max(desired.weight);
     }
 
     /// The weight a gradual abort routes in this reconcile, writing its record first when it
