@@ -26,6 +26,8 @@ use sluice_e2e::*;
 struct Inbox {
     /// (path, body) of each request, in arrival order.
     received: Arc<Mutex<Vec<(String, String)>>>,
+    /// Requests to `/flaky` answered 500 so far (the first two are).
+    refused: Arc<Mutex<usize>>,
 }
 
 impl Inbox {
@@ -36,6 +38,16 @@ impl Inbox {
             .iter()
             .filter(|(path, _)| path.starts_with("/hook"))
             .map(|(_, body)| body.clone())
+            .collect()
+    }
+
+    fn paths(&self, prefix: &str) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(path, _)| path.starts_with(prefix))
+            .map(|(path, _)| path.clone())
             .collect()
     }
 
@@ -50,14 +62,34 @@ impl Inbox {
     }
 }
 
-async fn receive(State(inbox): State<Inbox>, uri: Uri, body: Bytes) -> String {
+async fn receive(
+    State(inbox): State<Inbox>,
+    uri: Uri,
+    body: Bytes,
+) -> (axum::http::StatusCode, String) {
     let body = String::from_utf8_lossy(&body).into_owned();
+    if uri.path().starts_with("/flaky") {
+        let mut refused = inbox.refused.lock().unwrap();
+        inbox
+            .received
+            .lock()
+            .unwrap()
+            .push((uri.path().to_owned(), body));
+        if *refused < 2 {
+            *refused += 1;
+            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "down".into());
+        }
+        return (axum::http::StatusCode::OK, "ok".into());
+    }
     let n = {
         let mut r = inbox.received.lock().unwrap();
         r.push((uri.path().to_owned(), body));
         r.len()
     };
-    json!({"ok": true, "ts": format!("1700000000.{n:06}"), "channel": "C1"}).to_string()
+    (
+        axum::http::StatusCode::OK,
+        json!({"ok": true, "ts": format!("1700000000.{n:06}"), "channel": "C1"}).to_string(),
+    )
 }
 
 async fn local_server() -> (String, Inbox) {
@@ -228,6 +260,18 @@ async fn a_paused_and_completed_canary_notifies_once_each_across_a_restart() {
         inbox.webhook_messages()
     );
 
+    // A change of the ConfigMap applies without a restart: the webhook moves.
+    let cms: Api<ConfigMap> = ns.api();
+    cms.patch(
+        "argo-rollouts-notification-configmap",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"data": {"service.webhook.hook": format!("url: {url}/hook-moved\n")}}),
+        ),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
     promote(&api, "web").await;
     wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
     wait_messages(&inbox, 5).await;
@@ -244,6 +288,12 @@ async fn a_paused_and_completed_canary_notifies_once_each_across_a_restart() {
     ];
     expected.sort();
     assert_eq!(got, expected);
+    assert_eq!(
+        inbox.paths("/hook-moved").len(),
+        2,
+        "{:?}",
+        inbox.paths("/")
+    );
 
     // Slack: the pause started the thread, the completion (after the restart) went into it.
     let posts = inbox.slack_posts();
@@ -265,6 +315,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
     let env = TestEnv::with_crds().await.expect("control plane");
     let ns = TestNamespace::create(&env, "notify-bad").await.unwrap();
     let (url, inbox) = local_server().await;
+    let flaky = format!("url: {url}/flaky\n");
     apply_config(
         &ns,
         &url,
@@ -275,6 +326,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
                 "trigger.on-rollout-step-completed",
                 "- send: [rollout-step-completed]\n  when: rollout.status.phase ==\n",
             ),
+            ("service.webhook.flaky", &flaky),
         ],
     )
     .await;
@@ -295,6 +347,10 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
             (
                 "notifications.argoproj.io/subscribe.on-rollout-paused.pager",
                 "oncall",
+            ),
+            (
+                "notifications.argoproj.io/subscribe.on-rollout-paused.flaky",
+                "",
             ),
         ],
     )
@@ -318,6 +374,20 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
         ]
     );
     assert_eq!(inbox.slack_posts().len(), 2);
+    // The flaky webhook refused twice: retried with back-off until it took the notification,
+    // then never again.
+    wait_for("the flaky webhook to take the pause", TIMEOUT, || async {
+        let n = inbox.paths("/flaky").len();
+        if n >= 3 {
+            Ok(())
+        } else {
+            anyhow::bail!("{n} requests")
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(inbox.paths("/flaky").len(), 3);
 
     // Each problem is a Warning event: on the ConfigMap for the configuration, on the Rollout
     // for its subscription to a service that is not configured.
