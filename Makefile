@@ -61,5 +61,6 @@ bench-engine: ## Criterion benchmarks of the pure engine: plans per second for t
 
 SEEDS ?= 1000
 START ?= 0
-sim: ## Long deterministic simulation: SEEDS seeds of every scenario from START (release build)
-	$(CARGO) run --release -p sluice-sim -- --seeds $(SEEDS) --start $(START)
+JOBS ?=
+sim: ## Long deterministic simulation: SEEDS seeds of every scenario from START on every core (JOBS=n for fewer), progress and time left every 10 s (release build)
+	$(CARGO) run --release -q -p sluice-sim -- --seeds $(SEEDS) --start $(START) $(if $(JOBS),--jobs $(JOBS))
