@@ -441,3 +441,84 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
     .await
     .unwrap();
 }
+
+/// A campaigning replica for `ns` with short leader-election timings.
+async fn start_replica(
+    env: &TestEnv,
+    ns: &TestNamespace,
+    identity: &str,
+) -> sluice_controller::ControllerHandle {
+    sluice_controller::install_crypto_provider();
+    let mut args = controller_args(ns.name());
+    args.leader_elect = true;
+    args.leader_election_lease_name = Some("sluice-notify-lock".into());
+    args.leader_election_namespace = Some(ns.name().to_string());
+    args.leader_election_identity = Some(identity.into());
+    args.leader_election_lease_duration = Duration::from_secs(3);
+    args.leader_election_renew_deadline = Duration::from_secs(2);
+    args.leader_election_retry_period = Duration::from_millis(500);
+    sluice_controller::init_logging(&args);
+    sluice_controller::start(env.config().clone(), &args, Default::default())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_go_out_once_across_a_change_of_leader() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-leader").await.unwrap();
+    let (url, inbox) = local_server().await;
+    apply_config(&ns, &url, &[]).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let a = start_replica(&env, &ns, "notify-a").await;
+    let b = start_replica(&env, &ns, "notify-b").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(&api, "web", &[]).await;
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    wait_messages(&inbox, 3).await;
+
+    // The leader goes; the other replica takes over and sends what comes after, once.
+    let (leader, follower) = if a.is_leader() { (a, b) } else { (b, a) };
+    let first = leader.metrics();
+    leader.shutdown().await.unwrap();
+    tokio::time::timeout(TIMEOUT, follower.gate().wait_for(true))
+        .await
+        .expect("the other replica leads");
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_messages(&inbox, 5).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut got = inbox.webhook_messages();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "Rollout web has been completed.",
+            "Rollout web has been paused.",
+            "Rollout web has been updated.",
+            "Rollout web step number 1/2 has been completed.",
+            "Rollout web step number 2/2 has been completed.",
+        ]
+    );
+    assert_eq!(inbox.slack_posts().len(), 2);
+    // Each replica counted what it sent, under Argo's metric names and labels.
+    let sent = |text: &str, reason: &str| {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("notification_send_success{")
+                    && l.contains(&format!("reason=\"{reason}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    let (before, after) = (first.render(), follower.metrics().render());
+    assert_eq!(sent(&before, "RolloutUpdated"), 1, "{before}");
+    assert_eq!(sent(&before, "RolloutPaused"), 2, "{before}");
+    assert_eq!(sent(&after, "RolloutCompleted"), 2, "{after}");
+    assert_eq!(sent(&after, "RolloutPaused"), 0, "{after}");
+    follower.shutdown().await.unwrap();
+}
