@@ -92,8 +92,8 @@ pub struct ArgoFlags {
     pub nginx_ingress_classes: Vec<String>,
 
     /// Allows rollouts controller to pull notification config from the namespace that the
-    /// rollout resource is in. Sluice sends no notifications yet: a warning is logged when
-    /// true.
+    /// rollout resource is in. Sluice reads only the controller's namespace configuration: a
+    /// warning is logged when true.
     #[arg(
         long = "self-service-notification-enabled",
         action = clap::ArgAction::Set,
@@ -197,7 +197,7 @@ impl ArgoFlags {
         if self.self_service_notification_enabled {
             not_used(
                 "self-service-notification-enabled",
-                "Sluice sends no notifications yet",
+                "Sluice reads the notifications configuration of the controller's namespace only",
             );
         }
         if !self.enable_pprof_address.is_empty() {
