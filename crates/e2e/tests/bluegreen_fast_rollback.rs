@@ -3,7 +3,7 @@
 //! with no BlueGreenPause and no new pre- or post-promotion analysis, even where the update to
 //! it needed all three.
 
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
@@ -105,9 +105,31 @@ async fn fast_rollback(ns: &TestNamespace) {
         Some(AnalysisPhase::Successful),
         "the pause comes after the analysis"
     );
+    // Promoted as `kubectl argo rollouts promote` does (the pause conditions cleared). Argo's
+    // controller can miss that change (it writes the Rollout it last patched back into its
+    // cache over a newer one, and a promote repeated on a promoted status changes nothing):
+    // while the phase still reads Paused, the Rollout is touched so that a watch event brings
+    // it the current one. Stable once the post-promotion analysis has passed.
     promote(&api, "fr").await;
-    // Stable once the post-promotion analysis has passed.
-    let ro = wait_phase(&api, "fr", RolloutPhase::Healthy, TIMEOUT).await;
+    let touches = std::sync::atomic::AtomicU32::new(0);
+    let ro = wait_for("the promotion", TIMEOUT, || async {
+        let ro = api.get("fr").await?;
+        match observed_phase(&ro) {
+            Some(RolloutPhase::Healthy) => Ok(ro),
+            Some(RolloutPhase::Paused) => {
+                tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                promote(&api, "fr").await;
+                let n = touches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let touch = json!({"metadata": {"annotations": {"e2e-touch": n.to_string()}}});
+                api.patch("fr", &PatchParams::default(), &Patch::Merge(&touch))
+                    .await?;
+                anyhow::bail!("paused")
+            }
+            other => anyhow::bail!("{other:?}"),
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(ro.status.unwrap().stable_rs.as_deref(), Some(v2.as_str()));
     assert_eq!(service_hash(ns, "fr-active").await, Some(v2.clone()));
     let runs = post_promotion_runs(ns).await;

@@ -531,3 +531,51 @@ async fn under_argo(prefix: &str) -> (TestEnv, TestNamespace, ArgoController) {
         .expect("Argo Rollouts' controller");
     (env, ns, argo)
 }
+
+#[tokio::test]
+async fn going_back_to_the_stable_template_while_paused_emits_argos_events() {
+    let (_env, ns, _controller) = setup("events-undo").await;
+    undo_scenario(&ns).await;
+}
+
+#[tokio::test]
+async fn argo_going_back_to_the_stable_template_while_paused_emits_argos_events() {
+    let (_env, ns, _argo) = under_argo("events-undo-argo").await;
+    undo_scenario(&ns).await;
+}
+
+async fn undo_scenario(ns: &TestNamespace) {
+    let api = rollouts(ns);
+    ns.apply_yaml(&canary_rollout(
+        "undo",
+        1,
+        "example.invalid/undo:1",
+        json!([{"setWeight": 50}, {"pause": {}}]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    wait_phase(&api, "undo", RolloutPhase::Healthy, TIMEOUT).await;
+    set_image(&api, "undo", "example.invalid/undo:2").await;
+    wait_phase(&api, "undo", RolloutPhase::Paused, TIMEOUT).await;
+    let before = CANARY_FIRST_DEPLOY.len() + UPDATE_STARTS.len() + 2;
+    let paused = settled_events(ns, "undo", before).await;
+    assert_eq!(paused.len(), before, "{paused:#?}");
+
+    // Back to the stable template: the revision is recorded, the reset status says the steps
+    // are skipped and the pause is over, then the update's pod goes.
+    set_image(&api, "undo", "example.invalid/undo:1").await;
+    wait_phase(&api, "undo", RolloutPhase::Healthy, TIMEOUT).await;
+    let undo_reasons = [
+        "RolloutUpdated",
+        "SkipSteps",
+        "RolloutResumed",
+        "ScalingReplicaSet",
+    ];
+    let all = settled_events(ns, "undo", before + undo_reasons.len()).await;
+    let undo = &all[before..];
+    assert_eq!(type_and_reason(undo), normal(&undo_reasons), "{undo:#?}");
+    assert_eq!(undo[0].2, "Rollout updated to revision 3", "{undo:#?}");
+    assert_eq!(undo[1].2, "Rollback to stable ReplicaSets", "{undo:#?}");
+    assert!(undo[3].2.ends_with(" from 1 to 0"), "{undo:#?}");
+}

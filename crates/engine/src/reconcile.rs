@@ -168,31 +168,27 @@ struct Announcement {
 }
 
 /// Puts the announcement of a new update among the reconcile's events where Argo reports it.
-/// Argo creates a missing ReplicaSet before anything else (at 0 replicas), recording the
-/// revision: `RolloutUpdated`, `NewReplicaSetCreated`; then, in the same pass, routes a
-/// blue-green preview Service to it and writes the reset status: `RolloutNotCompleted`; it
-/// scales in later passes. For a ReplicaSet that exists (a rollback), the revision is
-/// recorded in the pass after the status: `SkipSteps`, `RolloutNotCompleted` (and
-/// `RolloutResumed` for a pause the reset lifted), then `RolloutUpdated`.
-/// `at` is where the strategy's events reach that point (after the creation and the preview
-/// Service, before any scaling).
-fn announce_update(events: &mut Vec<Event>, a: Announcement, at: usize) {
+/// Argo records the revision first (`RolloutUpdated`), after creating a missing ReplicaSet (at
+/// 0 replicas: `NewReplicaSetCreated` follows); then, in the same pass, routes a blue-green
+/// preview Service to the new ReplicaSet and writes the reset status: `SkipSteps` for a
+/// rollback that needs none, `RolloutNotCompleted`, `RolloutResumed` for a pause the reset
+/// lifted; it scales in later passes. `start` is where the strategy's events begin, `at`
+/// where they reach the end of that pass (after the creation and the preview Service, before
+/// any scaling).
+fn announce_update(events: &mut Vec<Event>, a: Announcement, start: usize, at: usize) {
     let mut at = at.min(events.len());
-    if a.created {
-        if let Some(updated) = a.updated {
-            let created_at = events[..at]
-                .iter()
-                .position(|e| e.reason == "NewReplicaSetCreated")
-                .unwrap_or(at);
-            events.insert(created_at, updated);
-            at += 1;
-        }
-        let announced = a.skip_steps.into_iter().chain(a.not_completed);
-        events.splice(at..at, announced.chain(a.resumed));
-    } else {
-        let announced = a.skip_steps.into_iter().chain(a.not_completed);
-        events.splice(at..at, announced.chain(a.resumed).chain(a.updated));
+    let start = start.min(at);
+    if let Some(updated) = a.updated {
+        let created_at = events[start..at]
+            .iter()
+            .position(|e| e.reason == "NewReplicaSetCreated")
+            .filter(|_| a.created)
+            .map_or(start, |i| start + i);
+        events.insert(created_at, updated);
+        at += 1;
     }
+    let announced = a.skip_steps.into_iter().chain(a.not_completed);
+    events.splice(at..at, announced.chain(a.resumed));
 }
 
 /// What the common part of a reconcile settled, for the strategy-specific part.
@@ -406,7 +402,7 @@ impl World<'_> {
         {
             announcement.resumed = Some(events.remove(announce_at + i));
         }
-        announce_update(&mut events, announcement, announce_at);
+        announce_update(&mut events, announcement, strategy_events, announce_at);
         plan.events.extend(events);
         plan.status = status_value;
         self.sync_pod_metadata(plan);

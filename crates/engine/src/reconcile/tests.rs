@@ -2245,14 +2245,14 @@ fn going_back_to_the_stable_template_mid_update_skips_the_steps_with_argos_event
     assert_eq!(w.phase(), RolloutPhase::Paused);
     w.set_image("app:v1");
     let events = settle_typed_events(&mut w);
-    // Argo: the reset status (steps skipped, the pause lifted; the stable pods are the
-    // current ones, so the update is not "not completed"), then the revision, then the pods.
+    // Argo: the revision, the reset status (steps skipped, the pause lifted; the stable pods
+    // are the current ones, so the update is not "not completed"), then the pods.
     assert_eq!(
         events,
         normal(&[
+            "RolloutUpdated",
             "SkipSteps",
             "RolloutResumed",
-            "RolloutUpdated",
             "ScalingReplicaSet",
             "ScalingReplicaSet",
         ])
