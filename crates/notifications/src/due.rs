@@ -85,6 +85,11 @@ pub fn due(
         });
         return out;
     };
+    let rollout = go_shape(subject.rollout);
+    let subject = Subject {
+        rollout: &rollout,
+        ..subject
+    };
     let base_vars = json!({
         "rollout": subject.rollout,
         "analysisRuns": subject.analysis_runs,
@@ -155,8 +160,9 @@ pub fn render(
     subject: Subject<'_>,
     dest: &Destination,
 ) -> Result<Json, Problem> {
+    let rollout = go_shape(subject.rollout);
     let vars = json!({
-        "rollout": subject.rollout,
+        "rollout": rollout,
         "analysisRuns": subject.analysis_runs,
         "secrets": cfg.secrets,
         "recipient": dest.recipient,
@@ -175,6 +181,39 @@ pub fn render(
         merge(&mut content, rendered);
     }
     Ok(content)
+}
+
+/// The Rollout as Go's JSON encoding gives it to the engine: `metadata`, `spec`,
+/// `spec.strategy`, `spec.template` and `status` are structs there, present even when empty,
+/// so that a template reading `.rollout.status.currentStepIndex` of a Rollout without a status
+/// renders `<no value>` instead of failing.
+pub fn go_shape(rollout: &Json) -> Json {
+    let mut ro = rollout.clone();
+    if let Some(obj) = ro.as_object_mut() {
+        for key in ["metadata", "spec", "status"] {
+            let slot = obj.entry(key).or_insert_with(|| json!({}));
+            if slot.is_null() {
+                *slot = json!({});
+            }
+        }
+        if let Some(spec) = obj.get_mut("spec").and_then(Json::as_object_mut) {
+            for key in ["strategy", "template", "selector"] {
+                let slot = spec.entry(key).or_insert_with(|| json!({}));
+                if slot.is_null() {
+                    *slot = json!({});
+                }
+            }
+            if let Some(template) = spec.get_mut("template").and_then(Json::as_object_mut) {
+                for key in ["metadata", "spec"] {
+                    let slot = template.entry(key).or_insert_with(|| json!({}));
+                    if slot.is_null() {
+                        *slot = json!({});
+                    }
+                }
+            }
+        }
+    }
+    ro
 }
 
 fn merge(into: &mut Json, from: Json) {

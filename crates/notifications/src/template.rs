@@ -17,7 +17,11 @@
 //! other function name fails the template when it is parsed, with the function's name (Go
 //! does the same for an unknown function), and only that template is left out.
 //!
-//! Known differences: ranging over a map visits keys in an unspecified order (Go sorts them);
+//! Known differences: a field of a missing value (`.a.b` where `.a` is missing) and a `range`
+//! over a missing value are errors (Go renders `<no value>` and nothing); the Rollout is given
+//! Go's shape first (`status`, `spec.strategy`, `spec.template.spec` present even when empty),
+//! so the catalog's templates render for a Rollout without a status. Ranging over a map visits
+//! keys in an unspecified order (Go sorts them);
 //! Go methods on values (`.Format` on a time) are not available; `printf` follows gtmpl's
 //! implementation of Go's verbs.
 
@@ -42,6 +46,21 @@ impl CompiledTemplate {
         }
         check(&tree, "")?;
         Ok(CompiledTemplate { tree })
+    }
+
+    /// The first line of the template's message (100 characters at most), or of its JSON when
+    /// it has no message, as Argo's `template get` previews it.
+    pub fn preview(&self) -> String {
+        let text = match self.tree.get("message").and_then(Json::as_str) {
+            Some(m) if !m.is_empty() => m.to_owned(),
+            _ => self.tree.to_string(),
+        };
+        let first = text.split('\n').next().unwrap_or_default();
+        if first.chars().count() > 100 {
+            format!("{}...", first.chars().take(99).collect::<String>())
+        } else {
+            first.to_owned()
+        }
     }
 
     /// Renders every string of the template with `vars`.

@@ -204,3 +204,27 @@ fn templates_merge_in_order_and_see_recipient_and_secrets() {
         json!({"message": "first", "webhook": {"hook": {"method": "POST", "body": "r|webhook|6"}}})
     );
 }
+
+#[test]
+fn a_rollout_without_status_renders_as_go_encodes_it() {
+    let cfg = catalog_with_services(&[]);
+    // A Rollout's first reconcile: no status yet.
+    let ro = json!({"metadata": {"name": "fresh"}, "spec": {"replicas": 2,
+        "strategy": {"canary": {"steps": [{"setWeight": 50}]}},
+        "template": {"spec": {"containers": [{"name": "app", "image": "app:v1"}]}}}});
+    let dest = Destination {
+        service: "hook".into(),
+        recipient: String::new(),
+    };
+    for template in [
+        "scaling-replicaset",
+        "rollout-step-completed",
+        "rollout-updated",
+    ] {
+        let out = render(&cfg, &[template.into()], subject(&ro), &dest)
+            .unwrap_or_else(|p| panic!("{template}: {p}"));
+        assert!(out["message"].as_str().unwrap().contains("fresh"), "{out}");
+    }
+    let out = render(&cfg, &["scaling-replicaset".into()], subject(&ro), &dest).unwrap();
+    assert_eq!(out["message"], "Scaling Rollout fresh's replicaset to 2.");
+}
