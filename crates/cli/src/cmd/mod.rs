@@ -6,6 +6,7 @@ mod get;
 mod get_experiment;
 mod lint;
 mod list;
+mod notifications;
 mod pause;
 mod promote;
 mod restart;
@@ -33,6 +34,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Version => emit(&format!("kubectl-sluice {}\n", env!("CARGO_PKG_VERSION"))),
         Command::Lint(args) => lint::run(&args),
+        Command::Notifications(args) => notifications::run(&cli.global, &args).await,
         Command::Get {
             what: GetCommand::Rollout(args),
         } => get::run(&connect().await?, &args).await,
