@@ -1,7 +1,8 @@
 //! Notifications on the real control plane: Argo's default catalog, a local webhook and a local
 //! Slack-API stub. A canary with a pause and a completion sends exactly the catalog's
 //! notifications for those events, once each, with the controller killed while paused and
-//! started again; a Slack thread started before the restart is continued after it. A
+//! started again, and across a change of leader; a Slack thread started before the restart is
+//! continued after it; a failed analysis notifies its failure and the abort. A
 //! malformed ConfigMap is reported (events on the ConfigMap and the Rollout) and every valid
 //! notification still goes out.
 
@@ -68,6 +69,13 @@ async fn receive(
     body: Bytes,
 ) -> (axum::http::StatusCode, String) {
     let body = String::from_utf8_lossy(&body).into_owned();
+    if uri.path() == "/metric" {
+        // An analysis metric that is always bad.
+        return (
+            axum::http::StatusCode::OK,
+            json!({"status": "bad"}).to_string(),
+        );
+    }
     if uri.path().starts_with("/flaky") {
         let mut refused = inbox.refused.lock().unwrap();
         inbox
@@ -521,4 +529,74 @@ async fn notifications_go_out_once_across_a_change_of_leader() {
     assert_eq!(sent(&after, "RolloutCompleted"), 2, "{after}");
     assert_eq!(sent(&after, "RolloutPaused"), 0, "{after}");
     follower.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_analysis_notifies_the_failure_and_the_abort_once_each() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-analysis")
+        .await
+        .unwrap();
+    let (url, inbox) = local_server().await;
+    apply_config(&ns, &url, &[]).await;
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisTemplate",
+            "metadata": {"name": "health"},
+            "spec": {"metrics": [{
+                "name": "web", "interval": "1s", "count": 1,
+                "successCondition": "result.status == 'ok'",
+                "failureCondition": "result.status == 'bad'",
+                "provider": {"web": {"url": format!("{url}/metric")}}
+            }]}
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout(
+        "web",
+        2,
+        "app:v1",
+        json!([{"setWeight": 50}, {"analysis": {"templates": [{"templateName": "health"}]}}]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    let _controller = start_controller(&env, &ns);
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    let mut annotations = serde_json::Map::new();
+    for trigger in [
+        "on-rollout-updated",
+        "on-analysis-run-failed",
+        "on-rollout-aborted",
+    ] {
+        annotations.insert(
+            format!("notifications.argoproj.io/subscribe.{trigger}.hook"),
+            json!(""),
+        );
+    }
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .unwrap();
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Degraded, TIMEOUT).await;
+    wait_messages(&inbox, 3).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut got = inbox.webhook_messages();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "Rollout web has been aborted.",
+            "Rollout web has been updated.",
+            "Rollout web's analysis run failed.",
+        ]
+    );
 }
