@@ -230,9 +230,25 @@ struct State {
     injected: Mutex<BTreeMap<String, u64>>,
     forwarded: Mutex<u64>,
     rules: Mutex<Vec<Rule>>,
+    writes: Mutex<Writes>,
+}
+
+/// The writes counted (Events aside), and where the proxy cuts them off.
+#[derive(Debug, Default)]
+struct Writes {
+    /// Let past the cut (a random fault may still refuse one).
+    admitted: u64,
+    /// Answered by the API server.
+    answered: u64,
+    /// No write after this many is let through.
+    cut_after: Option<u64>,
 }
 
 impl State {
+    fn lock_writes(&self) -> std::sync::MutexGuard<'_, Writes> {
+        self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn pick(&self, method: &Method, watch: bool) -> Option<Fault> {
         self.picker
             .lock()
@@ -279,6 +295,7 @@ impl FaultProxy {
             injected: Mutex::new(BTreeMap::new()),
             forwarded: Mutex::new(0),
             rules: Mutex::new(Vec::new()),
+            writes: Mutex::new(Writes::default()),
         });
         let app = axum::Router::new().fallback({
             let state = state.clone();
@@ -318,6 +335,19 @@ impl FaultProxy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Lets the first `n` writes through (creates, updates, patches and deletes; Events
+    /// aside, as they change nothing a controller reads) and holds every later write for ever:
+    /// what reaches the API server is what a controller killed right after its `n`-th write
+    /// had written.
+    pub fn cut_after_writes(&self, n: u64) {
+        self.state.lock_writes().cut_after = Some(n);
+    }
+
+    /// Writes (Events aside) the API server has answered so far, whatever the answer.
+    pub fn writes(&self) -> u64 {
+        self.state.lock_writes().answered
     }
 
     /// Requests seen so far.
@@ -411,6 +441,22 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
             Action::Hang => futures::future::pending::<()>().await,
         }
     }
+    let path = request.uri().path();
+    let counted =
+        is_write(request.method()) && !path.ends_with("/events") && !path.contains("/events/");
+    if counted {
+        // Checked and counted at once: of two concurrent writes, only one may be the last.
+        let cut = {
+            let mut writes = state.lock_writes();
+            let cut = writes.cut_after.is_some_and(|n| writes.admitted >= n);
+            writes.admitted += u64::from(!cut);
+            cut
+        };
+        if cut {
+            state.count("cut");
+            futures::future::pending::<()>().await;
+        }
+    }
     let fault = state.pick(request.method(), watch);
     if let Some(f) = &fault {
         state.record(f);
@@ -433,7 +479,11 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
         .unwrap_or_else(|_| unreachable!("parts of a valid request"));
     *upstream.headers_mut() = forwardable(&parts.headers);
 
-    let response = match state.upstream.send(upstream).await {
+    let sent = state.upstream.send(upstream).await;
+    if counted {
+        state.lock_writes().answered += 1;
+    }
+    let response = match sent {
         Ok(response) => response,
         Err(kube::Error::Api(status)) => return status_response(status.code),
         Err(_) => return status_response(503),
