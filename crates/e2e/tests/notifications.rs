@@ -29,6 +29,8 @@ struct Inbox {
     received: Arc<Mutex<Vec<(String, String)>>>,
     /// Requests to `/flaky` answered 500 so far (the first two are).
     refused: Arc<Mutex<usize>>,
+    /// While true, requests to `/down` are answered 500 (and counted, not recorded).
+    down: Arc<Mutex<(bool, usize)>>,
 }
 
 impl Inbox {
@@ -75,6 +77,13 @@ async fn receive(
             axum::http::StatusCode::OK,
             json!({"status": "bad"}).to_string(),
         );
+    }
+    if uri.path().starts_with("/down") {
+        let mut down = inbox.down.lock().unwrap();
+        if down.0 {
+            down.1 += 1;
+            return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down".into());
+        }
     }
     if uri.path().starts_with("/flaky") {
         let mut refused = inbox.refused.lock().unwrap();
@@ -599,4 +608,94 @@ async fn a_failed_analysis_notifies_the_failure_and_the_abort_once_each() {
             "Rollout web's analysis run failed.",
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_still_failing_at_a_change_of_leader_is_sent_by_the_next_leader() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-handover")
+        .await
+        .unwrap();
+    let (url, inbox) = local_server().await;
+    inbox.down.lock().unwrap().0 = true;
+    let down = format!("url: {url}/down\n");
+    apply_config(&ns, &url, &[("service.webhook.down", &down)]).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let a = start_replica(&env, &ns, "handover-a").await;
+    let b = start_replica(&env, &ns, "handover-b").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(
+        &api,
+        "web",
+        &[(
+            "notifications.argoproj.io/subscribe.on-rollout-paused.down",
+            "",
+        )],
+    )
+    .await;
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    // The leader keeps failing to reach the webhook; the notification is pending on the Rollout.
+    wait_for("the leader to have tried twice", TIMEOUT, || async {
+        let tries = inbox.down.lock().unwrap().1;
+        if tries >= 2 {
+            Ok(())
+        } else {
+            anyhow::bail!("{tries} tries")
+        }
+    })
+    .await
+    .unwrap();
+    let ro = api.get("web").await.unwrap();
+    let pending =
+        ro.metadata.annotations.as_ref().unwrap()["rollouts.sluice.dev/notifications-pending"]
+            .clone();
+    assert!(
+        pending.contains("on-rollout-paused") && pending.contains(":down:"),
+        "{pending}"
+    );
+
+    let (leader, follower) = if a.is_leader() { (a, b) } else { (b, a) };
+    leader.shutdown().await.unwrap();
+    inbox.down.lock().unwrap().0 = false;
+    tokio::time::timeout(TIMEOUT, follower.gate().wait_for(true))
+        .await
+        .expect("the other replica leads");
+    wait_for(
+        "the next leader to send the pending notification",
+        TIMEOUT,
+        || async {
+            let got = inbox.paths("/down");
+            if got.len() == 1 {
+                Ok(())
+            } else {
+                anyhow::bail!("{got:?}")
+            }
+        },
+    )
+    .await
+    .unwrap();
+    wait_for("the pending record to be cleared", TIMEOUT, || async {
+        let ro = api.get("web").await?;
+        let annotations = ro.metadata.annotations.unwrap_or_default();
+        if annotations.contains_key("rollouts.sluice.dev/notifications-pending") {
+            anyhow::bail!("{annotations:?}")
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(inbox.paths("/down").len(), 1);
+    // The other notifications went out once each.
+    assert_eq!(
+        inbox.webhook_messages().len(),
+        3,
+        "{:#?}",
+        inbox.webhook_messages()
+    );
+    follower.shutdown().await.unwrap();
 }

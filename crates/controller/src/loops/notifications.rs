@@ -19,6 +19,12 @@
 //!   counted in `notification_send_error`; a success in `notification_send_success`. A
 //!   recording that fails is retried without sending again.
 //! - Slack threads (`groupingKey`) are recorded on the Rollout with the `notified` record.
+//! - What is due is first written to the Rollout (`rollouts.sluice.dev/notifications-pending`:
+//!   key, event reason and occurrence, never content), and taken off with the `notified`
+//!   record. A leader that finds pending entries it has not queued (the previous leader died or
+//!   stepped down before sending) decides them again from the Rollout as it is now and sends
+//!   what is still due: a notification queued at a change of leader or a crash goes out after
+//!   it, rendered from the Rollout of that moment.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +55,11 @@ use crate::serve::metrics::Metrics;
 
 /// The reason of the Warning events about an unusable notifications configuration.
 pub const CONFIG_INVALID: &str = "NotificationConfigInvalid";
+/// Notifications due and not yet recorded as sent, on the Rollout: a JSON object from key to
+/// `{"reason", "type", "occurrence"}`.
+pub const PENDING: &str = "rollouts.sluice.dev/notifications-pending";
+/// How often a leader looks for pending notifications it has not queued.
+const RECOVER_EVERY: Duration = Duration::from_secs(15);
 /// Most attempts at one send.
 const MAX_ATTEMPTS: u32 = 10;
 const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -209,6 +220,8 @@ impl Loop {
         let mut leading = self.gate.watch();
         // A gate without leader election never changes (its sender is gone).
         let mut gate_changes = true;
+        let mut recovery = tokio::time::interval(RECOVER_EVERY);
+        recovery.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let wait = self.next_ready_in();
             tokio::select! {
@@ -247,9 +260,13 @@ impl Loop {
                         self.queue.clear();
                         self.queued.clear();
                     }
+                    self.recover().await;
                 }
                 () = tokio::time::sleep(wait) => {
                     self.work().await;
+                }
+                _ = recovery.tick() => {
+                    self.recover().await;
                 }
             }
         }
@@ -337,6 +354,31 @@ impl Loop {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         };
+        let fresh: Vec<&Notification> = due
+            .notifications
+            .iter()
+            .filter(|n| !self.queued.contains(&n.key))
+            .collect();
+        if !fresh.is_empty() {
+            let entry = json!({"reason": fired.reason, "type": type_, "occurrence": occurrence});
+            let keys: Vec<String> = fresh.iter().map(|n| n.key.clone()).collect();
+            let api: Api<Rollout> = Api::namespaced(
+                self.client.clone(),
+                &fired.rollout.namespace().unwrap_or_default(),
+            );
+            let written = update_annotations(&api, &fired.rollout.name_any(), |ro| {
+                let mut pending = pending_of(ro);
+                for k in &keys {
+                    pending.insert(k.clone(), entry.clone());
+                }
+                Some(vec![(PENDING.to_owned(), pending_value(&pending))])
+            })
+            .await;
+            if let Err(e) = written {
+                // Sent all the same; only a crash before the send would lose it.
+                debug!(error = %e, "recording pending notifications");
+            }
+        }
         for notification in due.notifications {
             if !self.queued.insert(notification.key.clone()) {
                 continue;
@@ -439,6 +481,7 @@ impl Loop {
                 }
             };
             if NotifiedState::of(ro.annotations()).contains(&key) {
+                self.forget_pending(&api, job).await;
                 return true;
             }
             let sender = match &self.sender {
@@ -474,6 +517,7 @@ impl Loop {
                     job.attempts += 1;
                     if job.attempts >= MAX_ATTEMPTS {
                         warn!(rollout = %job.name, namespace = %job.namespace, trigger = %job.notification.trigger, service = %dest.service, attempts = job.attempts, "notification failed, giving up: {e}");
+                        self.forget_pending(&api, job).await;
                         return true;
                     }
                     warn!(rollout = %job.name, namespace = %job.namespace, trigger = %job.notification.trigger, service = %dest.service, attempt = job.attempts, "notification failed, will retry: {e}");
@@ -506,6 +550,10 @@ impl Loop {
             state.record(&job.notification.key, Timestamp::now().as_second());
             let mut annotations = serde_json::Map::new();
             annotations.insert(NOTIFIED.into(), json!(state.to_annotation()));
+            let mut pending = pending_of(&ro);
+            if pending.remove(&job.notification.key).is_some() {
+                annotations.insert(PENDING.into(), json!(pending_value(&pending)));
+            }
             if let Some((id, group, ts)) = &thread {
                 let mut threads = slack_threads(ro.annotations());
                 threads
@@ -537,6 +585,108 @@ impl Loop {
         job.attempts += 1;
         self.retry_later(job);
         false
+    }
+
+    /// Takes a notification off the Rollout's pending record (best effort).
+    async fn forget_pending(&self, api: &Api<Rollout>, job: &Job) {
+        let key = job.notification.key.clone();
+        let result = update_annotations(api, &job.name, |ro| {
+            let mut pending = pending_of(ro);
+            pending.remove(&key)?;
+            Some(vec![(PENDING.to_owned(), pending_value(&pending))])
+        })
+        .await;
+        if let Err(e) = result {
+            debug!(error = %e, "updating pending notifications");
+        }
+    }
+
+    /// Queues the pending notifications of every cached Rollout that this process has not
+    /// queued (left by a leader before it, or by this process before a restart), decided again
+    /// from the Rollout as it is now; entries no longer due are taken off.
+    async fn recover(&mut self) {
+        if !self.gate.is_open() || self.synced != (true, true) {
+            return;
+        }
+        for ro in self.rollouts.state() {
+            let pending = pending_of(&ro);
+            let stale: Vec<&String> = pending
+                .keys()
+                .filter(|k| !self.queued.contains(*k))
+                .collect();
+            if stale.is_empty() {
+                continue;
+            }
+            let Ok(rollout) = serde_json::to_value(&*ro) else {
+                continue;
+            };
+            let notified = NotifiedState::of(ro.annotations());
+            let mut found = BTreeSet::new();
+            for key in &stale {
+                let entry = &pending[*key];
+                let text = |k: &str| {
+                    entry
+                        .get(k)
+                        .and_then(Json::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let (reason, occurrence) = (text("reason"), text("occurrence"));
+                let type_ = if text("type") == "Warning" {
+                    "Warning"
+                } else {
+                    "Normal"
+                };
+                let subject = Subject {
+                    rollout: &rollout,
+                    analysis_runs: &Json::Null,
+                };
+                let due = sluice_notifications::due(
+                    &self.config,
+                    subject,
+                    &reason,
+                    &occurrence,
+                    &notified,
+                );
+                for notification in due.notifications {
+                    if notification.key != **key || !self.queued.insert(notification.key.clone()) {
+                        continue;
+                    }
+                    found.insert(notification.key.clone());
+                    info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), trigger = %notification.trigger, "pending notification taken over");
+                    self.queue.push_back(Job {
+                        namespace: ro.namespace().unwrap_or_default(),
+                        name: ro.name_any(),
+                        type_,
+                        reason: reason.clone(),
+                        notification,
+                        attempts: 0,
+                        not_before: Instant::now(),
+                        sent: None,
+                    });
+                }
+            }
+            let gone: Vec<String> = stale
+                .into_iter()
+                .filter(|k| !found.contains(*k))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let api: Api<Rollout> =
+                    Api::namespaced(self.client.clone(), &ro.namespace().unwrap_or_default());
+                let result = update_annotations(&api, &ro.name_any(), |ro| {
+                    let mut pending = pending_of(ro);
+                    let before = pending.len();
+                    pending.retain(|k, _| !gone.contains(k));
+                    (pending.len() != before)
+                        .then(|| vec![(PENDING.to_owned(), pending_value(&pending))])
+                })
+                .await;
+                if let Err(e) = result {
+                    debug!(error = %e, "updating pending notifications");
+                }
+            }
+        }
     }
 
     fn retry_later(&self, job: &mut Job) {
@@ -592,4 +742,51 @@ fn decode(secret: &Secret) -> BTreeMap<String, String> {
         .flatten()
         .map(|(k, ByteString(v))| (k.clone(), String::from_utf8_lossy(v).into_owned()))
         .collect()
+}
+
+/// The Rollout's pending notifications.
+fn pending_of(ro: &Rollout) -> serde_json::Map<String, Json> {
+    ro.annotations()
+        .get(PENDING)
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default()
+}
+
+/// The pending annotation's value (`null` removes it).
+fn pending_value(pending: &serde_json::Map<String, Json>) -> Option<String> {
+    (!pending.is_empty()).then(|| Json::Object(pending.clone()).to_string())
+}
+
+/// Sets annotations of a Rollout (a `None` value removes one) from its current state, with a
+/// patch conditional on its resourceVersion, read again on a conflict. `change` returning
+/// `None` writes nothing.
+async fn update_annotations(
+    api: &Api<Rollout>,
+    name: &str,
+    mut change: impl FnMut(&Rollout) -> Option<Vec<(String, Option<String>)>>,
+) -> Result<(), kube::Error> {
+    let mut last = None;
+    for _ in 0..5 {
+        let Some(ro) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let Some(values) = change(&ro) else {
+            return Ok(());
+        };
+        let annotations: serde_json::Map<String, Json> =
+            values.into_iter().map(|(k, v)| (k, json!(v))).collect();
+        let patch = json!({"metadata": {
+            "resourceVersion": ro.resource_version(),
+            "annotations": annotations,
+        }});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.is_conflict() => last = Some(kube::Error::Api(s)),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("a conflict"))
 }
