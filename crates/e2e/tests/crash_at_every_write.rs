@@ -1,6 +1,8 @@
 //! The controller killed right after each of its writes, on the real control plane: for a
 //! canary routed by an Istio VirtualService, a blue-green update, and a canary with an
-//! experiment step. A first run of each update counts the controller's writes (through the
+//! experiment step, and from Argo Rollouts 1.9.1's own objects (`testdata/argo-objects`) of a
+//! canary paused at its first step (promoted in full) and of a blue-green update paused with
+//! its preview up (promoted). A first run of each update counts the controller's writes (through the
 //! fault proxy, Events aside); then for every k, in a namespace of its own, an update is
 //! started under a controller whose k-th write is its last (the proxy holds every later one,
 //! so what reaches the API server is what a process killed right after that write had
@@ -49,9 +51,13 @@ enum Case {
     BlueGreen,
     /// Canary with an experiment step (the canary template, 2 s), then setWeight 50.
     Experiment,
+    /// Argo Rollouts 1.9.1's objects of a canary paused at its first step
+    /// (`testdata/argo-objects`), promoted in full.
+    ArgoCanaryPaused,
+    /// Argo Rollouts 1.9.1's objects of a blue-green update paused with its preview up,
+    /// promoted.
+    ArgoBlueGreenPaused,
 }
-
-const NAME: &str = "app";
 
 impl Case {
     fn label(self) -> &'static str {
@@ -59,17 +65,79 @@ impl Case {
             Case::Routed => "routed",
             Case::BlueGreen => "bluegreen",
             Case::Experiment => "experiment",
+            Case::ArgoCanaryPaused => "argo-canary",
+            Case::ArgoBlueGreenPaused => "argo-bluegreen",
+        }
+    }
+
+    /// The captured moment a case starts from, if it is one of Argo's.
+    fn moment(self) -> Option<&'static str> {
+        match self {
+            Case::ArgoCanaryPaused => Some("canary-paused-step-1"),
+            Case::ArgoBlueGreenPaused => Some("bluegreen-preview-paused"),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Case::ArgoCanaryPaused => "cn",
+            Case::ArgoBlueGreenPaused => "bg",
+            _ => "app",
+        }
+    }
+
+    fn replicas(self) -> i32 {
+        match self {
+            Case::ArgoCanaryPaused => 4,
+            Case::ArgoBlueGreenPaused => 3,
+            _ => REPLICAS,
+        }
+    }
+
+    /// The image the update goes to.
+    fn new_image(self) -> &'static str {
+        match self {
+            Case::ArgoCanaryPaused | Case::ArgoBlueGreenPaused => "nginx:1.20-alpine",
+            _ => "app:v2",
+        }
+    }
+
+    /// The blue-green active Service, if any.
+    fn active_service(self) -> Option<String> {
+        match self {
+            Case::BlueGreen | Case::ArgoBlueGreenPaused => Some(format!("{}-active", self.name())),
+            _ => None,
+        }
+    }
+
+    /// What a user does to start (or, from Argo's objects, to finish) the update.
+    async fn act(self, ns: &TestNamespace) {
+        let api = rollouts(ns);
+        match self {
+            Case::ArgoCanaryPaused => promote_full(&api, self.name()).await,
+            Case::ArgoBlueGreenPaused => promote(&api, self.name()).await,
+            _ => set_image(&api, self.name(), self.new_image()).await,
         }
     }
 
     /// The Rollout and what it needs, at image v1.
     async fn create(self, ns: &TestNamespace) {
+        const NAME: &str = "app";
         let service = |name: &str| {
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
                    "spec": {"selector": {"app": NAME}, "ports": [{"port": 80}]}})
             .to_string()
         };
         match self {
+            Case::ArgoCanaryPaused | Case::ArgoBlueGreenPaused => {
+                let moment = self.moment().unwrap_or_default();
+                argo_objects::read(moment)
+                    .expect("captured objects")
+                    .load(ns)
+                    .await
+                    .expect("loading the captured objects");
+            }
             Case::Routed => {
                 for svc in ["canary", "stable"] {
                     ns.apply_yaml(&service(svc)).await.expect("service");
@@ -203,7 +271,7 @@ async fn check_once(client: &Client, ns: &str, case: Case) -> anyhow::Result<Opt
         .await?
         .items;
     let ro = Api::<sluice_api::Rollout>::namespaced(client.clone(), ns)
-        .get(NAME)
+        .get(case.name())
         .await?;
     let (svcs_after, vs_after) = versions().await?;
     let rv = |s: &[Service]| -> Vec<Option<String>> {
@@ -300,7 +368,7 @@ async fn check_once(client: &Client, ns: &str, case: Case) -> anyhow::Result<Opt
             if weight <= 0 {
                 continue;
             }
-            let need = (weight * i64::from(REPLICAS) + 99) / 100;
+            let need = (weight * i64::from(case.replicas()) + 99) / 100;
             match selected(svc) {
                 None => broken.push(format!(
                     "the VirtualService sends {weight} to Service {svc}, which selects no hash"
@@ -316,11 +384,11 @@ async fn check_once(client: &Client, ns: &str, case: Case) -> anyhow::Result<Opt
             }
         }
     }
-    if case == Case::BlueGreen
-        && let Some(hash) = selected(&format!("{NAME}-active"))
+    if let Some(active) = case.active_service()
+        && let Some(hash) = selected(&active)
     {
         let up = ready(&hash);
-        if up < i64::from(REPLICAS) {
+        if up < i64::from(case.replicas()) {
             broken.push(format!(
                 "the active Service selects {hash} with {up} ready pods"
             ));
@@ -341,8 +409,8 @@ fn image_of(rs: &ReplicaSet) -> String {
 }
 
 /// Whether the update to v2 is complete: Healthy, the new ReplicaSet stable, all its pods up.
-async fn completed(ns: &TestNamespace) -> anyhow::Result<()> {
-    let ro = rollouts(ns).get(NAME).await?;
+async fn completed(ns: &TestNamespace, case: Case) -> anyhow::Result<()> {
+    let ro = rollouts(ns).get(case.name()).await?;
     let status = ro.status.clone().unwrap_or_default();
     anyhow::ensure!(
         observed_phase(&ro) == Some(RolloutPhase::Healthy),
@@ -363,23 +431,29 @@ async fn completed(ns: &TestNamespace) -> anyhow::Result<()> {
         .into_iter()
         .find(|rs| rs.pod_hash().is_some() && rs.pod_hash() == status.current_pod_hash.as_deref());
     let up = new.as_ref().map(|rs| rs.available_replicas());
-    anyhow::ensure!(up == Some(REPLICAS), "new ReplicaSet available: {up:?}");
     anyhow::ensure!(
-        new.is_some_and(|rs| image_of(&rs) == "app:v2"),
+        up == Some(case.replicas()),
+        "new ReplicaSet available: {up:?}"
+    );
+    anyhow::ensure!(
+        new.is_some_and(|rs| image_of(&rs) == case.new_image()),
         "the new ReplicaSet is not v2's"
     );
     Ok(())
 }
 
-/// Puts v1 out and waits for it, with a controller that is gone again afterwards.
-async fn deploy_v1(env: &TestEnv, ns: &TestNamespace, case: Case) {
+/// Puts v1 out and waits for it, with a controller that is gone again afterwards (or loads
+/// Argo's objects), then adds a user's annotation to the Rollout.
+async fn prepare(env: &TestEnv, ns: &TestNamespace, case: Case) {
     case.create(ns).await;
-    let controller = start_controller(env, ns);
-    wait_phase(&rollouts(ns), NAME, RolloutPhase::Healthy, TIMEOUT).await;
-    controller.stop().await;
+    if case.moment().is_none() {
+        let controller = start_controller(env, ns);
+        wait_phase(&rollouts(ns), case.name(), RolloutPhase::Healthy, TIMEOUT).await;
+        controller.stop().await;
+    }
     rollouts(ns)
         .patch(
-            NAME,
+            case.name(),
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"annotations": {KEEP: "yes"}}})),
         )
@@ -407,7 +481,7 @@ async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
     let ns = TestNamespace::create(env, &prefix)
         .await
         .expect("namespace");
-    deploy_v1(env, &ns, case).await;
+    prepare(env, &ns, case).await;
     let checker = Checker::start(env.client(), ns.name().to_string(), case);
 
     let proxy = FaultProxy::start(env.config().clone(), Faults::none())
@@ -418,14 +492,14 @@ async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
     }
     let client = Client::try_from(proxy.client_config()).expect("proxy client");
     let first = start_controller_with(client, ns.name());
-    set_image(&rollouts(&ns), NAME, "app:v2").await;
+    case.act(&ns).await;
     let ns_ref = &ns;
     let proxy_ref = &proxy;
     let first_ended = wait_for("the cut or the end of the update", TIMEOUT, || async move {
         if cut.is_some_and(|k| proxy_ref.writes() >= k) {
             return Ok(());
         }
-        completed(ns_ref).await
+        completed(ns_ref, case).await
     })
     .await;
     if let Err(e) = first_ended {
@@ -441,7 +515,7 @@ async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
     drop(proxy);
 
     let second = start_controller(env, &ns);
-    let done = wait_for("the update to complete", TIMEOUT, || completed(&ns)).await;
+    let done = wait_for("the update to complete", TIMEOUT, || completed(&ns, case)).await;
     let dump = match done {
         Ok(()) => String::new(),
         Err(e) => format!("{prefix}: {e:#}\n{}", ns.dump().await),
@@ -526,4 +600,14 @@ async fn blue_green_survives_a_crash_at_every_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn experiment_step_survives_a_crash_at_every_write() {
     crash_at_every_write(Case::Experiment).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argos_paused_canary_survives_a_crash_at_every_write() {
+    crash_at_every_write(Case::ArgoCanaryPaused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argos_paused_blue_green_survives_a_crash_at_every_write() {
+    crash_at_every_write(Case::ArgoBlueGreenPaused).await;
 }
