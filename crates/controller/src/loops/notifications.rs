@@ -500,10 +500,9 @@ impl Loop {
             let threads = slack_threads(ro.annotations());
             let started = Instant::now();
             let result = sender.send(&self.config, &job.notification, &threads).await;
-            debug!(
-                took_ms = started.elapsed().as_millis() as u64,
-                "notification send"
-            );
+            if let Some(m) = &self.metrics {
+                m.observe_notification_send(&job.namespace, &job.name, started.elapsed());
+            }
             let dest = &job.notification.destination;
             match result {
                 Ok(sent) => {

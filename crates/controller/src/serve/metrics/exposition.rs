@@ -239,6 +239,18 @@ impl Collector for Exposition {
                         .encode_counter::<Labels, _, f64>(count, None)?;
                 }
             }
+            let mut family = encoder.encode_descriptor(
+                "notification_send",
+                "Notification send performance.",
+                None,
+                MetricType::Histogram,
+            )?;
+            for ((ns, name), series) in per_rollout.iter() {
+                if let Some(histogram) = &series.notification_send {
+                    let labels = rollout_labels(ns, name);
+                    histogram.encode(family.encode_family(&labels)?)?;
+                }
+            }
             // Argo's names have no `_total` suffix: exposed untyped, as `rollout_reconcile_error`.
             for (metric, help, sent) in [
                 (

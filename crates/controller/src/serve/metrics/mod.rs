@@ -9,6 +9,7 @@
 //! | `rollout_reconcile_error` | namespace, name |
 //! | `rollout_events_total` | namespace, name, type, reason |
 //! | `notification_send_success`, `notification_send_error` (untyped, Argo's names have no `_total`) | namespace, name, type, reason |
+//! | `notification_send` (histogram, seconds) | namespace, name |
 //! | `analysis_run_info`, `analysis_run_phase`, `analysis_run_metric_type`, `analysis_run_metric_phase` (gauges) | namespace, name, phase / metric, type, dry_run |
 //! | `analysis_run_reconcile` (histogram, seconds), `analysis_run_reconcile_error` | namespace, name |
 //! | `analysis_template_info` (gauge, 1; ClusterAnalysisTemplates with an empty namespace) | namespace, name |
@@ -92,6 +93,8 @@ struct RolloutSeries {
     events: BTreeMap<(String, String), u64>,
     /// Notifications sent (true) and failed (false): (type, reason, sent) -> count.
     notifications: BTreeMap<(String, String, bool), u64>,
+    /// Time of each notification send (`notification_send`), once there was one.
+    notification_send: Option<Histogram>,
 }
 
 impl RolloutSeries {
@@ -101,6 +104,7 @@ impl RolloutSeries {
             errors: 0,
             events: BTreeMap::new(),
             notifications: BTreeMap::new(),
+            notification_send: None,
         }
     }
 }
@@ -322,6 +326,18 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// Records how long a notification send took (`notification_send`, Argo's buckets).
+    pub fn observe_notification_send(&self, namespace: &str, name: &str, took: Duration) {
+        let mut map = lock(&self.per_rollout);
+        let series = map
+            .entry((namespace.to_string(), name.to_string()))
+            .or_insert_with(RolloutSeries::new);
+        series
+            .notification_send
+            .get_or_insert_with(|| Histogram::new(RECONCILE_BUCKETS))
+            .observe(took.as_secs_f64());
+    }
+
     /// Counts a request that got a response with `status` (or `"error"` when none came back).
     pub fn count_request(&self, info: RequestInfo, status: &str) {
         *lock(&self.request_totals)
@@ -514,6 +530,7 @@ mod tests {
         m.observe_reconcile("a", "web-api", Duration::from_millis(1), false);
         m.count_event("a", "web", "Normal", "RolloutPaused");
         m.count_notification("a", "web", "Normal", "RolloutPaused", true);
+        m.observe_notification_send("a", "web", Duration::from_millis(200));
         m.count_notification("a", "web", "Normal", "RolloutCompleted", false);
         m.count_notification("a", "web", "Normal", "RolloutCompleted", false);
         m.count_request(req("replicasets", "a", "web-6d4f", "Patch"), "200");
@@ -546,6 +563,14 @@ mod tests {
         assert!(text.contains(
             r#"notification_send_error{namespace="a",name="web",type="Normal",reason="RolloutCompleted"} 2"#
         ), "{text}");
+        assert!(
+            text.contains(r#"notification_send_count{namespace="a",name="web"} 1"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"notification_send_count{namespace="a",name="web-api"}"#),
+            "{text}"
+        );
         assert!(text.contains(
             r#"controller_clientset_k8s_request_total{kind="rollouts",namespace="a",name="web",verb="Patch",status_code="409"} 1"#
         ));
