@@ -38,8 +38,10 @@ use sluice_engine::labels::POD_TEMPLATE_HASH;
 use sluice_testenv::fault_proxy::{FaultProxy, Faults};
 
 const REPLICAS: i32 = 2;
-/// Crash runs at a time, each in its own namespace with its own controller.
+/// Runs at a time, each in its own namespace with its own controller, across all the tests
+/// of this file (the harness runs them in parallel).
 const CONCURRENT: usize = 4;
+static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CONCURRENT);
 /// A user's annotation on the Rollout, which no write may lose.
 const KEEP: &str = "e2e.sluice.dev/keep";
 
@@ -473,6 +475,7 @@ struct Run {
 /// An update from v1 to v2 whose controller's last write is its `cut`-th (`None`: never cut),
 /// then finished by a fresh controller.
 async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
+    let _turn = RUNNING.acquire().await.expect("semaphore never closed");
     let prefix = format!(
         "crash-{}-{}",
         case.label(),
