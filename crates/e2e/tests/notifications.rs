@@ -206,6 +206,27 @@ async fn wait_messages(inbox: &Inbox, expected: usize) {
     .unwrap();
 }
 
+/// Waits until the Rollout records `n` sent notifications and none pending.
+async fn wait_recorded(api: &Api<Rollout>, n: usize) {
+    wait_for(&format!("{n} notifications recorded"), TIMEOUT, || async {
+        let ro = api.get("web").await?;
+        let annotations = ro.metadata.annotations.unwrap_or_default();
+        let record: serde_json::Map<String, Value> = annotations
+            .get("notified.notifications.argoproj.io")
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        if record.len() == n
+            && !annotations.contains_key("rollouts.sluice.dev/notifications-pending")
+        {
+            Ok(())
+        } else {
+            anyhow::bail!("{annotations:?}")
+        }
+    })
+    .await
+    .unwrap();
+}
+
 fn steps() -> Value {
     json!([{"setWeight": 50}, {"pause": {}}])
 }
@@ -498,7 +519,10 @@ async fn notifications_go_out_once_across_a_change_of_leader() {
     wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
     wait_messages(&inbox, 3).await;
 
-    // The leader goes; the other replica takes over and sends what comes after, once.
+    // Once what was sent is recorded (a send whose record a change of leader refuses is sent
+    // again by the next leader: at least once), the leader goes; the other replica takes over
+    // and sends what comes after, once.
+    wait_recorded(&api, 4).await;
     let (leader, follower) = if a.is_leader() { (a, b) } else { (b, a) };
     let first = leader.metrics();
     leader.shutdown().await.unwrap();
