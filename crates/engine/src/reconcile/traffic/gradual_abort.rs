@@ -101,6 +101,17 @@ pub(crate) fn decide(
             requeue: (current > 0).then_some(hold),
         };
     };
+    // A step down recorded but not yet routed (its router write was refused): the weight
+    // is held from when it lands, not from when it was decided, so that a refused write
+    // never shortens a hold or skips a level.
+    if weight < current {
+        let weight = weight.max(0);
+        return Step {
+            weight,
+            record: Some((weight, now)),
+            requeue: (weight > 0).then_some(hold),
+        };
+    }
     // Never back up: a weight already lower stays (the record may predate a lower write).
     let weight = weight.min(current).max(0);
     if weight == 0 {
@@ -152,6 +163,32 @@ mod tests {
         assert_eq!(next_level(&s, 25), 10);
         assert_eq!(next_level(&s, 10), 0);
         assert_eq!(next_level(&[], 30), 0);
+    }
+
+    #[test]
+    fn a_step_down_whose_router_write_was_refused_is_held_from_when_it_lands() {
+        let s = steps(json!([{"setWeight": 10}, {"setWeight": 25}, {"setWeight": 50}]));
+        let hold = Duration::from_secs(30);
+        // 25 was recorded at 0, but the router write of that plan was refused: 50 is still
+        // what is routed. Long after the hold, the step down is tried again (not skipped to
+        // 10) and its hold starts now.
+        assert_eq!(
+            decide(&s, hold, Some((25, t(0))), 50, t(120)),
+            Step {
+                weight: 25,
+                record: Some((25, t(120))),
+                requeue: Some(Duration::from_secs(30))
+            }
+        );
+        // Once routed, it is held from that moment.
+        assert_eq!(
+            decide(&s, hold, Some((25, t(120))), 25, t(140)),
+            Step {
+                weight: 25,
+                record: None,
+                requeue: Some(Duration::from_secs(10))
+            }
+        );
     }
 
     #[test]
