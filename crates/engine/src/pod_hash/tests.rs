@@ -111,6 +111,9 @@ fn a_changed_template_matches_no_replica_set() {
 }
 
 /// Each difference the comparison must see, and each it must not.
+/// A named edit of a pod template.
+type TemplateEdit<'a> = (&'a str, &'a dyn Fn(&mut Value));
+
 #[test]
 fn template_comparison_follows_argo() {
     let (ro, rss) = captured("canary-healthy");
@@ -121,7 +124,7 @@ fn template_comparison_follows_argo() {
         edit(rs.pointer_mut("/spec/template").unwrap());
         serde_json::from_value::<ReplicaSet>(rs).unwrap()
     };
-    let same: &[(&str, &dyn Fn(&mut Value))] = &[
+    let same: &[TemplateEdit] = &[
         ("serviceAccount", &|t| {
             t["spec"]["serviceAccount"] = json!("default");
         }),
@@ -144,7 +147,7 @@ fn template_comparison_follows_argo() {
     for (what, edit) in same {
         assert!(runs_template(&ro, &with(*edit)), "{what} made a difference");
     }
-    let different: &[(&str, &dyn Fn(&mut Value))] = &[
+    let different: &[TemplateEdit] = &[
         ("image", &|t| {
             t["spec"]["containers"][0]["image"] = json!("nginx:1.20-alpine");
         }),

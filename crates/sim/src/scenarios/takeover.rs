@@ -32,7 +32,7 @@ pub fn scenarios() -> Vec<Scenario> {
 /// The hash an earlier controller gave `template`: Argo 1.8's for even seeds, otherwise a
 /// value no hash table of Sluice's computes.
 fn earlier_hash(template: &Value, seed: u64, salt: &str) -> String {
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         pod_template_hash_as(template, None, HashVersion::BeforeArgo19).unwrap_or_default()
     } else {
         format!("x{salt}{:x}", seed % 0xfff_ffff)
