@@ -114,7 +114,6 @@ async fn take_over(env: &TestEnv, captured: Captured) -> anyhow::Result<()> {
 
 async fn take_over_in(env: &TestEnv, ns: &TestNamespace, captured: Captured) -> anyhow::Result<()> {
     let moment = captured.name.clone();
-    let ns = ns;
     let name = captured.rollout_name().to_owned();
     captured
         .load(ns)
