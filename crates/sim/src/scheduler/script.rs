@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{CHAOS_TAIL_MS, Ev, SETTLE_MS, Sim};
 use crate::api_model::{Endpoint, Kind};
 use crate::invariants::has_pause;
-use crate::scenarios::{Op, Wait};
+use crate::scenarios::{Op, Target, Wait};
 
 impl Sim {
     /// Arms the next script action once its wait condition holds.
@@ -128,6 +128,17 @@ impl Sim {
             let calm_at = self.now_ms + CHAOS_TAIL_MS;
             self.at(calm_at, Ev::Calm);
             self.end_ms = calm_at + SETTLE_MS;
+        }
+    }
+
+    /// The replica a script action means.
+    fn target(&self, t: &Target) -> usize {
+        match t {
+            Target::Leader => self
+                .replicas
+                .iter()
+                .position(|r| r.up && self.last_holder.as_deref() == Some(r.identity().as_str()))
+                .unwrap_or(0),
         }
     }
 }
