@@ -359,7 +359,10 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
         &url,
         &[
             ("template.broken", "message: '{{.rollout.metadata.name'\n"),
-            ("service.teams", "recipientUrls:\n  x: http://127.0.0.1:9\n"),
+            (
+                "service.opsgenie",
+                "apiUrl: http://127.0.0.1:9\napiKeys: {}\n",
+            ),
             (
                 "trigger.on-rollout-step-completed",
                 "- send: [rollout-step-completed]\n  when: rollout.status.phase ==\n",
@@ -379,7 +382,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
         "web",
         &[
             (
-                "notifications.argoproj.io/subscribe.on-rollout-paused.teams",
+                "notifications.argoproj.io/subscribe.on-rollout-paused.opsgenie",
                 "x",
             ),
             (
@@ -462,7 +465,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
             let has =
                 |kind: &str, text: &str| notes.iter().any(|(k, n)| k == kind && n.contains(text));
             if has("ConfigMap", "template.broken: bad template")
-                && has("ConfigMap", "service type 'teams' is not supported")
+                && has("ConfigMap", "service type 'opsgenie' is not supported")
                 && has(
                     "ConfigMap",
                     "trigger.on-rollout-step-completed: bad trigger: cannot compile when",

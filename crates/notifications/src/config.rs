@@ -39,6 +39,9 @@ pub struct Trigger {
 pub enum ServiceKind {
     Webhook(WebhookOptions),
     Slack(SlackOptions),
+    Teams(TeamsOptions),
+    Email(EmailOptions),
+    Grafana(GrafanaOptions),
 }
 
 /// A configured service: `service.<type>` is named `<type>`, `service.<type>.<name>` `<name>`.
@@ -113,6 +116,77 @@ impl fmt::Debug for SlackOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlackOptions")
             .field("username", &self.username)
+            .field("api_url", &self.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `service.teams` settings: the incoming webhook URL of each recipient.
+#[derive(Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamsOptions {
+    #[serde(default)]
+    pub recipient_urls: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for TeamsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A webhook URL is its own credential.
+        f.debug_struct("TeamsOptions")
+            .field(
+                "recipients",
+                &self.recipient_urls.keys().collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// `service.email[.<name>]` settings, named as the engine names them.
+#[derive(Clone, PartialEq, Eq, Deserialize, Default)]
+pub struct EmailOptions {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: String,
+    #[serde(default)]
+    pub from: String,
+    #[serde(default)]
+    pub html: bool,
+}
+
+impl fmt::Debug for EmailOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmailOptions")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("username", &self.username)
+            .field("from", &self.from)
+            .field("html", &self.html)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `service.grafana` settings.
+#[derive(Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GrafanaOptions {
+    #[serde(default)]
+    pub api_url: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+impl fmt::Debug for GrafanaOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrafanaOptions")
             .field("api_url", &self.api_url)
             .finish_non_exhaustive()
     }
@@ -270,6 +344,11 @@ impl Config {
                 serde_json::from_value::<WebhookOptions>(settings).map(ServiceKind::Webhook)
             }
             "slack" => serde_json::from_value::<SlackOptions>(settings).map(ServiceKind::Slack),
+            "teams" => serde_json::from_value::<TeamsOptions>(settings).map(ServiceKind::Teams),
+            "email" => serde_json::from_value::<EmailOptions>(settings).map(ServiceKind::Email),
+            "grafana" => {
+                serde_json::from_value::<GrafanaOptions>(settings).map(ServiceKind::Grafana)
+            }
             other => {
                 self.unsupported_services
                     .insert(name.to_owned(), other.to_owned());

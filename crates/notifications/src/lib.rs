@@ -13,7 +13,8 @@
 //!   catalog and documentation call.
 //! - [`when`]: trigger conditions (`when`, `oncePer`), expr-lang expressions over the Rollout.
 //! - [`due`]: which notifications an event of a Rollout makes due, never one already recorded.
-//! - [`services`]: the senders (webhook, Slack); the only part that performs I/O.
+//! - [`services`]: the senders (webhook, Slack, Teams, email, Grafana); the only part that
+//!   performs I/O.
 
 pub mod catalog;
 pub mod config;

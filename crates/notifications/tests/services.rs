@@ -1,105 +1,11 @@
 //! The webhook and Slack services against a local HTTP server that records what it receives.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+mod support;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::routing::any;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use sluice_notifications::services::{SLACK_THREADS, Sender, SlackThreads, slack_threads};
-use sluice_notifications::subscriptions::Destination;
-use sluice_notifications::{Config, Notification};
-
-#[derive(Debug, Clone)]
-struct Received {
-    method: String,
-    path: String,
-    headers: HeaderMap,
-    body: String,
-}
-
-#[derive(Clone, Default)]
-struct Recorder {
-    received: Arc<Mutex<Vec<Received>>>,
-    /// Status the next requests get (200 when none).
-    status: Arc<Mutex<Option<StatusCode>>>,
-}
-
-async fn record(
-    State(rec): State<Recorder>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> (StatusCode, String) {
-    let body = String::from_utf8_lossy(&body).into_owned();
-    let n = {
-        let mut r = rec.received.lock().unwrap();
-        r.push(Received {
-            method: method.to_string(),
-            path: uri.path().to_owned(),
-            headers,
-            body,
-        });
-        r.len()
-    };
-    let status = rec.status.lock().unwrap().unwrap_or(StatusCode::OK);
-    let answer = if uri.path().ends_with("chat.postMessage") || uri.path().ends_with("chat.update")
-    {
-        if uri.path().contains("failing") {
-            json!({"ok": false, "error": "channel_not_found"}).to_string()
-        } else {
-            json!({"ok": true, "ts": format!("1700000000.{n:06}"), "channel": "C1"}).to_string()
-        }
-    } else {
-        "done".to_owned()
-    };
-    (status, answer)
-}
-
-async fn server() -> (String, Recorder) {
-    let rec = Recorder::default();
-    let app = Router::new().fallback(any(record)).with_state(rec.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), rec)
-}
-
-fn sender() -> Sender {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Sender::new().unwrap()
-}
-
-fn config(data: &[(&str, String)], secret: &[(&str, &str)]) -> Config {
-    let data: BTreeMap<String, String> = data
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    let secret: BTreeMap<String, String> = secret
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let cfg = Config::parse(&data, &secret);
-    assert_eq!(cfg.problems, vec![]);
-    cfg
-}
-
-fn notification(service: &str, recipient: &str, content: Value) -> Notification {
-    Notification {
-        key: "k".into(),
-        trigger: "on-rollout-completed".into(),
-        templates: vec!["t".into()],
-        destination: Destination {
-            service: service.into(),
-            recipient: recipient.into(),
-        },
-        content,
-    }
-}
+use sluice_notifications::services::{SLACK_THREADS, SlackThreads, slack_threads};
+use support::{config, notification, sender, server};
 
 #[tokio::test]
 async fn a_webhook_sends_the_templates_method_path_and_body_with_headers_and_basic_auth() {

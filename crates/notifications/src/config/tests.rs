@@ -34,7 +34,13 @@ fn the_catalog_parses_without_a_problem() {
 
 #[test]
 fn services_are_named_by_their_key_and_read_secrets() {
-    let secret = data(&[("slack-token", "xoxb-secret"), ("hook-pass", "pw")]);
+    let secret = data(&[
+        ("slack-token", "xoxb-secret"),
+        ("hook-pass", "pw"),
+        ("teams-url", "https://teams.example/hook/s3cr3t"),
+        ("email-password", "m41lpw"),
+        ("grafana-api-key", "glsa_k3y"),
+    ]);
     let cfg = Config::parse(
         &data(&[
             ("service.slack", "token: $slack-token\nusername: bot\n"),
@@ -43,7 +49,16 @@ fn services_are_named_by_their_key_and_read_secrets() {
                 "url: http://127.0.0.1:1/x\nheaders:\n- name: X-Token\n  value: $hook-pass\nbasicAuth:\n  username: u\n  password: $hook-pass\n",
             ),
             ("service.webhook.other", "url: $missing/path\n"),
-            ("service.teams", "recipientUrls: {}\n"),
+            ("service.teams", "recipientUrls:\n  ops: $teams-url\n"),
+            (
+                "service.email",
+                "host: smtp.example.com\nport: 587\nfrom: rollouts@example.com\nusername: bot\npassword: $email-password\n",
+            ),
+            (
+                "service.grafana",
+                "apiUrl: http://grafana:3000/api\napiKey: $grafana-api-key\n",
+            ),
+            ("service.opsgenie", "apiUrl: x\n"),
             ("service.a.b.c", "x: 1\n"),
             ("defaultTriggers", "[on-rollout-completed]"),
             ("defaultTriggers.hook", "- on-rollout-paused\n"),
@@ -68,16 +83,37 @@ fn services_are_named_by_their_key_and_read_secrets() {
         panic!()
     };
     assert_eq!(other.url, "$missing/path");
-    assert_eq!(cfg.unsupported_services["teams"], "teams");
+    let ServiceKind::Teams(teams) = &cfg.services["teams"].kind else {
+        panic!()
+    };
+    assert_eq!(
+        teams.recipient_urls["ops"],
+        "https://teams.example/hook/s3cr3t"
+    );
+    let ServiceKind::Email(email) = &cfg.services["email"].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (email.host.as_str(), email.port, email.password.as_str()),
+        ("smtp.example.com", 587, "m41lpw")
+    );
+    let ServiceKind::Grafana(grafana) = &cfg.services["grafana"].kind else {
+        panic!()
+    };
+    assert_eq!(grafana.api_key, "glsa_k3y");
+    assert_eq!(cfg.unsupported_services["opsgenie"], "opsgenie");
     assert_eq!(cfg.default_triggers, ["on-rollout-completed"]);
     assert_eq!(cfg.service_default_triggers["hook"], ["on-rollout-paused"]);
     assert_eq!(cfg.subscriptions[0].selector, "team=web");
     let keys: Vec<&str> = cfg.problems.iter().map(|p| p.key.as_str()).collect();
-    assert_eq!(keys, ["service.a.b.c", "service.teams"]);
+    assert_eq!(keys, ["service.a.b.c", "service.opsgenie"]);
     // Nothing of the Secret is in a debug print or a problem.
     let printed = format!("{cfg:?}");
     assert!(!printed.contains("xoxb-secret"));
     assert!(!printed.contains("\"pw\""));
+    for secret in ["s3cr3t", "m41lpw", "glsa_k3y"] {
+        assert!(!printed.contains(secret), "{secret} in {printed}");
+    }
     assert!(cfg.problems.iter().all(|p| !p.to_string().contains("xoxb")));
 }
 

@@ -1,4 +1,5 @@
-//! Sending a [`Notification`] through its service: a webhook or Slack. This is the only part
+//! Sending a [`Notification`] through its service: a webhook, Slack, Microsoft Teams, email
+//! over SMTP or a Grafana annotation. This is the only part
 //! of the crate that performs I/O. Errors name the service, never a URL, header or token
 //! (which may come from the Secret).
 
@@ -8,7 +9,10 @@ use std::time::Duration;
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
+pub mod email;
+pub mod grafana;
 pub mod slack;
+pub mod teams;
 pub mod webhook;
 
 /// The annotation keeping Slack thread timestamps of `groupingKey` threads on the Rollout, so
@@ -115,6 +119,26 @@ impl Sender {
             }
             ServiceKind::Slack(opts) => {
                 slack::send(&self.client, service_name, opts, n, threads).await
+            }
+            ServiceKind::Teams(opts) => {
+                let recipient = &n.destination.recipient;
+                teams::send(&self.client, service_name, opts, recipient, &n.content).await?;
+                Ok(Sent::default())
+            }
+            ServiceKind::Email(opts) => {
+                let recipient = &n.destination.recipient;
+                email::send(service_name, opts, recipient, &n.content).await?;
+                Ok(Sent::default())
+            }
+            ServiceKind::Grafana(opts) => {
+                let client = if opts.insecure_skip_verify {
+                    &self.insecure_client
+                } else {
+                    &self.client
+                };
+                let recipient = &n.destination.recipient;
+                grafana::send(client, service_name, opts, recipient, &n.content).await?;
+                Ok(Sent::default())
             }
         }
     }
