@@ -244,6 +244,10 @@ pub struct Config {
     /// The Secret's data, for `$key` references and the templates' `.secrets`.
     pub secrets: Secrets,
     pub problems: Vec<Problem>,
+    /// The namespace of a Rollout's own configuration, read with
+    /// `--self-service-notification-enabled` besides the controller's: its notifications are
+    /// recorded under keys naming it. None for the controller's namespace configuration.
+    pub self_service_namespace: Option<String>,
 }
 
 impl Config {

@@ -130,6 +130,7 @@ pub fn due(
             }
             let key = state::key(
                 Some(once_per),
+                cfg.self_service_namespace.as_deref(),
                 &trigger_name,
                 &condition_key,
                 &dest.service,
@@ -151,6 +152,49 @@ pub fn due(
         }
     }
     out
+}
+
+/// What an event makes due under several configurations at once (with self-service: the
+/// Rollout's own namespace's and the controller's), each deciding for itself as the engine's
+/// APIs do, with the self-service namespace of the configuration each notification is sent
+/// with. A trigger or service one configuration lacks is a problem only when none has it.
+pub fn due_in_all(
+    cfgs: &[&Config],
+    subject: Subject<'_>,
+    reason: &str,
+    occurrence: &str,
+    notified: &NotifiedState,
+) -> (Vec<(Option<String>, Notification)>, Vec<Problem>) {
+    let mut notifications = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
+    for cfg in cfgs {
+        let due = due(cfg, subject, reason, occurrence, notified);
+        let ns = cfg.self_service_namespace.clone();
+        notifications.extend(due.notifications.into_iter().map(|n| (ns.clone(), n)));
+        for problem in due.problems {
+            let elsewhere = |has: &dyn Fn(&Config) -> bool| {
+                cfgs.iter()
+                    .any(|other| !std::ptr::eq(*other, *cfg) && has(other))
+            };
+            let missing_here = match (
+                problem.key.strip_prefix("service."),
+                problem.key.strip_prefix("trigger."),
+            ) {
+                (Some(service), _) => elsewhere(&|c: &Config| {
+                    c.services.contains_key(service) || c.unsupported_services.contains_key(service)
+                }),
+                (_, Some(trigger)) => {
+                    !cfg.triggers.contains_key(trigger)
+                        && elsewhere(&|c: &Config| c.triggers.contains_key(trigger))
+                }
+                _ => false,
+            };
+            if !missing_here && !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    (notifications, problems)
 }
 
 /// Renders `templates` for `dest`, merged in order.

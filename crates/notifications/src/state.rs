@@ -1,7 +1,9 @@
 //! The `notified.notifications.argoproj.io` annotation: which notifications were sent, as the
 //! notifications engine records them, a JSON object from key to the Unix time of the send.
 //!
-//! A key is `[<oncePer>:]<trigger>:[<i>].<sha1(when)>:<service>:<recipient>`, the engine's.
+//! A key is `[<oncePer>:]<trigger>:[<i>].<sha1(when)>:<service>:<recipient>`, the engine's;
+//! a notification of a Rollout's own namespace configuration (self-service) has that namespace
+//! before the trigger, as the engine keys it.
 //! For a trigger fired by an event, the event's occurrence (revision, step, ...) stands where
 //! `oncePer` stands, so that each occurrence is sent once and a second event of the same
 //! occurrence (a restart, a repeated reconcile) sends nothing.
@@ -64,15 +66,20 @@ impl NotifiedState {
     }
 }
 
-/// The engine's key of one notification.
+/// The engine's key of one notification; `config_namespace` is the namespace of a
+/// self-service configuration (none for the controller's).
 pub fn key(
     once_per: Option<&str>,
+    config_namespace: Option<&str>,
     trigger: &str,
     condition_key: &str,
     service: &str,
     recipient: &str,
 ) -> String {
-    let key = format!("{trigger}:{condition_key}:{service}:{recipient}");
+    let key = match config_namespace {
+        Some(ns) => format!("{ns}:{trigger}:{condition_key}:{service}:{recipient}"),
+        None => format!("{trigger}:{condition_key}:{service}:{recipient}"),
+    };
     match once_per.filter(|p| !p.is_empty()) {
         Some(p) => format!("{p}:{key}"),
         None => key,
@@ -121,16 +128,20 @@ mod tests {
     #[test]
     fn keys_are_the_engines() {
         assert_eq!(
-            key(None, "on-x", "[0].h", "slack", "chan"),
+            key(None, None, "on-x", "[0].h", "slack", "chan"),
             "on-x:[0].h:slack:chan"
         );
         assert_eq!(
-            key(Some("3"), "on-x", "[0].h", "slack", ""),
+            key(Some("3"), None, "on-x", "[0].h", "slack", ""),
             "3:on-x:[0].h:slack:"
         );
         assert_eq!(
-            key(Some(""), "on-x", "[0].h", "webhook", ""),
+            key(Some(""), None, "on-x", "[0].h", "webhook", ""),
             "on-x:[0].h:webhook:"
+        );
+        assert_eq!(
+            key(Some("3"), Some("team-a"), "on-x", "[0].h", "slack", "c"),
+            "3:team-a:on-x:[0].h:slack:c"
         );
     }
 }

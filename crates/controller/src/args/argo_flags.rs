@@ -92,8 +92,8 @@ pub struct ArgoFlags {
     pub nginx_ingress_classes: Vec<String>,
 
     /// Allows rollouts controller to pull notification config from the namespace that the
-    /// rollout resource is in. Sluice reads only the controller's namespace configuration: a
-    /// warning is logged when true.
+    /// rollout resource is in. A Rollout's notifications then go out under its namespace's
+    /// `argo-rollouts-notification-configmap` and Secret as well as the controller's.
     #[arg(
         long = "self-service-notification-enabled",
         action = clap::ArgAction::Set,
@@ -192,12 +192,6 @@ impl ArgoFlags {
             not_used(
                 "nginx-ingress-classes",
                 "Sluice has no Ingress controller cleaning up after deleted Rollouts",
-            );
-        }
-        if self.self_service_notification_enabled {
-            not_used(
-                "self-service-notification-enabled",
-                "Sluice reads the notifications configuration of the controller's namespace only",
             );
         }
         if !self.enable_pprof_address.is_empty() {
@@ -385,7 +379,9 @@ mod tests {
             "--enable-pprof-address=:6060",
         ])
         .unwrap();
-        assert_eq!(a.argo.warnings().len(), 4, "{:#?}", a.argo.warnings());
+        // Self-service notifications are supported: no warning for them.
+        assert!(a.argo.self_service_notification_enabled);
+        assert_eq!(a.argo.warnings().len(), 3, "{:#?}", a.argo.warnings());
     }
 
     #[test]

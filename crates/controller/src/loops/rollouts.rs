@@ -215,7 +215,8 @@ pub async fn run_with(
     );
 
     // Notifications read their configuration from the controller's namespace (the watched one
-    // with --namespaced), as Argo does.
+    // with --namespaced), and with --self-service-notification-enabled also from each
+    // Rollout's namespace, as Argo does.
     let (notifier, notifications) = crate::loops::notifications::start(
         client.clone(),
         namespace
@@ -224,6 +225,7 @@ pub async fn run_with(
         hooks.gate.clone(),
         hooks.metrics.clone(),
         ro_reader.clone(),
+        args.argo.self_service_notification_enabled,
     );
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())

@@ -228,3 +228,77 @@ fn a_rollout_without_status_renders_as_go_encodes_it() {
     let out = render(&cfg, &["scaling-replicaset".into()], subject(&ro), &dest).unwrap();
     assert_eq!(out["message"], "Scaling Rollout fresh's replicaset to 2.");
 }
+
+#[test]
+fn a_self_service_configuration_keys_its_notifications_by_its_namespace() {
+    let mut own = catalog_with_services(&[]);
+    own.self_service_namespace = Some("team-a".into());
+    let global = catalog_with_services(&[]);
+    let ro = canary(1);
+    let occ = occurrence(&ro, "Rollout step 2/3 completed (pause: )");
+    let reason = "RolloutStepCompleted";
+    let mine = due(&own, subject(&ro), reason, &occ, &NotifiedState::default());
+    let theirs = due(
+        &global,
+        subject(&ro),
+        reason,
+        &occ,
+        &NotifiedState::default(),
+    );
+    assert_eq!(
+        mine.notifications[0].key,
+        format!("{occ}:team-a:on-rollout-step-completed:[0].2jmj7l5rSw0yVb_vlWAYkK_YBwk:hook:")
+    );
+    // Each configuration's record is its own: one sent does not hold back the other.
+    let mut notified = NotifiedState::default();
+    notified.record(&theirs.notifications[0].key, 1);
+    assert_eq!(
+        due(&own, subject(&ro), reason, &occ, &notified).notifications,
+        mine.notifications
+    );
+    assert_eq!(
+        due(&global, subject(&ro), reason, &occ, &notified),
+        Due::default()
+    );
+}
+
+#[test]
+fn under_several_configurations_each_sends_its_own_and_what_one_lacks_is_no_problem() {
+    // The namespace's own configuration has a Teams service and the paused trigger; the
+    // controller's has neither.
+    let mut own = catalog_with_services(&[(
+        "service.teams",
+        "recipientUrls:\n  ops: http://127.0.0.1:1/t\n",
+    )]);
+    own.self_service_namespace = Some("team-a".into());
+    let mut data = crate::catalog::data();
+    data.remove("trigger.on-rollout-paused");
+    let global = Config::parse(&data, &BTreeMap::new());
+    let mut ro = canary(1);
+    ro["metadata"]["annotations"]["notifications.argoproj.io/subscribe.on-rollout-paused.teams"] =
+        json!("ops");
+    let occ = occurrence(&ro, "Rollout is paused");
+    let notified = NotifiedState::default();
+    let (due, problems) = due_in_all(
+        &[&own, &global],
+        subject(&ro),
+        "RolloutPaused",
+        &occ,
+        &notified,
+    );
+    assert_eq!(problems, vec![]);
+    let sent: Vec<(Option<&str>, &str)> = due
+        .iter()
+        .map(|(ns, n)| (ns.as_deref(), n.destination.service.as_str()))
+        .collect();
+    assert_eq!(sent, [(Some("team-a"), "slack"), (Some("team-a"), "teams")]);
+    // Alone, the controller's configuration reports the trigger it lacks.
+    let (due, problems) = due_in_all(&[&global], subject(&ro), "RolloutPaused", &occ, &notified);
+    assert!(due.is_empty());
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "trigger.on-rollout-paused"),
+        "{problems:?}"
+    );
+}
