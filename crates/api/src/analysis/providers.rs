@@ -79,6 +79,26 @@ impl ProviderKind {
     }
 }
 
+impl ProviderKind {
+    /// The provider's field in `metrics[].provider`.
+    pub fn field_name(self) -> &'static str {
+        match self {
+            ProviderKind::Prometheus => "prometheus",
+            ProviderKind::Kayenta => "kayenta",
+            ProviderKind::Web => "web",
+            ProviderKind::Datadog => "datadog",
+            ProviderKind::Wavefront => "wavefront",
+            ProviderKind::NewRelic => "newRelic",
+            ProviderKind::Job => "job",
+            ProviderKind::CloudWatch => "cloudWatch",
+            ProviderKind::Graphite => "graphite",
+            ProviderKind::Influxdb => "influxdb",
+            ProviderKind::SkyWalking => "skywalking",
+            ProviderKind::Plugin => "plugin",
+        }
+    }
+}
+
 impl MetricProvider {
     /// The kinds of all providers set, in declaration order (a valid metric has one).
     pub fn kinds(&self) -> Vec<ProviderKind> {
@@ -503,6 +523,31 @@ mod tests {
         assert_eq!(p.kinds(), [ProviderKind::NewRelic, ProviderKind::Plugin]);
         assert_eq!(p.kind().map(ProviderKind::type_name), Some("NewRelic"));
         assert_eq!(MetricProvider::default().kind(), None);
+    }
+
+    #[test]
+    fn field_names_are_the_serialized_keys() {
+        let all = json!({
+            "prometheus": {}, "kayenta": {}, "web": {}, "datadog": {}, "wavefront": {},
+            "newRelic": {}, "job": {}, "cloudWatch": {}, "graphite": {}, "influxdb": {},
+            "skywalking": {}, "plugin": {}
+        });
+        let p: MetricProvider = serde_json::from_value(all.clone()).unwrap();
+        let names: Vec<&str> = p
+            .kinds()
+            .into_iter()
+            .map(ProviderKind::field_name)
+            .collect();
+        let keys: Vec<&str> = all
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(names.len(), 12);
+        for name in names {
+            assert!(keys.contains(&name), "{name}");
+        }
     }
 
     #[test]

@@ -228,7 +228,7 @@ fn error_measurement(message: String) -> Measurement {
 }
 
 /// What old measurements of `name` left behind (Jobs) goes, keeping as many as the status
-/// keeps measurements.
+/// keeps measurements; the metric's provider knows whether it leaves anything.
 async fn collect_garbage(ctx: &Context, run: &AnalysisRun, name: &str, kept: usize) {
     let Some(metric) = run
         .spec
@@ -239,9 +239,6 @@ async fn collect_garbage(ctx: &Context, run: &AnalysisRun, name: &str, kept: usi
     else {
         return;
     };
-    if metric.provider.as_ref().is_none_or(|p| p.job.is_none()) {
-        return;
-    }
     let run_ctx = RunContext::for_run(run);
     if let Err(e) = ctx.providers.garbage_collect(&run_ctx, metric, kept).await {
         debug!(analysisrun = %run.name_any(), metric = %name, error = %e, "could not delete old measurement jobs");
