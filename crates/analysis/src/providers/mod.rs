@@ -9,6 +9,7 @@
 //! so a run always has a measurement to record. Secret values are redacted from the result.
 
 mod datadog;
+mod graphite;
 mod http;
 mod job;
 mod newrelic;
@@ -50,6 +51,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<datadog::Datadog>::NEW,
     &Adapter::<newrelic::NewRelic>::NEW,
     &Adapter::<job::JobProvider>::NEW,
+    &Adapter::<graphite::Graphite>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -275,10 +277,6 @@ mod tests {
             (
                 json!({"wavefront": {}}),
                 "provider \"wavefront\" is not supported",
-            ),
-            (
-                json!({"graphite": {}}),
-                "provider \"graphite\" is not supported",
             ),
             (
                 json!({"influxdb": {}}),
