@@ -334,6 +334,16 @@ fn go_quote(text: &str) -> String {
     out
 }
 
+/// Sluice's own check of a count that must not be negative (shared by every part of the
+/// Rollout's checks, so it lives here, below them).
+fn non_negative(problems: &mut Problems, path: &str, value: Option<i32>) {
+    if let Some(value) = value
+        && value < 0
+    {
+        problems.negative(path, value);
+    }
+}
+
 /// `antiAffinity` of either strategy: exactly one kind, a soft one weighted 1 to 100. `at` is
 /// Argo's path, `spec.strategy.antiAffinity`.
 fn check_anti_affinity(anti_affinity: &AntiAffinity, at: &str, problems: &mut Problems) {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::rollout::non_negative;
+use super::non_negative;
 use super::{BadValue, FieldError, Problems};
 use crate::analysis::{AnalysisRunSpec, AnalysisTemplateSpec, Metric};
 use crate::common::{

@@ -1,7 +1,7 @@
 //! `spec.strategy.blueGreen`. Argo's blue-green validator names fields from `spec.strategy`.
 
 use super::int_or_percent::IntOrPercent;
-use super::rollout::non_negative;
+use super::non_negative;
 use super::{BadValue, FieldError, Problems, analysis};
 use crate::RolloutSpec;
 use crate::rollout::BlueGreenStrategy;

@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::int_or_percent::IntOrPercent;
-use super::rollout::non_negative;
+use super::non_negative;
 use super::{BadValue, FieldError, Problems, analysis, steps, traffic};
 use crate::rollout::{CanaryStrategy, ReplicaProgressThresholdType};
 

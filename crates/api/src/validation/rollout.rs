@@ -4,7 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use super::{BadValue, FieldError, NOT_NEGATIVE, Problems, blue_green, canary, selector, traffic};
+use super::{
+    BadValue, FieldError, NOT_NEGATIVE, Problems, blue_green, canary, non_negative, selector,
+    traffic,
+};
 use crate::RolloutSpec;
 use crate::rollout::{WorkloadRef, WorkloadRefScaleDown};
 
@@ -67,15 +70,6 @@ pub(super) fn argo_non_negative(problems: &mut Problems, path: &str, value: Opti
         && value < 0
     {
         problems.argo(FieldError::invalid(path, value, NOT_NEGATIVE));
-    }
-}
-
-/// Sluice's own check of a count that must not be negative.
-pub(super) fn non_negative(problems: &mut Problems, path: &str, value: Option<i32>) {
-    if let Some(value) = value
-        && value < 0
-    {
-        problems.negative(path, value);
     }
 }
 
