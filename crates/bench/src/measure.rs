@@ -169,9 +169,32 @@ impl Meters<'_> {
                 p99: prom::quantile(&reconciles, 0.99).map(|s| s * 1000.0),
             },
         };
-        println!("{}", crate::report::phase_line(&result));
+        println!("{}", phase_line(&result));
         Ok(result)
     }
+}
+
+/// A figure with `digits` decimals, or a dash where there is none (progress lines and the
+/// report show missing figures alike).
+pub fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// One line of progress for a finished phase.
+fn phase_line(p: &PhaseResult) -> String {
+    format!(
+        "  {} {}: {:.1}s wall, control plane {:.1} ms/object, controller {} ms/object, \
+         {:.1} API requests/object, new ReplicaSet p50 {} ms p99 {} ms, peak RSS {} MiB",
+        p.workload,
+        p.phase,
+        p.wall_seconds,
+        p.control_plane_ms_per_object,
+        opt(p.controller_ms_per_object, 2),
+        p.apiserver_requests_per_object,
+        opt(p.new_replica_set_ms.p50, 0),
+        opt(p.new_replica_set_ms.p99, 0),
+        opt(p.controller_rss_peak_mib, 1),
+    )
 }
 
 /// The API server's request counter, summed by `VERB resource[/subresource]`.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::measure::PhaseResult;
+use crate::measure::{PhaseResult, opt};
 
 /// The machine a run was made on.
 #[derive(Clone, Debug, Serialize)]
@@ -51,27 +51,6 @@ pub struct Report {
     /// The controller's RSS once its caches had synced, before any object existed.
     pub controller_idle_rss_mib: Option<f64>,
     pub phases: Vec<PhaseResult>,
-}
-
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
-}
-
-/// One line of progress for a finished phase.
-pub fn phase_line(p: &PhaseResult) -> String {
-    format!(
-        "  {} {}: {:.1}s wall, control plane {:.1} ms/object, controller {} ms/object, \
-         {:.1} API requests/object, new ReplicaSet p50 {} ms p99 {} ms, peak RSS {} MiB",
-        p.workload,
-        p.phase,
-        p.wall_seconds,
-        p.control_plane_ms_per_object,
-        opt(p.controller_ms_per_object, 2),
-        p.apiserver_requests_per_object,
-        opt(p.new_replica_set_ms.p50, 0),
-        opt(p.new_replica_set_ms.p99, 0),
-        opt(p.controller_rss_peak_mib, 1),
-    )
 }
 
 impl Report {
