@@ -3,7 +3,6 @@
 
 mod cli;
 mod cmd;
-mod experiment;
 mod info;
 mod kube_target;
 mod phase;

@@ -17,7 +17,7 @@ use std::io::IsTerminal as _;
 use super::get::{Change, Mirror, View, events, show_changes};
 use super::{emit, explain};
 use crate::cli::GetExperimentArgs;
-use crate::experiment::ExperimentInfo;
+use crate::info::experiment::ExperimentInfo;
 use crate::kube_target::Target;
 use crate::render::header::render_experiment_header;
 use crate::render::style::Style;
@@ -174,7 +174,7 @@ impl View for ExperimentView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::fixtures::experiment_world;
+    use crate::info::experiment::fixtures::experiment_world;
     use crate::info::fixtures::now;
 
     #[test]
@@ -230,7 +230,7 @@ mod tests {
         let text = view.render().unwrap().unwrap();
         assert!(text.contains("Σ demo-exp"), "{text}");
         view.apply(Change::Experiment(Box::new(watcher::Event::Delete(
-            crate::experiment::fixtures::experiment(),
+            crate::info::experiment::fixtures::experiment(),
         ))));
         assert!(view.render().is_err());
     }

@@ -10,7 +10,7 @@ use sluice_api::experiment::{Experiment, ExperimentStatus};
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::EXPERIMENT_TEMPLATE_NAME;
 
-use crate::info::{
+use super::{
     AnalysisRunInfo, ReplicaSetInfo, analysis_run_info, container_images, created,
     is_controlled_by_kind, replica_set_summary,
 };

@@ -11,8 +11,8 @@ use sluice_api::rollout::{DEFAULT_MAX_TRAFFIC_WEIGHT, Rollout, RolloutPhase, Rol
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION, SCALE_DOWN_DEADLINE};
 
-use crate::experiment::ExperimentInfo;
 use crate::phase::rollout_phase;
+use experiment::ExperimentInfo;
 
 /// Tags of a ReplicaSet's role, in the order they are shown.
 pub const TAG_STABLE: &str = "stable";
@@ -511,6 +511,7 @@ fn images_in_use(replica_sets: &[ReplicaSetInfo]) -> Vec<ImageInfo> {
     images
 }
 
+pub mod experiment;
 mod pods;
 
 use pods::pod_info;

@@ -2,7 +2,7 @@
 
 use super::columns::{Cell, align};
 use super::style::{Style, phase_with_icon, status_with_icon};
-use crate::experiment::ExperimentInfo;
+use crate::info::experiment::ExperimentInfo;
 use crate::info::{RolloutInfo, Strategy};
 
 /// `Name:`, `Status:`, strategy progress, images and replica counts, values aligned.
@@ -199,7 +199,7 @@ Replicas:
 
     #[test]
     fn experiment_header_lists_templates() {
-        use crate::experiment::fixtures::experiment_world;
+        use crate::info::experiment::fixtures::experiment_world;
         use crate::info::fixtures::now;
         let (exp, rss, pods, runs) = experiment_world();
         let info = ExperimentInfo::new(&exp, &rss, &pods, &runs, now());
@@ -220,7 +220,7 @@ Templates:
 
     #[test]
     fn pending_experiment_header() {
-        use crate::experiment::fixtures::experiment;
+        use crate::info::experiment::fixtures::experiment;
         use crate::info::fixtures::now;
         let mut exp = experiment();
         exp.status = None;

@@ -10,7 +10,7 @@ use super::style::{
     Color, ICON_ANALYSIS_RUN, ICON_BAD, ICON_EXPERIMENT, ICON_OK, ICON_POD, ICON_REPLICA_SET,
     ICON_ROLLOUT, ICON_WARNING, Style, phase_with_icon, status_with_icon,
 };
-use crate::experiment::ExperimentInfo;
+use crate::info::experiment::ExperimentInfo;
 use crate::info::{AnalysisRunInfo, PodInfo, ReplicaSetInfo, RolloutInfo};
 
 /// One line of the tree before it is laid out.
@@ -197,7 +197,7 @@ NAME                      KIND        STATUS        AGE  INFO
 
     #[test]
     fn experiment_tree() {
-        use crate::experiment::fixtures::experiment_world;
+        use crate::info::experiment::fixtures::experiment_world;
         let (exp, rss, pods, runs) = experiment_world();
         let info = ExperimentInfo::new(&exp, &rss, &pods, &runs, now());
         let expected = "\
@@ -217,7 +217,7 @@ NAME                             KIND         STATUS         AGE   INFO
 
     #[test]
     fn rollout_tree_shows_its_experiments_under_their_revision() {
-        use crate::experiment::fixtures::experiment_world;
+        use crate::info::experiment::fixtures::experiment_world;
         let (ro, mut rss, mut pods) = canary_world();
         let (mut exp, exp_rss, exp_pods, runs) = experiment_world();
         exp.metadata.annotations =
