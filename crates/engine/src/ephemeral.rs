@@ -15,7 +15,7 @@ use sluice_api::common::PodTemplateMetadata;
 use sluice_api::rollout::Rollout;
 
 use crate::labels::{EPHEMERAL_METADATA, POD_TEMPLATE_HASH};
-use crate::observed::ReplicaSetExt;
+use crate::replicaset::ReplicaSetExt;
 
 /// Per key: set to the value, or remove (`None`).
 pub type KeyChanges = BTreeMap<String, Option<String>>;

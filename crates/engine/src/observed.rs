@@ -12,7 +12,9 @@ use sluice_api::rollout::{Rollout, RolloutAnalysis};
 
 use sluice_routers::kinds::{ApiVersions, ObjectRef};
 
-use crate::labels::{MANAGED_BY, POD_TEMPLATE_HASH, REVISION};
+use crate::labels::MANAGED_BY;
+/// Kept here too: the engine's modules ask the observed world for ReplicaSets and read them.
+pub use crate::replicaset::ReplicaSetExt;
 
 /// One Rollout and the objects it owns, as seen at `now`.
 #[derive(Debug, Clone)]
@@ -178,83 +180,6 @@ impl Observed {
             .and_then(|s| s.restarted_at.as_ref())
             == Some(at);
         !done && at.0 <= now
-    }
-}
-
-/// Read-only helpers over a ReplicaSet, named after what the engine asks of one.
-pub trait ReplicaSetExt {
-    fn name(&self) -> &str;
-    fn pod_hash(&self) -> Option<&str>;
-    fn revision(&self) -> Option<i64>;
-    fn annotation(&self, key: &str) -> Option<&str>;
-    fn spec_replicas(&self) -> i32;
-    fn status_replicas(&self) -> i32;
-    fn ready_replicas(&self) -> i32;
-    fn available_replicas(&self) -> i32;
-    /// Whether the ReplicaSet controller has caught up with the latest spec change.
-    fn status_is_current(&self) -> bool;
-    fn is_being_deleted(&self) -> bool;
-}
-
-impl ReplicaSetExt for ReplicaSet {
-    fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    fn pod_hash(&self) -> Option<&str> {
-        self.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(POD_TEMPLATE_HASH))
-            .map(String::as_str)
-    }
-
-    fn revision(&self) -> Option<i64> {
-        self.annotation(REVISION).and_then(|v| v.parse().ok())
-    }
-
-    fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
-    }
-
-    fn spec_replicas(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    }
-
-    fn status_replicas(&self) -> i32 {
-        self.status.as_ref().map(|s| s.replicas).unwrap_or(0)
-    }
-
-    fn ready_replicas(&self) -> i32 {
-        self.status
-            .as_ref()
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0)
-    }
-
-    fn available_replicas(&self) -> i32 {
-        self.status
-            .as_ref()
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0)
-    }
-
-    fn status_is_current(&self) -> bool {
-        let generation = self.metadata.generation.unwrap_or(0);
-        let observed = self
-            .status
-            .as_ref()
-            .and_then(|s| s.observed_generation)
-            .unwrap_or(0);
-        observed >= generation
-    }
-
-    fn is_being_deleted(&self) -> bool {
-        self.metadata.deletion_timestamp.is_some()
     }
 }
 

@@ -23,7 +23,7 @@ use sluice_api::rollout::Rollout;
 
 use crate::ephemeral::PodMetadata;
 use crate::labels::POD_TEMPLATE_HASH;
-use crate::observed::ReplicaSetExt;
+use crate::replicaset::ReplicaSetExt;
 
 /// The hash of the Rollout's own pod template, as Argo computes it.
 pub fn template_hash(rollout: &Rollout) -> Result<String, String> {
