@@ -13,6 +13,9 @@ use sluice_house::{circles, sizes, workspace};
 
 /// Circles still being broken: `crate label: parent::{members}`.
 const PENDING_CIRCLES: &[&str] = &[
+    // The metric providers as one trait each (issue 27): `settings` reads datadog's
+    // credentials while datadog takes `Providers` from `settings`.
+    "analysis: crate::providers::{datadog, provider, settings}",
     // The controller's loop harness (issue 27, part 2 and 4): `store_ready`, `Hooks`, `Requeue`.
     "controller: crate::{cache, cluster, loops, runtime}",
     // ... and `rollouts::run` calling the parent's `run_all`, which runs every loop.
@@ -24,9 +27,6 @@ const PENDING_CIRCLES: &[&str] = &[
 
 /// Files still being split, relative to the workspace root.
 const PENDING_SIZES: &[&str] = &[
-    "crates/analysis/src/providers/datadog.rs",
-    "crates/analysis/src/providers/prometheus.rs",
-    "crates/controller/src/loops/notifications.rs",
     "crates/controller/src/loops/rollouts.rs",
     "crates/controller/src/serve/metrics/mod.rs",
     "crates/controller/tests/drop_in.rs",
