@@ -19,6 +19,8 @@ use tokio::task::JoinHandle;
 pub use sluice_testenv::harness;
 
 pub mod argo_objects;
+pub mod notify;
+pub mod process;
 pub mod routing;
 
 /// Generous bound for anything that should happen within a few reconciles.

@@ -20,10 +20,11 @@
 //!   recording that fails is retried without sending again.
 //! - Slack threads (`groupingKey`) are recorded on the Rollout with the `notified` record.
 //! - What is due is first written to the Rollout (`rollouts.sluice.dev/notifications-pending`:
-//!   key, event reason and occurrence, never content), and taken off with the `notified`
-//!   record. A leader that finds pending entries it has not queued (the previous leader died or
-//!   stepped down before sending) decides them again from the Rollout as it is now and sends
-//!   what is still due: a notification queued at a change of leader or a crash goes out after
+//!   key, event reason and occurrence, and the Rollout's status at the event; never content),
+//!   and taken off with the `notified` record. A leader that finds pending entries it has not
+//!   queued (the previous leader died or stepped down before sending) decides them again and
+//!   sends what is still due: a notification queued at a change of leader or a crash goes out
+//!   after it, rendered from the Rollout with the status it had at the event.
 
 mod annotations;
 mod jobs;
@@ -61,7 +62,7 @@ pub const CONFIG_INVALID: &str = "NotificationConfigInvalid";
 /// `{"reason", "type", "occurrence"}`.
 pub const PENDING: &str = "rollouts.sluice.dev/notifications-pending";
 /// How often a leader looks for pending notifications it has not queued.
-const RECOVER_EVERY: Duration = Duration::from_secs(15);
+const RECOVER_EVERY: Duration = Duration::from_secs(5);
 /// Most attempts at one send.
 const MAX_ATTEMPTS: u32 = 10;
 const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -331,7 +332,11 @@ impl Loop {
             .filter(|n| !self.queued.contains(&n.key))
             .collect();
         if !fresh.is_empty() {
-            let entry = json!({"reason": fired.reason, "type": type_, "occurrence": occurrence});
+            // The Rollout's status at the event goes with it: a notification taken over after
+            // a crash renders as it would have then (its step, weights, phase), not from the
+            // status the Rollout has moved on to.
+            let status = rollout.get("status").cloned().unwrap_or(Json::Null);
+            let entry = json!({"reason": fired.reason, "type": type_, "occurrence": occurrence, "status": status});
             let keys: Vec<String> = fresh.iter().map(|n| n.key.clone()).collect();
             let api: Api<Rollout> = Api::namespaced(
                 self.client.clone(),

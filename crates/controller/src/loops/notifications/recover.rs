@@ -18,7 +18,7 @@ use super::{Job, Loop, PENDING};
 impl Loop {
     /// Queues the pending notifications of every cached Rollout that this process has not
     /// queued (left by a leader before it, or by this process before a restart), decided again
-    /// from the Rollout as it is now; entries no longer due are taken off.
+    /// from the Rollout with the status it had at the event; entries no longer due are taken off.
     pub(super) async fn recover(&mut self) {
         if !self.gate.is_open() || self.synced != (true, true) {
             return;
@@ -54,8 +54,13 @@ impl Loop {
                 } else {
                     "Normal"
                 };
+                // As the Rollout was at the event: its status then, when the entry has it.
+                let mut at_event = rollout.clone();
+                if let Some(status) = entry.get("status").filter(|s| s.is_object()) {
+                    at_event["status"] = status.clone();
+                }
                 let subject = Subject {
-                    rollout: &rollout,
+                    rollout: &at_event,
                     analysis_runs: &Json::Null,
                 };
                 let (due, _) = due_in_all(&configs, subject, &reason, &occurrence, &notified);

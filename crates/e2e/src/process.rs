@@ -1,0 +1,133 @@
+//! The Sluice controller as an OS process, the `sluice-controller` binary, for scenarios that
+//! kill it with SIGKILL: nothing of it runs on after the kill, not even a task the runtime
+//! would finish, as in a crashed pod.
+//!
+//! The binary is `$SLUICE_CONTROLLER_BIN`, or the workspace's debug build, brought up to date
+//! once per test process with `cargo build -p sluice-controller --bin sluice-controller`
+//! (a no-op when `cargo test --workspace` built it). Its log goes to
+//! `.dev/logs/sluice-<namespace>-<n>.log`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context as _, bail};
+use sluice_testenv::harness::TestEnv;
+use tokio::sync::OnceCell;
+
+/// Names the controller binary to run instead of building it.
+pub const CONTROLLER_BIN_ENV: &str = "SLUICE_CONTROLLER_BIN";
+
+static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
+
+/// The controller binary, built first when needed.
+pub async fn controller_binary() -> anyhow::Result<PathBuf> {
+    BINARY.get_or_try_init(build).await.cloned()
+}
+
+async fn build() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os(CONTROLLER_BIN_ENV) {
+        return Ok(PathBuf::from(path));
+    }
+    let root = sluice_testenv::harness::repo_root();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = tokio::task::spawn_blocking(move || {
+        Command::new(cargo)
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "sluice-controller",
+                "--bin",
+                "sluice-controller",
+            ])
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .status()
+    })
+    .await
+    .context("waiting for cargo build")?
+    .context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build -p sluice-controller failed ({status})");
+    }
+    let path = target.join("debug/sluice-controller");
+    if !path.is_file() {
+        bail!("{} is not a file after cargo build", path.display());
+    }
+    Ok(path)
+}
+
+/// A `sluice-controller` process; killed (SIGKILL) by [`ControllerProcess::kill`] or when
+/// dropped.
+pub struct ControllerProcess {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl ControllerProcess {
+    /// Starts the controller with the admin kubeconfig, no leader election, health and metrics
+    /// on free ports, then `args` (for instance `--namespaced --namespace <ns>`), with the
+    /// environment `env` (`POD_NAMESPACE`, ...).
+    pub async fn start(
+        test_env: &TestEnv,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<ControllerProcess> {
+        let binary = controller_binary().await?;
+        let logs = test_env.repo_root().join(".dev/logs");
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let log = (1..)
+            .map(|n| logs.join(format!("sluice-{name}-{n}.log")))
+            .find(|path| !path.exists())
+            .unwrap_or_else(|| logs.join(format!("sluice-{name}.log")));
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("creating the log {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(&binary)
+            .arg("--kubeconfig")
+            .arg(test_env.kubeconfig_path())
+            .args([
+                "--leader-elect=false",
+                "--healthzPort",
+                "0",
+                "--metricsPort",
+                "0",
+            ])
+            .args(["--rollout-resync", "30", "--loglevel", "info"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        Ok(ControllerProcess {
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// Kills the process with SIGKILL and returns once it is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // std's kill is SIGKILL on Unix.
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+
+    /// Everything the process has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,229 @@
+//! Notifications with the controller as a real OS process (the `sluice-controller` binary).
+//!
+//! Killed with SIGKILL in the middle of a canary, while the notifications of its update, first
+//! step and pause are due and their webhook is down, then started again: every notification of
+//! Argo's catalog for the canary (update, both steps, pause, completion, and the Slack messages
+//! of the pause and completion, in one thread) arrives exactly once.
+//!
+//! With `--self-service-notification-enabled`, a Rollout's namespace has its own notifications
+//! configuration: its events go out under that configuration and the controller's, each once.
+
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
+use sluice_e2e::notify::*;
+use sluice_e2e::process::ControllerProcess;
+use sluice_e2e::*;
+
+/// The Rollout's `notified` record.
+async fn notified(api: &Api<sluice_api::Rollout>) -> serde_json::Map<String, Value> {
+    let ro = api.get("web").await.unwrap();
+    ro.metadata
+        .annotations
+        .unwrap_or_default()
+        .get("notified.notifications.argoproj.io")
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_catalog_notification_arrives_once_with_the_controller_killed_mid_canary() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-kill").await.unwrap();
+    let (url, inbox) = local_server().await;
+    let hook = format!("url: {url}/down/hook\n");
+    apply_config(&ns, &url, &[("service.webhook.hook", &hook)]).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let args = ["--namespaced", "--namespace", ns.name()];
+    let mut controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+        .await
+        .unwrap();
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(&api, "web", &[]).await;
+
+    // The webhook is down while the canary updates and pauses: its notifications are due,
+    // recorded as pending, and failing when the controller is killed.
+    inbox.down.lock().unwrap().0 = true;
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    wait_for("the webhook's notifications failing", TIMEOUT, || async {
+        let failed = inbox.down.lock().unwrap().1;
+        let ro = api.get("web").await?;
+        let pending = ro
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("rollouts.sluice.dev/notifications-pending")
+            .cloned()
+            .unwrap_or_default();
+        if failed >= 3 && pending.matches(":hook:").count() == 3 {
+            Ok(())
+        } else {
+            anyhow::bail!("{failed} failed, pending {pending}")
+        }
+    })
+    .await
+    .unwrap();
+    // Every first attempt has been made (retries come a second later).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    controller.kill();
+    assert!(inbox.bodies("/down/hook").is_empty());
+    inbox.down.lock().unwrap().0 = false;
+
+    // Started again, the controller sends what was pending, once.
+    let _controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+        .await
+        .unwrap();
+    wait_for("the pending notifications", TIMEOUT, || async {
+        let got = inbox.bodies("/down/hook");
+        if got.len() >= 3 {
+            Ok(())
+        } else {
+            anyhow::bail!("{got:?}")
+        }
+    })
+    .await
+    .unwrap();
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_for("every notification recorded", TIMEOUT, || async {
+        let record = notified(&api).await;
+        if record.len() == 7 {
+            Ok(())
+        } else {
+            anyhow::bail!("{record:?}")
+        }
+    })
+    .await
+    .unwrap();
+    // Nothing more comes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut got = inbox.bodies("/down/hook");
+    got.sort();
+    let mut expected = vec![
+        "Rollout web has been updated.",
+        "Rollout web step number 1/2 has been completed.",
+        "Rollout web has been paused.",
+        "Rollout web step number 2/2 has been completed.",
+        "Rollout web has been completed.",
+    ];
+    expected.sort();
+    assert_eq!(got, expected);
+    let posts = inbox.slack_posts();
+    let texts: Vec<&str> = posts.iter().filter_map(|p| p["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Rollout web has been paused.",
+            "Rollout web has been completed."
+        ]
+    );
+    assert_eq!(posts[0].get("thread_ts"), None);
+    assert!(posts[1]["thread_ts"].is_string(), "{posts:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_self_service() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    // The controller's namespace and the Rollout's, each with its configuration.
+    let home = TestNamespace::create(&env, "notify-home").await.unwrap();
+    let team = TestNamespace::create(&env, "notify-team").await.unwrap();
+    let (url, inbox) = local_server().await;
+    apply_config(&home, &url, &[]).await;
+    let mut data = sluice_notifications::catalog::data();
+    data.insert("service.webhook.team".into(), format!("url: {url}/team\n"));
+    let own = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "argo-rollouts-notification-configmap"},
+        "data": data,
+    });
+    team.apply_yaml(&own.to_string()).await.unwrap();
+
+    // A controller for the whole cluster, limited to this test's Rollout by its instance id.
+    let instance = format!("self-service-{}", team.name());
+    let mut rollout: Value =
+        serde_json::from_str(&canary_rollout("web", 1, "app:v1", steps(), json!({}))).unwrap();
+    rollout["metadata"]["labels"] =
+        json!({"argo-rollouts.argoproj.io/controller-instance-id": instance});
+    team.apply_yaml(&rollout.to_string()).await.unwrap();
+    let api = rollouts(&team);
+    let _controller = ControllerProcess::start(
+        &env,
+        team.name(),
+        &[
+            "--instance-id",
+            &instance,
+            "--self-service-notification-enabled",
+        ],
+        &[("POD_NAMESPACE", home.name())],
+    )
+    .await
+    .unwrap();
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    let mut annotations = serde_json::Map::new();
+    for trigger in ["on-rollout-updated", "on-rollout-paused"] {
+        for service in ["hook", "team"] {
+            annotations.insert(
+                format!("notifications.argoproj.io/subscribe.{trigger}.{service}"),
+                json!(""),
+            );
+        }
+    }
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .unwrap();
+
+    set_image(&api, "web", "app:v2").await;
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    wait_for("four notifications recorded", TIMEOUT, || async {
+        let record = notified(&api).await;
+        if record.len() == 4 {
+            Ok(record)
+        } else {
+            anyhow::bail!("{record:?}")
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let expected = [
+        "Rollout web has been paused.",
+        "Rollout web has been updated.",
+    ];
+    for path in ["/hook", "/team"] {
+        let mut got = inbox.bodies(path);
+        got.sort();
+        assert_eq!(got, expected, "{path}");
+    }
+    // The namespace's notifications are recorded under keys naming it, as the engine keys them.
+    let record = notified(&api).await;
+    let own_keys = record
+        .keys()
+        .filter(|k| k.contains(&format!(":{}:on-rollout-", team.name())))
+        .count();
+    assert_eq!(own_keys, 2, "{record:?}");
+    // A service only one configuration has is no problem.
+    let events: Api<Event> = team.api();
+    let warnings: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NotificationConfigInvalid"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
