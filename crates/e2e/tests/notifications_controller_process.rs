@@ -6,7 +6,9 @@
 //! of the pause and completion, in one thread) arrives exactly once.
 //!
 //! With `--self-service-notification-enabled`, a Rollout's namespace has its own notifications
-//! configuration: its events go out under that configuration and the controller's, each once.
+//! configuration: its events go out under that configuration and the controller's, each once;
+//! its malformed entries (a bad template, an unsupported service, a bad `when`) are logged and
+//! published on its ConfigMap, and every valid notification still goes out.
 
 use std::time::Duration;
 
@@ -140,6 +142,17 @@ async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_se
     apply_config(&home, &url, &[]).await;
     let mut data = sluice_notifications::catalog::data();
     data.insert("service.webhook.team".into(), format!("url: {url}/team\n"));
+    // Malformed entries: each is reported, and everything else still goes out.
+    for (key, value) in [
+        ("template.broken", "message: '{{.rollout.metadata.name'\n"),
+        ("service.opsgenie", "apiUrl: http://127.0.0.1:9\n"),
+        (
+            "trigger.on-rollout-aborted",
+            "- send: [rollout-aborted]\n  when: rollout.status.phase ==\n",
+        ),
+    ] {
+        data.insert(key.into(), value.into());
+    }
     let own = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "argo-rollouts-notification-configmap"},
@@ -155,7 +168,7 @@ async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_se
         json!({"argo-rollouts.argoproj.io/controller-instance-id": instance});
     team.apply_yaml(&rollout.to_string()).await.unwrap();
     let api = rollouts(&team);
-    let _controller = ControllerProcess::start(
+    let controller = ControllerProcess::start(
         &env,
         team.name(),
         &[
@@ -214,16 +227,38 @@ async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_se
         .filter(|k| k.contains(&format!(":{}:on-rollout-", team.name())))
         .count();
     assert_eq!(own_keys, 2, "{record:?}");
-    // A service only one configuration has is no problem.
+    // The malformed entries are logged and published as events on the namespace's ConfigMap;
+    // a service only one of the configurations has is no problem of the Rollout's.
+    let problems = [
+        "template.broken: bad template",
+        "service.opsgenie: service type 'opsgenie' is not supported",
+        "trigger.on-rollout-aborted: bad trigger: cannot compile when",
+    ];
     let events: Api<Event> = team.api();
-    let warnings: Vec<String> = events
+    let warnings: Vec<(String, String)> = events
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("NotificationConfigInvalid"))
-        .filter_map(|e| e.note)
+        .map(|e| {
+            let on = e.regarding.and_then(|r| r.kind).unwrap_or_default();
+            (on, e.note.unwrap_or_default())
+        })
         .collect();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(warnings.len(), problems.len(), "{warnings:#?}");
+    let log = controller.log();
+    for problem in problems {
+        assert!(
+            warnings
+                .iter()
+                .any(|(on, note)| on == "ConfigMap" && note.contains(problem)),
+            "{problem}: {warnings:#?}"
+        );
+        assert!(
+            log.contains(&format!("notifications configuration: {problem}")),
+            "{problem} not logged"
+        );
+    }
 }

@@ -55,3 +55,31 @@ pub(super) async fn update_annotations(
     }
     Err(last.expect("a conflict"))
 }
+
+/// The Rollout as it was at a pending entry's event: its status then (recorded with the
+/// entry), so that a notification taken over later renders its step, weights and phase as
+/// they were; an entry without one leaves the Rollout as it is.
+pub(super) fn as_at_event(rollout: &Json, entry: &Json) -> Json {
+    let mut at_event = rollout.clone();
+    if let Some(status) = entry.get("status").filter(|s| s.is_object()) {
+        at_event["status"] = status.clone();
+    }
+    at_event
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_pending_entry_renders_with_the_status_of_its_event() {
+        let now = json!({"metadata": {"name": "web"}, "status": {"currentStepIndex": 2}});
+        let entry = json!({"reason": "RolloutStepCompleted", "status": {"currentStepIndex": 1}});
+        assert_eq!(
+            super::as_at_event(&now, &entry),
+            json!({"metadata": {"name": "web"}, "status": {"currentStepIndex": 1}})
+        );
+        let older = json!({"reason": "RolloutStepCompleted", "occurrence": "r2.s1.x"});
+        assert_eq!(super::as_at_event(&now, &older), now);
+    }
+}

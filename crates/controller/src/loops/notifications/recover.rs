@@ -12,7 +12,7 @@ use sluice_notifications::NotifiedState;
 use sluice_notifications::due::{Subject, due_in_all};
 use tracing::{debug, info};
 
-use super::annotations::{pending_of, pending_value, update_annotations};
+use super::annotations::{as_at_event, pending_of, pending_value, update_annotations};
 use super::{Job, Loop, PENDING};
 
 impl Loop {
@@ -54,11 +54,7 @@ impl Loop {
                 } else {
                     "Normal"
                 };
-                // As the Rollout was at the event: its status then, when the entry has it.
-                let mut at_event = rollout.clone();
-                if let Some(status) = entry.get("status").filter(|s| s.is_object()) {
-                    at_event["status"] = status.clone();
-                }
+                let at_event = as_at_event(&rollout, entry);
                 let subject = Subject {
                     rollout: &at_event,
                     analysis_runs: &Json::Null,
