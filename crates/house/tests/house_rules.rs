@@ -30,7 +30,6 @@ const PENDING_SIZES: &[&str] = &[
     "crates/controller/src/loops/rollouts.rs",
     "crates/controller/src/serve/metrics/mod.rs",
     "crates/controller/tests/drop_in.rs",
-    "crates/e2e/tests/notifications.rs",
     "crates/engine/src/reconcile/tests.rs",
     "crates/routers/src/istio/virtual_service.rs",
 ];
