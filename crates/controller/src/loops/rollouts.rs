@@ -225,7 +225,9 @@ pub async fn run_with(
         hooks.gate.clone(),
         hooks.metrics.clone(),
         ro_reader.clone(),
-        args.argo.self_service_notification_enabled,
+        // With --namespaced the watched namespace's configuration is the Rollouts' own already
+        // (and other namespaces may not be readable).
+        args.argo.self_service_notification_enabled && namespace.is_none(),
     );
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
