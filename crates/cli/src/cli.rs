@@ -80,7 +80,7 @@ pub enum Command {
         #[command(subcommand)]
         what: GetCommand,
     },
-    /// List rollouts as a table
+    /// List rollouts or experiments as a table
     List {
         #[command(subcommand)]
         what: ListCommand,
@@ -264,6 +264,20 @@ pub enum ListCommand {
     /// List the rollouts of a namespace, or of all namespaces with -A
     #[command(visible_alias = "rollout", visible_alias = "ro")]
     Rollouts(ListRolloutsArgs),
+    /// List the experiments of a namespace, or of all namespaces with -A
+    #[command(
+        visible_alias = "experiment",
+        visible_alias = "exp",
+        after_help = "Examples:\n  # List experiments\n  kubectl sluice list experiments\n\n  # List experiments from all namespaces\n  kubectl sluice list experiments --all-namespaces"
+    )]
+    Experiments(ListExperimentsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListExperimentsArgs {
+    /// Include all namespaces
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod get;
 mod get_experiment;
 mod lint;
 mod list;
+mod list_experiments;
 mod notifications;
 mod pause;
 mod promote;
@@ -50,6 +51,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::List {
             what: ListCommand::Rollouts(args),
         } => list::run(&connect().await?, &args).await,
+        Command::List {
+            what: ListCommand::Experiments(args),
+        } => list_experiments::run(&connect().await?, &args).await,
         Command::Status(args) => status::run(&connect().await?, &args).await,
         Command::Promote(args) => promote::run(&connect().await?, &args).await,
         Command::Abort(args) => abort::run(&connect().await?, &args.name).await,
