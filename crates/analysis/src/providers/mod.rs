@@ -11,6 +11,7 @@
 mod datadog;
 mod graphite;
 mod http;
+mod influxdb;
 mod job;
 mod newrelic;
 mod outcome;
@@ -52,6 +53,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<newrelic::NewRelic>::NEW,
     &Adapter::<job::JobProvider>::NEW,
     &Adapter::<graphite::Graphite>::NEW,
+    &Adapter::<influxdb::Influxdb>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -277,10 +279,6 @@ mod tests {
             (
                 json!({"wavefront": {}}),
                 "provider \"wavefront\" is not supported",
-            ),
-            (
-                json!({"influxdb": {}}),
-                "provider \"influxdb\" is not supported",
             ),
             (
                 json!({"skywalking": {}}),
