@@ -13,9 +13,6 @@ use sluice_house::{circles, sizes, workspace};
 
 /// Circles still being broken: `crate label: parent::{members}`.
 const PENDING_CIRCLES: &[&str] = &[
-    // The metric providers as one trait each (issue 27): `settings` reads datadog's
-    // credentials while datadog takes `Providers` from `settings`.
-    "analysis: crate::providers::{datadog, provider, settings}",
     // The controller's loop harness (issue 27, part 2 and 4): `store_ready`, `Hooks`, `Requeue`.
     "controller: crate::{cache, cluster, loops, runtime}",
     // ... and `rollouts::run` calling the parent's `run_all`, which runs every loop.

@@ -34,7 +34,6 @@ use crate::secrets::{KubeSecrets, SecretSource};
 use outcome::{now, outcome_to_measurement};
 use provider::{Adapter, Env, Registered};
 
-pub use datadog::DatadogCredentials;
 pub use job::{
     ANALYSIS_RUN_METRIC_ANNOTATION, ANALYSIS_RUN_NAME_ANNOTATION,
     ANALYSIS_RUN_NAMESPACE_ANNOTATION, ANALYSIS_RUN_UID_LABEL, JOB_NAME_KEY, JOB_NAMESPACE_KEY,
@@ -42,7 +41,9 @@ pub use job::{
 };
 pub use prometheus::RESOLVED_PROMETHEUS_QUERY;
 pub use run_context::RunContext;
-pub use settings::{DEFAULT_CONTROLLER_NAMESPACE, PROMETHEUS_ADDRESS_ENV, ProviderSettings};
+pub use settings::{
+    DEFAULT_CONTROLLER_NAMESPACE, DatadogCredentials, PROMETHEUS_ADDRESS_ENV, ProviderSettings,
+};
 
 /// Every metric provider Sluice has, one line each. A metric whose provider is not here is
 /// measured as an Error saying the provider is not supported.

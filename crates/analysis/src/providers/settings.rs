@@ -1,7 +1,5 @@
 //! Process-wide provider settings, read from the environment as Argo reads them.
 
-use super::datadog::DatadogCredentials;
-
 /// Env var with the Prometheus address used when a metric names none.
 pub const PROMETHEUS_ADDRESS_ENV: &str = "ARGO_ROLLOUTS_PROMETHEUS_ADDRESS";
 /// Namespace of the controller's own provider Secrets when neither setting nor env var says.
@@ -55,4 +53,12 @@ impl ProviderSettings {
             datadog,
         }
     }
+}
+
+/// Datadog API credentials and the API address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatadogCredentials {
+    pub address: Option<String>,
+    pub api_key: String,
+    pub app_key: String,
 }

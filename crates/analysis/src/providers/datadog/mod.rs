@@ -17,6 +17,7 @@ use sluice_api::parse_go_duration;
 use super::http::{join_url, read_body, request_error, snippet};
 use super::outcome::Outcome;
 use super::provider::{Env, Provider};
+use super::settings::DatadogCredentials;
 use super::{ProviderError, Providers, RunContext};
 use crate::redact::Redactor;
 
@@ -32,14 +33,6 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_AGGREGATOR: &str = "last";
 /// Most groups listed in the `groups` metadata of a grouped v2 query.
 const MAX_GROUPS: usize = 100;
-
-/// Datadog API credentials and the API address.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DatadogCredentials {
-    pub address: Option<String>,
-    pub api_key: String,
-    pub app_key: String,
-}
 
 /// The Datadog provider (`provider.datadog`).
 pub(crate) struct Datadog;
