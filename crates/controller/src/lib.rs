@@ -1,14 +1,18 @@
 //! The `sluice-controller` runtime: flags, clients, leader election and write fencing, watches
 //! and caches, the apply layer that executes the engine's plans, events, health and metrics.
 //!
+//! The modules, each using only those listed after it (no module reaches back up):
+//!
+//! - `runtime`: the process that ties them together; `served`: waiting for the CRDs at start;
+//! - `loops`: the Rollout, AnalysisRun and Experiment loops (and notifications beside the
+//!   Rollout loop), with the observe and apply steps and the drivers the simulator runs too;
+//! - `cluster`: the cluster access the loops read and write through, and when a failed write
+//!   is looked at again;
+//! - `cache`: watch caches with indexes (a Rollout's own objects without a scan);
+//! - `client`, `ratelimit`: the HTTP client stacks;
 //! - `leader`: the client-go compatible Lease election and the write fence;
 //! - `serve`: the health and metrics endpoints;
-//! - `loops`: the Rollout and AnalysisRun loops, with the observe and apply steps;
-//! - `cluster`: the cluster access the loops read and write through;
-//! - `cache`: watch caches with indexes (a Rollout's own objects without a scan);
-//! - `client`, `ratelimit`: the HTTP client stacks; `args`, `duration`: flags; `config`: the
-//!   `argo-rollouts-config` ConfigMap;
-//!   `runtime`: the process that ties them together; `served`: waiting for the CRDs at start.
+//! - `args`, `duration`: flags; `config`: the `argo-rollouts-config` ConfigMap.
 
 pub mod args;
 pub mod cache;

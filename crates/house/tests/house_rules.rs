@@ -13,9 +13,8 @@ use sluice_house::{circles, sizes, workspace};
 
 /// Circles still being broken: `crate label: parent::{members}`.
 const PENDING_CIRCLES: &[&str] = &[
-    // The controller's loop harness (issue 27, part 2 and 4): `store_ready`, `Hooks`, `Requeue`.
-    "controller: crate::{cache, cluster, loops, runtime}",
-    // ... and `rollouts::run` calling the parent's `run_all`, which runs every loop.
+    // The controller's loop harness (issue 27): `rollouts::run` calls the parent's `run_all`,
+    // which runs every loop.
     "controller: crate::loops::{analysis_runs, experiments, rollouts}",
     // One trait per traffic router (issue 27, part 1): `Update` names analysis's `Verdicts`,
     // `world` and `prepare` use each other.

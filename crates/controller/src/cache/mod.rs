@@ -20,8 +20,6 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplat
 use sluice_api::experiment::Experiment;
 use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 
-use crate::runtime::store_ready;
-
 mod lean_meta;
 mod replica_set;
 
@@ -272,7 +270,29 @@ where
         .reflect(writer.writer)
 }
 
-/// The watch caches a [`crate::cluster::KubeCluster`] answers the Rollout loop's reads from,
+/// Waits until a watch cache has listed everything once; `false` if it never will.
+///
+/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
+/// readiness is a one-shot channel with a single waker slot), so waiting callers re-poll it.
+pub async fn store_ready<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(result) => return result.is_ok(),
+            Err(_) => continue,
+        }
+    }
+}
+
+/// The watch caches the cluster access (`KubeCluster`) answers the Rollout loop's reads from,
 /// instead of listing or getting from the API server on every reconcile. Their objects are
 /// cached without what the controller never reads ([`drop_managed_fields`] for all,
 /// [`drop_unread_metadata`] for Services and templates), so they are no source for a copy.

@@ -5,6 +5,7 @@
 
 mod access;
 mod api_server;
+pub mod requeue;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -14,7 +15,7 @@ pub use api_server::{FIELD_MANAGER, KubeCluster};
 use std::fmt::Debug;
 
 use crate::leader::fence::Fenced;
-use crate::loops::driver::{Requeue, requeue_after_error};
+use requeue::requeue_after_error;
 
 /// Why a write did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -40,15 +41,6 @@ impl WriteError {
         match self {
             WriteError::Api(_) => None,
             expected => Some(requeue_after_error(expected).into()),
-        }
-    }
-}
-
-impl From<Requeue> for kube::runtime::controller::Action {
-    fn from(requeue: Requeue) -> Self {
-        match requeue {
-            Requeue::After(after) => Self::requeue(after),
-            Requeue::AwaitChange => Self::await_change(),
         }
     }
 }

@@ -25,9 +25,9 @@ use tracing::{debug, info, warn};
 
 use crate::args::Args;
 use crate::cluster::{KubeCluster, WriteError};
+use crate::loops::Hooks;
 use crate::loops::analysis_run_driver::{self, MeasurementResult, Measurer};
 use crate::loops::rollouts::instance_selector;
-use crate::runtime::Hooks;
 
 struct Context {
     writer: KubeCluster,

@@ -15,20 +15,9 @@ use sluice_engine::{Plan, Settings};
 use super::apply::Applied;
 use super::observe::observe;
 use crate::cluster::{ClusterAccess, WriteError};
-
-/// How soon a Rollout whose plan met a stale view (409, or an object gone) is looked at again.
-pub const STALE_RETRY: Duration = Duration::from_millis(500);
-/// How soon a Rollout whose reconcile failed is looked at again.
-pub const ERROR_RETRY: Duration = Duration::from_secs(5);
-
-/// When to reconcile a Rollout again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Requeue {
-    After(Duration),
-    /// Only when something changes: a lost leadership leaves the Rollout to the new leader,
-    /// and the next acquisition reconciles everything anyway.
-    AwaitChange,
-}
+// The requeue policy of a write that failed belongs to the cluster access; the Rollout
+// loop and the simulator name it through the driver.
+pub use crate::cluster::requeue::{ERROR_RETRY, Requeue, STALE_RETRY, requeue_after_error};
 
 /// Whether `rs` belongs to `rollout`: the Rollout is its controller owner (by uid, which also
 /// tells apart a namesake created since) in the same namespace.
@@ -134,16 +123,6 @@ pub fn requeue(result: &Result<Plan, WriteError>, resync: Duration) -> Requeue {
     match result {
         Ok(plan) => Requeue::After(plan.requeue_after.map_or(resync, |d| d.min(resync))),
         Err(e) => requeue_after_error(e),
-    }
-}
-
-/// A stale view is observed again shortly; a lost leadership waits for a change; any other
-/// failure is retried after [`ERROR_RETRY`].
-pub fn requeue_after_error(error: &WriteError) -> Requeue {
-    match error {
-        WriteError::Conflict | WriteError::NotFound => Requeue::After(STALE_RETRY),
-        WriteError::NotLeader => Requeue::AwaitChange,
-        WriteError::Api(_) => Requeue::After(ERROR_RETRY),
     }
 }
 

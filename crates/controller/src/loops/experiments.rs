@@ -28,11 +28,11 @@ use tracing::{debug, info, warn};
 
 use crate::args::Args;
 use crate::cluster::{ClusterAccess, KubeCluster, WriteError};
+use crate::loops::Hooks;
 use crate::loops::apply::{annotations_patch, merge_diff};
 use crate::loops::events::EventPublisher;
 use crate::loops::observe::fetch_templates;
 use crate::loops::rollouts::instance_selector;
-use crate::runtime::Hooks;
 
 struct Context {
     client: Client,

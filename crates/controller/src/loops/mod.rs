@@ -10,6 +10,7 @@ pub mod apply;
 pub mod driver;
 pub mod events;
 pub mod experiments;
+mod hooks;
 pub mod notifications;
 pub mod observe;
 pub mod rollouts;
@@ -18,7 +19,7 @@ use futures::channel::mpsc;
 use kube::Client;
 
 use crate::args::Args;
-use crate::runtime::Hooks;
+pub use hooks::Hooks;
 
 /// Runs the Rollout, AnalysisRun and Experiment loops side by side until `hooks` say stop.
 ///

@@ -26,10 +26,10 @@ use tracing::{debug, info, warn};
 use crate::args::Args;
 use crate::cache::{self, CachedReplicaSet, Caches, IndexedStore};
 use crate::cluster::{KubeCluster, WriteError};
+use crate::loops::Hooks;
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
 use crate::loops::events::EventPublisher;
-use crate::runtime::Hooks;
 
 pub struct Context {
     writer: KubeCluster,
@@ -97,7 +97,7 @@ pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
     crate::loops::run_all(client, args, Hooks::standalone()).await
 }
 
-/// Runs the reconciler inside the controller process ([`crate::runtime::start`]): writes only
+/// Runs the reconciler inside the controller process: writes only
 /// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`. Changes of
 /// ReplicaSets an Experiment owns go to `to_experiments`.
 pub async fn run_with(
@@ -414,7 +414,7 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     // Deciding on a half-filled ReplicaSet cache could mistake a running update for a first
     // deploy (and a half-filled Service or template cache a valid spec for an invalid one), so
     // nothing is decided before every cache has listed everything once.
-    if !crate::runtime::store_ready(ctx.replica_sets.store()).await || !ctx.caches.ready().await {
+    if !crate::cache::store_ready(ctx.replica_sets.store()).await || !ctx.caches.ready().await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     announce(&ctx, &ro).await;
