@@ -15,7 +15,8 @@ use sluice_engine::observed::TemplateKey;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
 use super::WriteError;
-/// The writes a Rollout reconcile can make. Patches are JSON merge patches that carry the
+/// The reads and writes of the loops' reconciles (Rollouts, AnalysisRuns, Experiments): every
+/// write the controller makes goes through here. Patches are JSON merge patches that carry the
 /// `metadata.resourceVersion` they were computed from, so a stale decision is refused.
 pub trait ClusterAccess: Send + Sync {
     /// Whether a write may be made now. The apply layer asks right before each write, so a
@@ -259,8 +260,9 @@ pub trait ClusterAccess: Send + Sync {
         async move { Err(WriteError::Api(message)) }
     }
 
-    /// Merge-patches an Experiment (`spec.terminate`).
-    fn patch_experiment_spec(
+    /// Merge-patches an Experiment: `spec.terminate` from a Rollout, the status from the
+    /// Experiment loop (the kind has no status subresource: both go to the main resource).
+    fn patch_experiment(
         &self,
         _namespace: &str,
         name: &str,
@@ -278,6 +280,56 @@ pub trait ClusterAccess: Send + Sync {
         _uid: Option<&str>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send {
         let message = format!("Experiment {name}: not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Lists every ReplicaSet of a namespace: an Experiment's carry none of the labels the
+    /// Rollout loop's cache selects on.
+    fn list_replica_sets(
+        &self,
+        _namespace: &str,
+    ) -> impl Future<Output = Result<Vec<ReplicaSet>, WriteError>> + Send {
+        async {
+            Err(WriteError::Api(
+                "ReplicaSet lists: not supported here".into(),
+            ))
+        }
+    }
+
+    /// Lists every AnalysisRun of a namespace, unlike [`ClusterAccess::list_analysis_runs`]:
+    /// an Experiment's runs carry no `rollout-type` label.
+    fn list_every_analysis_run(
+        &self,
+        _namespace: &str,
+    ) -> impl Future<Output = Result<Vec<AnalysisRun>, WriteError>> + Send {
+        async {
+            Err(WriteError::Api(
+                "AnalysisRun lists: not supported here".into(),
+            ))
+        }
+    }
+
+    /// Creates the Service of an Experiment's template.
+    fn create_service(
+        &self,
+        _namespace: &str,
+        svc: &Service,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!(
+            "Service {}: not supported here",
+            svc.metadata.name.as_deref().unwrap_or_default()
+        );
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Deletes a Service with a uid precondition; an absent one is not an error.
+    fn delete_service(
+        &self,
+        _namespace: &str,
+        name: &str,
+        _uid: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("Service {name}: not supported here");
         async move { Err(WriteError::Api(message)) }
     }
 

@@ -184,35 +184,6 @@ impl KubeCluster {
     }
 }
 
-/// The writes of the Experiment controller beyond those of [`ClusterAccess`]: a template's
-/// Service, and the Experiment's status (a merge patch of the main resource: the kind has no
-/// status subresource).
-impl KubeCluster {
-    pub async fn create_service(&self, namespace: &str, svc: &Service) -> Result<(), WriteError> {
-        self.create(namespace, svc).await
-    }
-
-    pub async fn delete_service(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: Option<&str>,
-    ) -> Result<(), WriteError> {
-        self.delete::<Service>(namespace, name, uid).await
-    }
-
-    pub async fn patch_experiment(
-        &self,
-        namespace: &str,
-        name: &str,
-        merge_patch: &Value,
-    ) -> Result<(), WriteError> {
-        self.merge_patch::<Experiment>(namespace, name, merge_patch)
-            .await
-            .map(drop)
-    }
-}
-
 /// What the controller needs of a write's response: the new resourceVersion. Reading just
 /// that skips building the whole object (managed fields and all), which costs more CPU than
 /// the rest of the write.
@@ -591,13 +562,41 @@ impl ClusterAccess for KubeCluster {
         self.create(namespace, experiment).await
     }
 
-    async fn patch_experiment_spec(
+    async fn patch_experiment(
         &self,
         namespace: &str,
         name: &str,
         merge_patch: &Value,
     ) -> Result<(), WriteError> {
-        self.patch_experiment(namespace, name, merge_patch).await
+        self.merge_patch::<Experiment>(namespace, name, merge_patch)
+            .await
+            .map(drop)
+    }
+
+    async fn list_replica_sets(&self, namespace: &str) -> Result<Vec<ReplicaSet>, WriteError> {
+        let lp = ListParams::default();
+        Ok(self.api::<ReplicaSet>(namespace).list(&lp).await?.items)
+    }
+
+    async fn list_every_analysis_run(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<AnalysisRun>, WriteError> {
+        let lp = ListParams::default();
+        Ok(self.api::<AnalysisRun>(namespace).list(&lp).await?.items)
+    }
+
+    async fn create_service(&self, namespace: &str, svc: &Service) -> Result<(), WriteError> {
+        self.create(namespace, svc).await
+    }
+
+    async fn delete_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.delete::<Service>(namespace, name, uid).await
     }
 
     async fn delete_experiment(

@@ -176,7 +176,7 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             }
             Action::TerminateExperiment { name: exp } => {
                 let patch = json!({ "spec": { "terminate": true } });
-                match writer.patch_experiment_spec(ns, exp, &patch).await {
+                match writer.patch_experiment(ns, exp, &patch).await {
                     // Gone meanwhile: nothing left to stop.
                     Err(WriteError::NotFound) => {}
                     other => other?,

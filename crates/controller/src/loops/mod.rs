@@ -9,6 +9,7 @@ pub mod analysis_runs;
 pub mod apply;
 pub mod driver;
 pub mod events;
+pub mod experiment_driver;
 pub mod experiments;
 mod hooks;
 pub mod notifications;

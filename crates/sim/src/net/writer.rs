@@ -71,6 +71,9 @@ impl SimWriter {
     }
 
     async fn call(&self, request: Request) -> Response {
+        // Told in the span of whatever code is making the request (nothing is formatted
+        // unless a subscriber listens): a test checks the Experiment loop's writes this way.
+        tracing::trace!(request = %request.describe(), "request");
         self.with(|s| {
             s.incoming = None;
             s.outgoing = Some(request);
@@ -345,13 +348,52 @@ impl ClusterAccess for SimWriter {
             .await
     }
 
-    async fn patch_experiment_spec(
+    /// A merge patch of an Experiment's main resource (its spec or its status).
+    async fn patch_experiment(
         &self,
-        ns: &str,
+        _ns: &str,
         name: &str,
         patch: &Value,
     ) -> Result<(), WriteError> {
-        self.patch_experiment(ns, name, patch).await
+        self.done(Request::PatchExperiment {
+            name: name.into(),
+            patch: patch.clone(),
+        })
+        .await
+    }
+
+    async fn list_replica_sets(&self, _ns: &str) -> Result<Vec<ReplicaSet>, WriteError> {
+        match self.call(Request::ListReplicaSets).await? {
+            Reply::ReplicaSets(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The same request as [`ClusterAccess::list_analysis_runs`]: the simulated API server
+    /// lists every run (no `rollout-type` selector), which the Rollout loop filters anyway.
+    async fn list_every_analysis_run(&self, _ns: &str) -> Result<Vec<AnalysisRun>, WriteError> {
+        match self.call(Request::ListAnalysisRuns).await? {
+            Reply::AnalysisRuns(runs) => Ok(runs),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn create_service(&self, _ns: &str, svc: &Service) -> Result<(), WriteError> {
+        self.done(Request::CreateService(Box::new(svc.clone())))
+            .await
+    }
+
+    async fn delete_service(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), WriteError> {
+        self.done(Request::DeleteService {
+            name: name.into(),
+            uid: uid.map(str::to_string),
+        })
+        .await
     }
 
     async fn delete_experiment(
@@ -371,42 +413,5 @@ impl ClusterAccess for SimWriter {
 impl SimWriter {
     async fn done(&self, request: Request) -> Result<(), WriteError> {
         self.call(request).await.map(|_| ())
-    }
-}
-
-/// The Experiment controller's calls beyond [`ClusterAccess`], as `KubeCluster` has them.
-impl SimWriter {
-    pub async fn list_replica_sets(&self) -> Result<Vec<ReplicaSet>, WriteError> {
-        match self.call(Request::ListReplicaSets).await? {
-            Reply::ReplicaSets(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
-    }
-
-    pub async fn create_service(&self, svc: &Service) -> Result<(), WriteError> {
-        self.done(Request::CreateService(Box::new(svc.clone())))
-            .await
-    }
-
-    pub async fn delete_service(&self, name: &str, uid: Option<&str>) -> Result<(), WriteError> {
-        self.done(Request::DeleteService {
-            name: name.into(),
-            uid: uid.map(str::to_string),
-        })
-        .await
-    }
-
-    /// A merge patch of an Experiment's main resource (its spec or its status).
-    pub async fn patch_experiment(
-        &self,
-        _ns: &str,
-        name: &str,
-        patch: &Value,
-    ) -> Result<(), WriteError> {
-        self.done(Request::PatchExperiment {
-            name: name.into(),
-            patch: patch.clone(),
-        })
-        .await
     }
 }
