@@ -273,3 +273,52 @@ async fn email_refused_by_the_server_or_without_a_server_is_a_failure_that_names
     assert!(err.permanent, "{err}");
     assert!(!err.message.contains("m41lpw"), "{err}");
 }
+
+#[tokio::test]
+async fn email_upgrades_to_tls_with_starttls_before_logging_in_and_checks_the_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (port, server) = smtp::start_with_starttls().await;
+    let settings = |check: bool| {
+        format!(
+            "host: localhost\nport: {port}\nfrom: rollouts@example.com\nusername: bot\npassword: $email-password\ninsecure_skip_verify: {}\n",
+            !check
+        )
+    };
+    let cfg = config(
+        &[
+            ("service.email", settings(false)),
+            ("service.email.checked", settings(true)),
+        ],
+        &[("email-password", "m41lpw")],
+    );
+    let content = json!({"message": "m", "email": {"subject": "s"}});
+    sender()
+        .send(
+            &cfg,
+            &notification("email", "dev@example.com", content.clone()),
+            &SlackThreads::new(),
+        )
+        .await
+        .unwrap();
+    {
+        let mails = server.mails.lock().unwrap();
+        assert_eq!(mails.len(), 1);
+        assert!(mails[0].secure, "the login and message went in the clear");
+        assert_eq!(
+            mails[0].login,
+            Some(("bot".to_owned(), "m41lpw".to_owned()))
+        );
+    }
+    // The test's certificate is self-signed: checked, it is refused, and nothing is sent.
+    let err = sender()
+        .send(
+            &cfg,
+            &notification("checked", "dev@example.com", content),
+            &SlackThreads::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("TLS"), "{err}");
+    assert!(!err.message.contains("m41lpw"), "{err}");
+    assert_eq!(server.mails.lock().unwrap().len(), 1);
+}

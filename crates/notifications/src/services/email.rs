@@ -108,8 +108,8 @@ pub async fn send(
 fn failure(service: &str, e: &lettre::transport::smtp::Error) -> SendError {
     let what = if e.is_timeout() {
         "timed out".to_owned()
-    } else if e.is_tls() {
-        "TLS error".to_owned()
+    } else if e.is_tls() || tls_failure(e) {
+        "TLS error (the connection or the server's certificate)".to_owned()
     } else if let Some(code) = e.status() {
         format!("the server answered {code}")
     } else {
@@ -122,4 +122,21 @@ fn failure(service: &str, e: &lettre::transport::smtp::Error) -> SendError {
     } else {
         SendError::transient(message)
     }
+}
+
+/// Whether TLS failed somewhere under `e` (a refused certificate surfaces as a connection
+/// error whose cause is rustls's).
+fn tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if c.is::<rustls::Error>()
+            || c.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
