@@ -8,6 +8,7 @@ pub mod corpus;
 pub mod crd;
 pub mod duration;
 pub mod experiment;
+pub mod label_selector;
 pub mod pod_defaults;
 pub mod pod_template_hash;
 pub mod rollout;

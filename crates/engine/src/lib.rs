@@ -13,7 +13,6 @@ pub mod pod_hash;
 pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
-pub mod selector;
 pub mod steps;
 
 pub use observed::{Observed, ReplicaSetExt};
@@ -22,3 +21,5 @@ pub use reconcile::{
     Settings, reconcile, reconcile_with, router_dependent_references, router_references,
     router_selections, supports,
 };
+/// Label selectors are part of the API: the routers match them too.
+pub use sluice_api::label_selector as selector;

@@ -220,20 +220,17 @@ impl World<'_> {
         let canary_services = self.canary_services()?;
         let p = self.p;
         let routers = match p.canary().traffic_routing.as_ref() {
-            Some(routing) if matches!(p.strategy, Strategy::Canary(_)) => {
+            Some(_) if matches!(p.strategy, Strategy::Canary(_)) => {
                 let desired = self.router_desired("", "", 0);
-                let alb_services = self.service_roles(true);
-                let versions = self.router_versions;
-                traffic::resolve(
+                traffic::Routers::resolve(
                     self.ro,
-                    routing,
+                    self.router_versions,
                     self.router_objects,
+                    self.service_roles(true),
                     &desired,
-                    alb_services,
-                    versions,
                 )?
             }
-            _ => Vec::new(),
+            _ => traffic::Routers::none(),
         };
         self.routed_hashes = traffic::routed_hashes(self, &routers);
         self.routed_canary_weight = traffic::routed_canary_weight(self, &routers);

@@ -8,18 +8,41 @@
 //! `Ok(None)` when the object is already as wanted, so that nothing is written, and
 //! `observed_weight`, which reads the canary weight back out of an object: the scale-down
 //! safety rule trusts what the router object says, never what was last written.
+//!
+//! Each router is one [`TrafficRouter`] implementation in its folder, listed once in
+//! [`REGISTRY`]; the engine walks the registry and names no router.
 
 pub mod alb;
 pub mod ambassador;
 pub mod apisix;
 pub mod appmesh;
 mod cautious;
+pub mod edits;
 pub mod gateway;
 pub mod istio;
 pub mod kinds;
 pub mod nginx;
+pub mod router;
 pub mod smi;
 pub mod traefik;
+
+pub use edits::Edits;
+pub use router::{TrafficRouter, View};
+
+/// Every traffic router Sluice runs, one line each. A Rollout's routers are checked and
+/// edited in this order, so the order decides which problem is reported first and the order
+/// of the writes in a plan.
+pub static REGISTRY: &[&dyn TrafficRouter] = &[
+    &istio::Istio,
+    &nginx::Nginx,
+    &alb::Alb,
+    &smi::Smi,
+    &traefik::Traefik,
+    &ambassador::Ambassador,
+    &apisix::Apisix,
+    &appmesh::AppMesh,
+    &gateway::GatewayApi,
+];
 
 use serde_json::Value;
 

@@ -13,7 +13,7 @@ use super::analysis::{AnalysisState, Role, Verdict};
 use super::pause::{add_pause, has_pause, remove_pause};
 use super::prepare::step_kind;
 use super::scaling::counts_of;
-use super::traffic::Router;
+use super::traffic::Routers;
 use super::{Outcome, Update, World};
 use crate::observed::ReplicaSetExt;
 use crate::plan::{Event, Plan, set_requeue};
@@ -29,7 +29,7 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
-        routers: &[Router<'_>],
+        routers: &Routers<'_>,
     ) -> Outcome {
         if self.p.canary().traffic_routing.is_some() {
             return self.routed_canary(status, plan, events, u, analysis, routers);
@@ -55,7 +55,7 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
-        routers: &[Router<'_>],
+        routers: &Routers<'_>,
     ) -> Outcome {
         let previous = previous_weights(status);
         let step_counts = self.routed_counts(status, u, 0, None);

@@ -16,7 +16,7 @@ use sluice_api::rollout::{
 use sluice_routers::{Desired, Destination};
 
 pub(super) use read_back::{routed_canary_weight, routed_hashes};
-pub(super) use routers::{Router, resolve};
+pub(super) use routers::Routers;
 pub use routers::{dependent_references, references, selections};
 pub(super) use weight::set_weight_at;
 
@@ -24,7 +24,7 @@ use super::{Update, World};
 use crate::labels::POD_TEMPLATE_HASH;
 use crate::plan::{Action, Event, Plan};
 use crate::steps;
-use routers::{Calls, Edits};
+use sluice_routers::router::Calls;
 
 /// What the routers were told in this reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,20 +39,19 @@ pub(super) struct TrafficDecision {
     pub routed: Option<(i32, i32)>,
 }
 
-/// The Gateway API plugin, which Sluice runs built in.
-pub(crate) const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
-
 /// Refuses the traffic router plugins this version does not run, naming them. Every router
-/// of Argo's (Istio, NGINX, ALB, SMI, Traefik, Ambassador, APISIX, App Mesh) and the Gateway
-/// API plugin are built in; no plugin binary is ever loaded.
+/// of Argo's and the plugins of the routers' registry are built in; no plugin binary is ever
+/// loaded.
 pub(super) fn check_supported(routing: &RolloutTrafficRouting) -> Result<(), String> {
     const PATH: &str = "spec.strategy.canary.trafficRouting";
-    for name in routing.plugins.iter().flat_map(|p| p.keys()) {
-        if name != GATEWAY_API_PLUGIN {
-            return Err(format!(
-                "{PATH}.plugins: Unsupported value: \"{name}\": traffic router plugins are not loaded by Sluice; built in: \"{GATEWAY_API_PLUGIN}\""
-            ));
-        }
+    if let Some(name) = routers::unknown_plugins(routing).next() {
+        let built_in: Vec<String> = routers::built_in_plugins()
+            .map(|p| format!("\"{p}\""))
+            .collect();
+        return Err(format!(
+            "{PATH}.plugins: Unsupported value: \"{name}\": traffic router plugins are not loaded by Sluice; built in: {}",
+            built_in.join(", ")
+        ));
     }
     Ok(())
 }
@@ -64,7 +63,7 @@ impl World<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn route_traffic(
         &mut self,
-        routers: &[Router<'_>],
+        routers: &Routers<'_>,
         status: &mut RolloutStatus,
         plan: &mut Plan,
         events: &mut Vec<Event>,
@@ -155,21 +154,21 @@ impl World<'_> {
             rollout_name: self.rollout_name(),
             now: self.now,
         };
-        let mut edits = Edits::default();
-        for router in routers {
-            if let Err(message) = router.edit(&calls, &mut edits) {
+        let edited = match routers.edit(&calls) {
+            Ok(edited) => edited,
+            Err(message) => {
                 // Argo fails the reconcile with this warning; nothing of this pass's routing
                 // is written, and the next reconcile tries again.
                 events.push(Event::warning("TrafficRoutingError", message));
                 return decision;
             }
-        }
-        events.extend(std::mem::take(&mut edits.events));
-        if let Some(after) = edits.requeue {
+        };
+        events.extend(edited.events);
+        if let Some(after) = edited.requeue {
             crate::plan::set_requeue(&mut plan.requeue_after, after);
         }
-        plan.actions.extend(edits.into_actions());
-        decision.verified = routers.iter().any(Router::verifies).then_some(true);
+        plan.actions.extend(edited.actions);
+        decision.verified = routers.verify().then_some(true);
         decision.routed = Some((desired.weight, desired.stable_weight()));
         self.count_written_weights(plan, &desired);
         self.record_weights(status, events, &desired, previous, decision.verified);

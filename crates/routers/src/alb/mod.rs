@@ -34,6 +34,7 @@
 //! Argo when `--aws-verify-target-group` is off.
 
 mod action;
+mod adapter;
 #[cfg(test)]
 mod corpus_tests;
 mod go_json;
@@ -44,6 +45,7 @@ mod observed;
 mod remove;
 mod set_weight;
 
+pub use adapter::Alb;
 pub use header_route::set_header_route;
 
 /// Argo's reference validation of an ALB Ingress: some rule path must have the action Service

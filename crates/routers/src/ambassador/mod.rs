@@ -18,11 +18,13 @@
 //! Header, mirror, hash and route-removal operations are no-ops for Ambassador, as in Argo,
 //! and experiment destinations are ignored.
 
+mod adapter;
 mod canary_mapping;
 mod check;
 mod observed;
 mod set_weight;
 
+pub use adapter::Ambassador;
 pub use check::check_base;
 pub use observed::observed_weight;
 pub use set_weight::set_weight;

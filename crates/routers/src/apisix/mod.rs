@@ -13,12 +13,14 @@
 //! Argo's event stream exactly leaves out, as it does with
 //! [`smi::UPDATED_REASON`](crate::smi::UPDATED_REASON).
 
+mod adapter;
 mod exprs;
 mod header_route;
 mod observed;
 mod rules;
 mod set_weight;
 
+pub use adapter::Apisix;
 pub use header_route::{remove_managed_route, set_header_route};
 pub use observed::observed_weight;
 pub use set_weight::set_weight;

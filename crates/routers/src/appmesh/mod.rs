@@ -15,6 +15,7 @@
 //! event stream exactly leaves out, as it does with
 //! [`smi::UPDATED_REASON`](crate::smi::UPDATED_REASON).
 
+mod adapter;
 mod check;
 mod observed;
 mod router_ref;
@@ -22,6 +23,7 @@ mod routes;
 mod set_weight;
 mod virtual_node;
 
+pub use adapter::AppMesh;
 pub use check::check_routes;
 pub use observed::observed_weight;
 pub use router_ref::virtual_router_ref;

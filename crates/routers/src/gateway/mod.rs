@@ -18,6 +18,7 @@
 //! The plugin's other operations (UpdateHash, SetMirrorRoute) do nothing, and its weight
 //! verification always answers "verified".
 
+mod adapter;
 mod config;
 mod experiment;
 mod header_route;
@@ -27,6 +28,7 @@ mod managed;
 mod rules;
 mod weights;
 
+pub use adapter::GatewayApi;
 pub use config::{
     Config, DEFAULT_IN_PROGRESS_LABEL_KEY, DEFAULT_IN_PROGRESS_LABEL_VALUE, RouteReference,
     RouteSelector, parse_config,

@@ -18,6 +18,7 @@
 //! - [`header_route`], [`mirror_route`], [`remove`]: the managed routes, with what they share
 //!   in `managed_route`; `order`: their precedence; `canary_target`: where they send traffic.
 
+mod adapter;
 mod canary_target;
 pub mod check;
 mod destination;
@@ -36,6 +37,7 @@ pub mod virtual_service;
 #[cfg(test)]
 mod fixtures;
 
+pub use adapter::Istio;
 pub use check::check_routes;
 pub use destination_rule::{subset_hashes, update_hash};
 pub use header_route::set_header_route;

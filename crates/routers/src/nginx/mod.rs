@@ -6,12 +6,14 @@
 //! Ingress is never deleted: after promotion it stays at weight 0 until the Rollout is
 //! garbage-collected with it.
 
+mod adapter;
 mod desired;
 mod names;
 mod observed;
 pub(crate) mod owner;
 mod set_weight;
 
+pub use adapter::Nginx;
 pub use desired::desired_canary_ingress;
 pub use names::{canary_ingress_name, stable_ingresses};
 pub use observed::observed_weight;

@@ -3,11 +3,13 @@
 //!
 //! Header, mirror, hash and route-removal operations are no-ops for SMI, as in Argo.
 
+mod adapter;
 mod observed;
 mod set_weight;
 mod spec;
 mod weight;
 
+pub use adapter::Smi;
 pub use observed::observed_weight;
 pub use set_weight::{UPDATED_REASON, set_weight};
 

@@ -5,10 +5,12 @@
 //! Header, mirror, hash and route-removal operations are no-ops for Traefik, as in Argo, and
 //! experiment destinations are ignored: the stable gets 100 − canary.
 
+mod adapter;
 mod observed;
 mod services;
 mod set_weight;
 
+pub use adapter::Traefik;
 pub use observed::observed_weight;
 pub use set_weight::set_weight;
 

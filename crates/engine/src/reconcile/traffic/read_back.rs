@@ -7,16 +7,18 @@
 
 use std::collections::BTreeMap;
 
+use sluice_routers::router::SharesBy;
+
 use super::World;
-use super::routers::Router;
+use super::routers::Routers;
 use crate::labels::POD_TEMPLATE_HASH;
 
 /// The largest canary weight any router gives now.
-pub(in crate::reconcile) fn routed_canary_weight(world: &World<'_>, routers: &[Router<'_>]) -> i32 {
+pub(in crate::reconcile) fn routed_canary_weight(world: &World<'_>, routers: &Routers<'_>) -> i32 {
     let desired = world.router_desired("", "", 0);
     routers
-        .iter()
-        .filter_map(|r| r.observed_weight(&desired))
+        .observed(&desired)
+        .filter_map(|(weight, _)| weight)
         .map(|w| w.canary)
         .max()
         .unwrap_or(0)
@@ -25,10 +27,9 @@ pub(in crate::reconcile) fn routed_canary_weight(world: &World<'_>, routers: &[R
 /// Weight per pod-template hash, the largest any router gives it.
 pub(in crate::reconcile) fn routed_hashes(
     world: &World<'_>,
-    routers: &[Router<'_>],
+    routers: &Routers<'_>,
 ) -> BTreeMap<String, i32> {
     let canary = world.p.canary();
-    let routing = canary.traffic_routing.clone().unwrap_or_default();
     let selected = |service: Option<&String>| -> Option<String> {
         let name = service.filter(|n| !n.is_empty())?;
         world
@@ -53,33 +54,23 @@ pub(in crate::reconcile) fn routed_hashes(
         ping_pong && !named(&canary.canary_service) && !named(&canary.stable_service);
     let desired = world.router_desired("", "", 0);
     let mut out: BTreeMap<String, i32> = BTreeMap::new();
-    for router in routers {
-        let Some(weight) = router.observed_weight(&desired) else {
+    for (weight, shares) in routers.observed(&desired) {
+        let Some(weight) = weight else {
             continue;
         };
-        let uses_ping_pong = if router.own_services().is_some() {
+        let uses_ping_pong = if matches!(shares.by, SharesBy::PingPongServices(..)) {
             ping_pong
         } else {
             plain_is_ping_pong
         };
-        let (canary_hash, stable_hash) = if let Some((canary_node, stable_node)) =
-            router.node_hashes()
-        {
-            (canary_node, stable_node)
-        } else if let Some((c, s)) = router.own_services() {
-            (selected(Some(c)), selected(Some(s)))
-        } else if router.subset_mode() {
-            let dr = routing
-                .istio
-                .as_ref()
-                .and_then(|i| i.destination_rule.as_ref());
-            let subset = |name: Option<&String>| name.and_then(|n| router.subset_hash(n));
-            (
-                subset(dr.and_then(|d| d.canary_subset_name.as_ref())).or(canary_svc_hash.clone()),
-                subset(dr.and_then(|d| d.stable_subset_name.as_ref())).or(stable_svc_hash.clone()),
-            )
-        } else {
-            (canary_svc_hash.clone(), stable_svc_hash.clone())
+        let (canary_hash, stable_hash) = match shares.by {
+            SharesBy::Hashes { canary, stable } => (canary, stable),
+            SharesBy::PingPongServices(c, s) => (selected(Some(&c)), selected(Some(&s))),
+            SharesBy::HashesOrServices { canary, stable } => (
+                canary.or(canary_svc_hash.clone()),
+                stable.or(stable_svc_hash.clone()),
+            ),
+            SharesBy::RolloutServices => (canary_svc_hash.clone(), stable_svc_hash.clone()),
         };
         let mut mine: BTreeMap<String, i32> = BTreeMap::new();
         let skip_idle_canary = uses_ping_pong && weight.canary == 0;
@@ -89,7 +80,7 @@ pub(in crate::reconcile) fn routed_hashes(
                 *mine.entry(hash).or_default() += w.max(0);
             }
         }
-        for hash in router.subset_hashes() {
+        for hash in shares.also_named {
             mine.entry(hash).or_default();
         }
         for (hash, w) in mine {
