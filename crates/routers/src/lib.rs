@@ -12,37 +12,38 @@
 //! Each router is one [`TrafficRouter`] implementation in its folder, listed once in
 //! [`REGISTRY`]; the engine walks the registry and names no router.
 
-pub mod alb;
-pub mod ambassador;
-pub mod apisix;
-pub mod appmesh;
 mod cautious;
 pub mod edits;
-pub mod gateway;
-pub mod istio;
 pub mod kinds;
-pub mod nginx;
 pub mod router;
-pub mod smi;
-pub mod traefik;
 
 pub use edits::Edits;
 pub use router::{TrafficRouter, View};
 
-/// Every traffic router Sluice runs, one line each. A Rollout's routers are checked and
-/// edited in this order, so the order decides which problem is reported first and the order
-/// of the writes in a plan.
-pub static REGISTRY: &[&dyn TrafficRouter] = &[
-    &istio::Istio,
-    &nginx::Nginx,
-    &alb::Alb,
-    &smi::Smi,
-    &traefik::Traefik,
-    &ambassador::Ambassador,
-    &apisix::Apisix,
-    &appmesh::AppMesh,
-    &gateway::GatewayApi,
-];
+/// Declares each router's module (its folder) and lists its [`TrafficRouter`] in
+/// [`REGISTRY`], from one line per router: `<folder>::<type>`.
+macro_rules! registry {
+    ($($module:ident :: $router:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every traffic router Sluice runs. A Rollout's routers are checked and edited in
+        /// this order, so the order decides which problem is reported first and the order of
+        /// the writes in a plan.
+        pub static REGISTRY: &[&dyn TrafficRouter] = &[$(&$module::$router),*];
+    };
+}
+
+registry! {
+    istio::Istio,
+    nginx::Nginx,
+    alb::Alb,
+    smi::Smi,
+    traefik::Traefik,
+    ambassador::Ambassador,
+    apisix::Apisix,
+    appmesh::AppMesh,
+    gateway::GatewayApi,
+}
 
 use serde_json::Value;
 
