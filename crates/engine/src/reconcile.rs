@@ -218,9 +218,9 @@ impl World<'_> {
     fn run(&mut self, plan: &mut Plan) -> Result<(), String> {
         let services = self.blue_green_services()?;
         let canary_services = self.canary_services()?;
-        let p = self.p;
-        let routers = match p.canary().traffic_routing.as_ref() {
-            Some(_) if matches!(p.strategy, Strategy::Canary(_)) => {
+        let spec = self.spec;
+        let routers = match spec.canary().traffic_routing.as_ref() {
+            Some(_) if matches!(spec.strategy, Strategy::Canary(_)) => {
                 let desired = self.router_desired("", "", 0);
                 traffic::Routers::resolve(
                     self.ro,
@@ -239,8 +239,8 @@ impl World<'_> {
         let old = plan.status.clone();
         let mut status_value = std::mem::take(&mut plan.status);
         let status = &mut status_value;
-        let is_canary = matches!(self.p.strategy, Strategy::Canary(_));
-        let steps_len = steps::steps(self.p.canary()).len() as i32;
+        let is_canary = matches!(self.spec.strategy, Strategy::Canary(_));
+        let steps_len = steps::steps(self.spec.canary()).len() as i32;
         let mut events = Vec::new();
 
         let template_changed = self.start_over_on_change(status);
@@ -249,14 +249,14 @@ impl World<'_> {
         // to roll from: it becomes stable at once and skips the steps.
         let mut initial_deploy = false;
         if self.stable_rs.is_none() && self.older.iter().all(|rs| rs.spec_replicas() == 0) {
-            initial_deploy = old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str());
+            initial_deploy = old.stable_rs.as_deref() != Some(self.spec.pod_hash.as_str());
             if initial_deploy && is_canary {
-                ping_pong::flip(self.p.canary(), status);
+                ping_pong::flip(self.spec.canary(), status);
             }
-            status.stable_rs = Some(self.p.pod_hash.clone());
+            status.stable_rs = Some(self.spec.pod_hash.clone());
             self.stable_rs = self.new_rs;
         }
-        let new_is_stable = status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str());
+        let new_is_stable = status.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str());
         if new_is_stable && is_canary {
             status.current_step_index = Some(steps_len);
         }
@@ -276,7 +276,7 @@ impl World<'_> {
                         "RolloutNotCompleted",
                         format!(
                             "Rollout not completed, started update to revision {revision} ({})",
-                            self.p.pod_hash
+                            self.spec.pod_hash
                         ),
                     )
                 }),
@@ -317,12 +317,13 @@ impl World<'_> {
             verdicts,
         };
         let strategy_events = events.len();
-        let (outcome, completed) = match &self.p.strategy {
+        let (outcome, completed) = match &self.spec.strategy {
             Strategy::Canary(_) => {
                 // With dynamicStableScale or a gradual abort, an aborted canary keeps its
                 // Service until the router has drained it.
                 let draining = aborted
-                    && (p.canary().dynamic_stable_scale == Some(true) || p.gradual_abort.is_some())
+                    && (spec.canary().dynamic_stable_scale == Some(true)
+                        || spec.gradual_abort.is_some())
                     && !routers.is_empty()
                     && status
                         .canary
@@ -363,7 +364,7 @@ impl World<'_> {
                 "RolloutCompleted",
                 format!(
                     "Rollout completed update to revision {revision} ({}): Initial deploy",
-                    self.p.pod_hash
+                    self.spec.pod_hash
                 ),
             ));
         }
@@ -421,7 +422,7 @@ impl World<'_> {
         .is_some_and(|cond| cond.status == Some(ConditionStatus::False));
         (old.current_pod_hash.is_some() || is_canary)
             && !was_not_completed
-            && old.stable_rs.as_deref() != Some(self.p.pod_hash.as_str())
+            && old.stable_rs.as_deref() != Some(self.spec.pod_hash.as_str())
     }
 
     /// Argo's `SkipSteps` event, when a canary's new template or step list (`status` already
@@ -433,7 +434,7 @@ impl World<'_> {
         status: &RolloutStatus,
         template_changed: bool,
     ) -> Option<Event> {
-        let Strategy::Canary(canary) = &self.p.strategy else {
+        let Strategy::Canary(canary) = &self.spec.strategy else {
             return None;
         };
         let steps_changed = old.current_step_hash != status.current_step_hash;
@@ -441,7 +442,7 @@ impl World<'_> {
         if !(template_changed || steps_changed) || steps::steps(canary).is_empty() {
             return None;
         }
-        if old.stable_rs.as_deref() == Some(self.p.pod_hash.as_str()) {
+        if old.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str()) {
             Some(Event::normal("SkipSteps", "Rollback to stable ReplicaSets"))
         } else if self.rollback_within_window() && new_rs.spec_replicas() > 0 {
             Some(Event::normal(
@@ -456,9 +457,10 @@ impl World<'_> {
     /// A new pod template starts a new update: steps from the beginning, no abort, no pause.
     /// A changed step list starts the steps over. Returns whether the template changed.
     fn start_over_on_change(&self, status: &mut RolloutStatus) -> bool {
-        let is_canary = matches!(self.p.strategy, Strategy::Canary(_));
-        let template_changed = status.current_pod_hash.as_deref() != Some(self.p.pod_hash.as_str());
-        let step_hash = is_canary.then(|| steps::step_hash(self.p.canary()));
+        let is_canary = matches!(self.spec.strategy, Strategy::Canary(_));
+        let template_changed =
+            status.current_pod_hash.as_deref() != Some(self.spec.pod_hash.as_str());
+        let step_hash = is_canary.then(|| steps::step_hash(self.spec.canary()));
         let steps_changed = status.current_step_hash != step_hash;
         if template_changed || steps_changed {
             status.current_step_index = is_canary.then_some(0);
@@ -469,7 +471,7 @@ impl World<'_> {
             status.abort = None;
             status.aborted_at = None;
             status.promote_full = None;
-            status.current_pod_hash = Some(self.p.pod_hash.clone());
+            status.current_pod_hash = Some(self.spec.pod_hash.clone());
             if let Some(bg) = status.blue_green.as_mut() {
                 bg.scale_up_preview_check_point = None;
             }

@@ -226,7 +226,7 @@ impl<'a> World<'a> {
         };
         let revision = revision.to_string();
         for run in self.analysis_runs.iter() {
-            let ours = label(run, POD_TEMPLATE_HASH) == Some(self.p.pod_hash.as_str())
+            let ours = label(run, POD_TEMPLATE_HASH) == Some(self.spec.pod_hash.as_str())
                 && annotation(run, REVISION) == Some(revision.as_str());
             if ours
                 && annotation(run, SUPERSEDED_BY_RETRY).is_none()
@@ -247,7 +247,7 @@ impl<'a> World<'a> {
         self.analysis_runs
             .iter()
             .filter(|r| label(r, crate::analysis::ROLLOUT_TYPE) == Some(kind.label()))
-            .filter(|r| label(r, POD_TEMPLATE_HASH) == Some(self.p.pod_hash.as_str()))
+            .filter(|r| label(r, POD_TEMPLATE_HASH) == Some(self.spec.pod_hash.as_str()))
             .filter(|r| match role {
                 Role::Step(i) => {
                     label(r, crate::analysis::STEP_INDEX) == Some(i.to_string().as_str())
@@ -384,7 +384,7 @@ impl<'a> World<'a> {
             analysis,
             template,
             kind: role.kind(),
-            latest_pod_hash: &self.p.pod_hash,
+            latest_pod_hash: &self.spec.pod_hash,
             stable_pod_hash: self.stable_hash_for_args(),
             revision: &revision,
         })?;
@@ -582,7 +582,7 @@ impl World<'_> {
     ) -> Verdicts {
         self.supersede_aborted_runs(revision, status, state);
         let mut v = Verdicts::default();
-        match &self.p.strategy {
+        match &self.spec.strategy {
             Strategy::Canary(canary) => {
                 let index = status.current_step_index.unwrap_or(0);
                 let at_analysis_step = steps::current_step(canary, index)

@@ -65,7 +65,7 @@ impl World<'_> {
     /// Looks up the Services a blue-green Rollout names; a missing one is a spec problem the
     /// user must fix, reported as such.
     pub(super) fn blue_green_services(&self) -> Result<Option<Services>, String> {
-        let Strategy::BlueGreen(bg) = &self.p.strategy else {
+        let Strategy::BlueGreen(bg) = &self.spec.strategy else {
             return Ok(None);
         };
         let find = |field: &str, name: &str| {
@@ -100,11 +100,11 @@ impl World<'_> {
         u: &Update,
         analysis: &mut AnalysisState,
     ) -> Outcome {
-        let (Some(services), Strategy::BlueGreen(bg)) = (services, &self.p.strategy) else {
+        let (Some(services), Strategy::BlueGreen(bg)) = (services, &self.spec.strategy) else {
             return Outcome::default();
         };
         let bg: &BlueGreenStrategy = bg;
-        let r = self.p.replicas;
+        let r = self.spec.replicas;
         let active_hash = selected_hash(&services.active).map(str::to_string);
         let mut bgs: BlueGreenStatus = status.blue_green.take().unwrap_or_default();
         bgs.active_selector = active_hash.clone();
@@ -121,7 +121,7 @@ impl World<'_> {
         let checkpoint =
             bgs.scale_up_preview_check_point == Some(true) || status.promote_full == Some(true);
         let preview_count = bg.preview_replica_count.map_or(r, |n| n.clamp(0, r));
-        let hash = self.p.pod_hash.clone();
+        let hash = self.spec.pod_hash.clone();
         let is_active = active_hash.as_deref() == Some(hash.as_str());
         let fast_tracked = !u.aborted
             && !u.new_is_stable
@@ -187,9 +187,9 @@ impl World<'_> {
             .blue_green
             .as_ref()
             .and_then(|b| b.active_selector.as_deref());
-        status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
-            && active == Some(self.p.pod_hash.as_str())
-            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas
+        status.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str())
+            && active == Some(self.spec.pod_hash.as_str())
+            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.spec.replicas
     }
 
     /// Whether this reconcile is a retry of the aborted update to `hash` (the abort recorded,
@@ -276,7 +276,7 @@ impl World<'_> {
                 extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
             }
             let rev = rs.revision().unwrap_or(0);
-            scaled |= self.scale_with(plan, events, rs, self.p.replicas, rev, extra);
+            scaled |= self.scale_with(plan, events, rs, self.spec.replicas, rev, extra);
         }
         scaled
     }
@@ -462,7 +462,7 @@ impl World<'_> {
         u: &Update,
         pre_passed: bool,
     ) -> bool {
-        let r = self.p.replicas;
+        let r = self.spec.replicas;
         if f.is_active || u.aborted || u.manually_paused || self.new_rs.is_none() {
             return false;
         }

@@ -31,7 +31,7 @@ impl World<'_> {
         analysis: &mut AnalysisState,
         routers: &Routers<'_>,
     ) -> Outcome {
-        if self.p.canary().traffic_routing.is_some() {
+        if self.spec.canary().traffic_routing.is_some() {
             return self.routed_canary(status, plan, events, u, analysis, routers);
         }
         let weight = self.canary_weight(status, u);
@@ -88,10 +88,10 @@ impl World<'_> {
     fn basic_at_desired(&self, weight: i32, new_is_stable: bool) -> bool {
         let new_counts = self.new_rs.map(counts_of).unwrap_or_default();
         let target = replicas::approximate_weighted_counts(
-            self.p.replicas,
+            self.spec.replicas,
             weight,
             100,
-            self.p.limits.max_surge,
+            self.spec.limits.max_surge,
         );
         self.new_rs.is_some_and(|rs| {
             rs.status_is_current()
@@ -105,10 +105,10 @@ impl World<'_> {
     /// Whether the canary update is complete: the new ReplicaSet is stable, at full size and
     /// all available.
     pub(super) fn canary_completed(&self, status: &RolloutStatus) -> bool {
-        status.stable_rs.as_deref() == Some(self.p.pod_hash.as_str())
-            && status.updated_replicas.unwrap_or(0) == self.p.replicas
-            && status.replicas.unwrap_or(0) == self.p.replicas
-            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.p.replicas
+        status.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str())
+            && status.updated_replicas.unwrap_or(0) == self.spec.replicas
+            && status.replicas.unwrap_or(0) == self.spec.replicas
+            && self.new_rs.map_or(0, |rs| rs.available_replicas()) >= self.spec.replicas
     }
 
     /// The share of the pods the new ReplicaSet is to have now: none once aborted, all once
@@ -121,7 +121,7 @@ impl World<'_> {
         } else if u.new_is_stable || status.promote_full == Some(true) || u.rollback_window {
             100
         } else {
-            steps::weight_at(self.p.canary(), step_index)
+            steps::weight_at(self.spec.canary(), step_index)
         }
     }
 
@@ -139,9 +139,9 @@ impl World<'_> {
             (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
         let other_spec_total: i32 = self.older.iter().map(|rs| rs.spec_replicas()).sum();
         let counts = replicas::basic_canary_counts(BasicCanaryInputs {
-            replicas: self.p.replicas,
+            replicas: self.spec.replicas,
             weight,
-            limits: self.p.limits,
+            limits: self.spec.limits,
             new_rs: self.new_rs.map(counts_of),
             stable_rs: self.stable_rs.map(counts_of),
             new_is_stable,
@@ -163,7 +163,7 @@ impl World<'_> {
         let stable_moves = stable.is_some_and(|rs| rs.spec_replicas() != counts.stable);
         if self.new_rs.is_none() && !held && !manually_paused {
             let anti = self
-                .p
+                .spec
                 .canary()
                 .anti_affinity
                 .as_ref()
@@ -206,7 +206,7 @@ impl World<'_> {
     ) -> bool {
         let (revision, new_is_stable, aborted, manually_paused) =
             (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
-        let steps_len = steps::steps(self.p.canary()).len() as i32;
+        let steps_len = steps::steps(self.spec.canary()).len() as i32;
         let step_index = status.current_step_index.unwrap_or(0);
         let mut step_advanced = false;
 
@@ -219,7 +219,7 @@ impl World<'_> {
             && !manually_paused
             && !new_is_stable
             && status.promote_full != Some(true)
-            && let Some(step) = steps::current_step(self.p.canary(), step_index)
+            && let Some(step) = steps::current_step(self.spec.canary(), step_index)
             && let Some(CanaryStepAction::Pause(pause)) = step.action()
             // No pause-step condition while the controller's pause is up reads as a resumed
             // pause step, in Argo as here; a timed one runs out by the clock.
@@ -247,7 +247,8 @@ impl World<'_> {
             && self.new_rs.is_some()
         {
             let promote_full = status.promote_full == Some(true) || u.rollback_window;
-            if !promote_full && let Some(step) = steps::current_step(self.p.canary(), step_index) {
+            if !promote_full && let Some(step) = steps::current_step(self.spec.canary(), step_index)
+            {
                 let complete = match step.action() {
                     Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::SetCanaryScale(_)) => {
                         at_desired
@@ -299,7 +300,7 @@ impl World<'_> {
                 }
             }
             // Background analysis, from its starting step on, until the update completes.
-            if let Some(bga) = &self.p.canary().analysis
+            if let Some(bga) = &self.spec.canary().analysis
                 && u.verdicts.background == Verdict::Missing
                 && !promote_full
                 && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
@@ -325,15 +326,15 @@ impl World<'_> {
                 } else {
                     format!("Completed all {steps_len} canary steps")
                 };
-                status.stable_rs = Some(self.p.pod_hash.clone());
-                super::ping_pong::flip(self.p.canary(), status);
+                status.stable_rs = Some(self.spec.pod_hash.clone());
+                super::ping_pong::flip(self.spec.canary(), status);
                 status.promote_full = None;
                 status.current_step_index = Some(steps_len);
                 events.push(Event::normal(
                     "RolloutCompleted",
                     format!(
                         "Rollout completed update to revision {revision} ({}): {why}",
-                        self.p.pod_hash
+                        self.spec.pod_hash
                     ),
                 ));
                 step_advanced = true;
@@ -343,7 +344,7 @@ impl World<'_> {
     }
 
     pub(super) fn progress_threshold(&self, desired: i32) -> i32 {
-        let Some(t) = &self.p.canary().replica_progress_threshold else {
+        let Some(t) = &self.spec.canary().replica_progress_threshold else {
             return desired;
         };
         let value = t.value.unwrap_or(100).max(0);

@@ -65,7 +65,7 @@ impl World<'_> {
         format!(
             "{}-{}-{revision}-{step_index}",
             self.rollout_name(),
-            self.p.pod_hash
+            self.spec.pod_hash
         )
     }
 
@@ -126,7 +126,7 @@ impl World<'_> {
     ) -> Verdict {
         let index = status.current_step_index.unwrap_or(0);
         let at_step =
-            steps::current_step(self.p.canary(), index).is_some_and(|s| s.experiment.is_some());
+            steps::current_step(self.spec.canary(), index).is_some_and(|s| s.experiment.is_some());
         if !at_step {
             return Verdict::Missing;
         }
@@ -226,7 +226,7 @@ impl World<'_> {
     ) {
         let index = status.current_step_index.unwrap_or(0);
         let at_step =
-            steps::current_step(self.p.canary(), index).is_some_and(|s| s.experiment.is_some());
+            steps::current_step(self.spec.canary(), index).is_some_and(|s| s.experiment.is_some());
         let current = (at_step && !aborted_or_promoted)
             .then(|| self.current_experiment(status, revision, index))
             .flatten()
@@ -291,7 +291,7 @@ impl World<'_> {
     ) -> Vec<Destination> {
         let index = status.current_step_index.unwrap_or(0);
         let Some(step) =
-            steps::current_step(self.p.canary(), index).and_then(|s| s.experiment.as_ref())
+            steps::current_step(self.spec.canary(), index).and_then(|s| s.experiment.as_ref())
         else {
             return Vec::new();
         };
@@ -326,7 +326,7 @@ impl World<'_> {
     ) -> Result<Experiment, String> {
         let ro = self.ro;
         let mut labels = ro.metadata.labels.clone().unwrap_or_default();
-        labels.insert(POD_TEMPLATE_HASH.to_string(), self.p.pod_hash.clone());
+        labels.insert(POD_TEMPLATE_HASH.to_string(), self.spec.pod_hash.clone());
         let mut templates = Vec::new();
         for t in step.templates.iter().flatten() {
             let rs: Option<&ReplicaSet> = match t.spec_ref {
@@ -378,7 +378,7 @@ impl World<'_> {
             let args = crate::analysis::resolve_rollout_args(
                 ro,
                 a.args.as_deref().unwrap_or_default(),
-                &self.p.pod_hash,
+                &self.spec.pod_hash,
                 stable_hash.as_deref(),
             )?;
             analyses.push(ExperimentAnalysisTemplateRef {

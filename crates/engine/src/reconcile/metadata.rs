@@ -62,8 +62,13 @@ impl World<'_> {
         anti_affinity: Option<(&AntiAffinity, &str)>,
         new_is_stable: bool,
     ) -> ReplicaSet {
-        let mut rs =
-            replicaset::build(self.ro, &self.p.pod_hash, revision, replicas, anti_affinity);
+        let mut rs = replicaset::build(
+            self.ro,
+            &self.spec.pod_hash,
+            revision,
+            replicas,
+            anti_affinity,
+        );
         let role = if new_is_stable {
             Role::Stable
         } else {
@@ -93,7 +98,7 @@ impl World<'_> {
     /// waits for the next reconcile, whose observation has that write's resourceVersion.
     pub(super) fn sync_pod_metadata(&self, plan: &mut Plan) {
         let written = written_replica_sets(plan);
-        let stale = ephemeral::out_of_date(self.ro, self.all.iter().copied(), &self.p.pod_hash);
+        let stale = ephemeral::out_of_date(self.ro, self.all.iter().copied(), &self.spec.pod_hash);
         let mut actions = Vec::new();
         for (rs, want) in stale {
             if written.contains(rs.name()) {

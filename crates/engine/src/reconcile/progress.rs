@@ -47,7 +47,7 @@ impl World<'_> {
         let now = self.now;
         let mut conds = status.conditions.take().unwrap_or_default();
         let rs_name = self.new_rs_name();
-        let r = self.p.replicas;
+        let r = self.spec.replicas;
         let available = status.available_replicas.unwrap_or(0);
         let completed = progress.completed;
         let paused = self.ro.spec.paused == Some(true)
@@ -57,7 +57,7 @@ impl World<'_> {
                 .is_some_and(|p| !p.is_empty());
 
         // Available.
-        if available >= r - self.p.limits.max_unavailable {
+        if available >= r - self.spec.limits.max_unavailable {
             c::set(
                 &mut conds,
                 Cond::Available,
@@ -229,8 +229,8 @@ impl World<'_> {
     /// up to the Experiment or AnalysisRun, whose verdict ends the step, so no progress is
     /// expected meanwhile: as in Argo, the progress deadline does not run there.
     fn at_indefinite_step(&self, status: &RolloutStatus) -> bool {
-        matches!(self.p.strategy, Strategy::Canary(_))
-            && steps::current_step(self.p.canary(), status.current_step_index.unwrap_or(0))
+        matches!(self.spec.strategy, Strategy::Canary(_))
+            && steps::current_step(self.spec.canary(), status.current_step_index.unwrap_or(0))
                 .is_some_and(|s| s.experiment.is_some() || s.analysis.is_some())
     }
 

@@ -67,7 +67,7 @@ impl World<'_> {
             .flatten()
             .map(|rs| (rs.spec_replicas() - rs.available_replicas()).max(0))
             .sum();
-        let budget = (self.p.limits.max_unavailable.max(1) - unavailable).max(0) as usize;
+        let budget = (self.spec.limits.max_unavailable.max(1) - unavailable).max(0) as usize;
         for pod in stale.iter().take(budget) {
             let name = pod.metadata.name.clone().unwrap_or_default();
             events.push(Event::normal(

@@ -38,7 +38,7 @@ impl World<'_> {
         abort_weight: i32,
         previous_weights: Option<(i32, i32)>,
     ) -> CanaryCounts {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let routing = canary.traffic_routing.clone().unwrap_or_default();
         let max = routing.max_traffic_weight();
         let index = status.current_step_index.unwrap_or(0);
@@ -62,7 +62,7 @@ impl World<'_> {
             || u.new_is_stable
             || status.stable_rs.is_none();
         replicas::routed_canary_counts(RoutedCanaryInputs {
-            replicas: self.p.replicas,
+            replicas: self.spec.replicas,
             weight,
             max_weight: max,
             canary_scale_replicas: scale.as_ref().filter(|_| in_steps).and_then(|s| s.replicas),
@@ -83,7 +83,7 @@ impl World<'_> {
     /// desired pods available (by `replicaProgressThreshold`), and without dynamicStableScale
     /// the stable one settled at its size.
     pub(super) fn routed_at_desired(&self, counts: &CanaryCounts) -> bool {
-        let dynamic = self.p.canary().dynamic_stable_scale == Some(true);
+        let dynamic = self.spec.canary().dynamic_stable_scale == Some(true);
         let new_ok = self.new_rs.is_some_and(|rs| {
             rs.status_is_current()
                 && rs.spec_replicas() == counts.canary
@@ -106,7 +106,7 @@ impl World<'_> {
         u: &Update,
         counts: &CanaryCounts,
     ) -> bool {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let abort_delay = canary
             .abort_scale_down_delay_seconds
             .unwrap_or(DEFAULT_DELAY);
@@ -139,12 +139,13 @@ impl World<'_> {
             None => {}
             // A gradual abort keeps every canary pod until the router reads back weight 0.
             Some(_)
-                if u.aborted && self.p.gradual_abort.is_some() && self.routed_canary_weight > 0 => {
-            }
+                if u.aborted
+                    && self.spec.gradual_abort.is_some()
+                    && self.routed_canary_weight > 0 => {}
             Some(rs) if delay_abort => {
                 let stable_full = self
                     .stable_rs
-                    .is_some_and(|s| s.available_replicas() >= self.p.replicas);
+                    .is_some_and(|s| s.available_replicas() >= self.spec.replicas);
                 if rs.spec_replicas() > 0
                     && (rs.annotation(SCALE_DOWN_DEADLINE).is_some() || stable_full)
                 {
@@ -176,7 +177,7 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
     ) -> bool {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let delay = canary.scale_down_delay_seconds.unwrap_or(DEFAULT_DELAY);
         let dynamic = canary.dynamic_stable_scale == Some(true);
         let referenced = self.referenced_hashes(status);

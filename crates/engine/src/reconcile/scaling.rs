@@ -53,7 +53,7 @@ impl World<'_> {
         } else {
             to
         };
-        let desired = self.p.replicas.to_string();
+        let desired = self.spec.replicas.to_string();
         let extra_pending = extra.iter().any(|(k, v)| rs.annotation(k) != v.as_deref());
         if from == to && rs.annotation(DESIRED_REPLICAS) == Some(desired.as_str()) && !extra_pending
         {
@@ -90,7 +90,7 @@ impl World<'_> {
             .iter()
             .map(|rs| rs.available_replicas().min(rs.spec_replicas()))
             .sum();
-        let min_available = self.p.replicas - self.p.limits.max_unavailable;
+        let min_available = self.spec.replicas - self.spec.limits.max_unavailable;
         let mut budget = (total_available - min_available).max(0);
         let mut wrote = false;
         for rs in &self.older {

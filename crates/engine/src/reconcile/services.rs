@@ -53,7 +53,7 @@ impl<'a> World<'a> {
     /// Looks up the canary and stable Services of a canary. A named Service that does not
     /// exist is a spec problem, reported with Argo's field error (canary Service first).
     pub(super) fn canary_services(&self) -> Result<CanaryServices<'a>, String> {
-        let Strategy::Canary(c) = &self.p.strategy else {
+        let Strategy::Canary(c) = &self.spec.strategy else {
             return Ok(CanaryServices {
                 canary: None,
                 stable: None,

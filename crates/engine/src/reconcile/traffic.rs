@@ -70,14 +70,14 @@ impl World<'_> {
         u: &Update,
         at_desired_counts: bool,
     ) -> TrafficDecision {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let routing = canary.traffic_routing.clone().unwrap_or_default();
         let max = routing.max_traffic_weight();
         let previous = status.canary.as_ref().and_then(|c| c.weights.clone());
         let previous_canary = previous.as_ref().and_then(|w| w.canary.as_ref());
         let step_index = status.current_step_index.unwrap_or(0);
         let facts = weight::Facts {
-            replicas: self.p.replicas,
+            replicas: self.spec.replicas,
             max,
             steps: canary.steps.as_deref(),
             step_index,
@@ -90,7 +90,7 @@ impl World<'_> {
             at_desired_counts,
             previous_canary: previous_canary
                 .map(|c| (c.weight.unwrap_or(0), c.pod_template_hash.as_deref())),
-            pod_hash: &self.p.pod_hash,
+            pod_hash: &self.spec.pod_hash,
             gradual_abort: self.gradual_abort(plan, u, previous_canary),
         };
         let decided = weight::desired(&facts);
@@ -104,7 +104,8 @@ impl World<'_> {
             return decision;
         };
         let stable_available = up(stable);
-        let stable_needs = ((i64::from(max - decided.weight).max(0) * i64::from(self.p.replicas))
+        let stable_needs = ((i64::from(max - decided.weight).max(0)
+            * i64::from(self.spec.replicas))
             / i64::from(max.max(1))) as i32;
         if stable_available < stable_needs
             && stable_available < self.progress_threshold(stable_needs)
@@ -116,7 +117,7 @@ impl World<'_> {
                 .and_then(|c| c.pod_template_hash.clone())
                 .unwrap_or_default()
         } else {
-            self.p.pod_hash.clone()
+            self.spec.pod_hash.clone()
         };
         let stable_hash = crate::observed::ReplicaSetExt::pod_hash(stable)
             .unwrap_or_default()
@@ -243,14 +244,14 @@ impl World<'_> {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(GRADUAL_ABORT_AT));
-        let (Some(hold), true) = (self.p.gradual_abort, u.aborted) else {
+        let (Some(hold), true) = (self.spec.gradual_abort, u.aborted) else {
             if has_record {
                 plan.annotate_rollout(rv, GRADUAL_ABORT_AT, None);
             }
             return None;
         };
         let current = previous_canary.and_then(|c| c.weight).unwrap_or(0);
-        let steps = self.p.canary().steps.as_deref().unwrap_or_default();
+        let steps = self.spec.canary().steps.as_deref().unwrap_or_default();
         let step = decide(steps, hold, recorded, current, self.now);
         if let Some((weight, at)) = step.record {
             plan.annotate_rollout(rv, GRADUAL_ABORT_AT, Some(record(weight, at)));
@@ -267,7 +268,7 @@ impl World<'_> {
         stable_hash: &str,
         weight: i32,
     ) -> Desired {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let routing = canary.traffic_routing.clone().unwrap_or_default();
         let (canary_service, stable_service) = self.service_roles(false);
         Desired {

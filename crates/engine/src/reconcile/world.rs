@@ -19,7 +19,8 @@ use crate::replicaset;
 /// The ReplicaSets of one reconcile, sorted into their roles.
 pub(super) struct World<'a> {
     pub(super) ro: &'a Rollout,
-    pub(super) p: &'a Prepared,
+    /// What validation and hashing established about the spec.
+    pub(super) spec: &'a Prepared,
     pub(super) now: Timestamp,
     pub(super) new_rs: Option<&'a ReplicaSet>,
     pub(super) stable_rs: Option<&'a ReplicaSet>,
@@ -42,7 +43,7 @@ pub(super) struct World<'a> {
 }
 
 impl<'a> World<'a> {
-    pub(super) fn new(observed: &'a Observed, p: &'a Prepared, now: Timestamp) -> Self {
+    pub(super) fn new(observed: &'a Observed, spec: &'a Prepared, now: Timestamp) -> Self {
         let status = observed.rollout.status.as_ref();
         let stable_hash = status.and_then(|s| s.stable_rs.as_deref());
         let all: Vec<&ReplicaSet> = observed
@@ -53,7 +54,7 @@ impl<'a> World<'a> {
         let new_rs = all
             .iter()
             .copied()
-            .find(|rs| rs.pod_hash() == Some(p.pod_hash.as_str()));
+            .find(|rs| rs.pod_hash() == Some(spec.pod_hash.as_str()));
         let stable_rs =
             stable_hash.and_then(|h| all.iter().copied().find(|rs| rs.pod_hash() == Some(h)));
         let mut older: Vec<&ReplicaSet> = all
@@ -61,13 +62,13 @@ impl<'a> World<'a> {
             .copied()
             .filter(|rs| {
                 let h = rs.pod_hash();
-                h != Some(p.pod_hash.as_str()) && (stable_hash.is_none() || h != stable_hash)
+                h != Some(spec.pod_hash.as_str()) && (stable_hash.is_none() || h != stable_hash)
             })
             .collect();
         older.sort_by_key(|rs| (rs.revision().unwrap_or(0), rs.name().to_string()));
         Self {
             ro: &observed.rollout,
-            p,
+            spec,
             now,
             new_rs,
             stable_rs,
@@ -95,7 +96,7 @@ impl<'a> World<'a> {
     }
 
     pub(super) fn new_rs_name(&self) -> String {
-        replicaset::replica_set_name(self.rollout_name(), &self.p.pod_hash)
+        replicaset::replica_set_name(self.rollout_name(), &self.spec.pod_hash)
     }
 
     /// The canary and stable Services that routers weigh and selectors point: `canaryService`
@@ -103,7 +104,7 @@ impl<'a> World<'a> {
     /// ping-pong pair when there is one (`prefer_ping_pong`); the other routers only when
     /// neither canaryService nor stableService is named, as in Argo.
     pub(super) fn service_roles(&self, prefer_ping_pong: bool) -> (String, String) {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let named = |s: &Option<String>| s.as_deref().filter(|n| !n.is_empty()).is_some();
         let plain = !named(&canary.canary_service) && !named(&canary.stable_service);
         match super::ping_pong::roles(canary, self.ro.status.as_ref()) {
@@ -119,7 +120,7 @@ impl<'a> World<'a> {
     /// stable one: the canary's keeps selecting the previous stable pods after a promotion,
     /// at weight 0, until the next update moves it).
     pub(super) fn service_hashes(&self) -> Vec<String> {
-        let canary = self.p.canary();
+        let canary = self.spec.canary();
         let ping_pong_stable =
             super::ping_pong::roles(canary, self.ro.status.as_ref()).map(|r| r.1);
         let names = [
@@ -146,13 +147,13 @@ impl<'a> World<'a> {
     /// ceil(weight × replicas / maxTrafficWeight): the pods a weight needs.
     pub(super) fn pods_for_weight(&self, weight: i32) -> i32 {
         let max = self
-            .p
+            .spec
             .canary()
             .traffic_routing
             .as_ref()
             .map_or(100, |t| t.max_traffic_weight())
             .max(1);
-        let need = (i64::from(weight.max(0)) * i64::from(self.p.replicas) + i64::from(max) - 1)
+        let need = (i64::from(weight.max(0)) * i64::from(self.spec.replicas) + i64::from(max) - 1)
             / i64::from(max);
         i32::try_from(need).unwrap_or(i32::MAX)
     }
@@ -160,7 +161,7 @@ impl<'a> World<'a> {
     pub(super) fn max_revision(&self, excluding_new: bool) -> i64 {
         self.all
             .iter()
-            .filter(|rs| !(excluding_new && rs.pod_hash() == Some(self.p.pod_hash.as_str())))
+            .filter(|rs| !(excluding_new && rs.pod_hash() == Some(self.spec.pod_hash.as_str())))
             .filter_map(|rs| rs.revision())
             .max()
             .unwrap_or(0)

@@ -29,7 +29,7 @@ pub(in crate::reconcile) fn routed_hashes(
     world: &World<'_>,
     routers: &Routers<'_>,
 ) -> BTreeMap<String, i32> {
-    let canary = world.p.canary();
+    let canary = world.spec.canary();
     let selected = |service: Option<&String>| -> Option<String> {
         let name = service.filter(|n| !n.is_empty())?;
         world
