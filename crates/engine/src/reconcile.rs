@@ -37,6 +37,7 @@ mod routed_canary;
 mod scale_down_delay;
 mod scaling;
 mod services;
+mod spec;
 #[cfg(test)]
 mod tests;
 mod traffic;
@@ -53,8 +54,9 @@ use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Event, Plan};
 use crate::{phase, steps};
 use analysis::{AnalysisState, Verdicts};
-use prepare::{Strategy, adopt_equal_template, prepare};
+use prepare::{adopt_equal_template, prepare};
 use progress::{Progress, counts_of_status};
+use spec::Strategy;
 use world::World;
 
 pub use traffic::{

@@ -20,7 +20,7 @@ use sluice_api::rollout::{
 
 use super::World;
 use super::pause::{add_pause, has_pause};
-use super::prepare::Strategy;
+use super::spec::Strategy;
 use crate::analysis::{self as build, RunKind};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
 use crate::observed::{AnalysisTemplates, TemplateKey};

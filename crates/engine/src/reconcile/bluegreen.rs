@@ -13,8 +13,8 @@ use sluice_api::rollout::{BlueGreenStatus, BlueGreenStrategy, PauseReason, Rollo
 
 use super::analysis::{AnalysisState, Role, Verdict};
 use super::pause::{add_pause, has_pause, remove_pause};
-use super::prepare::Strategy;
 use super::scale_down_delay::within_scale_down_delay;
+use super::spec::Strategy;
 use super::world::World;
 use super::{Outcome, Update};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};

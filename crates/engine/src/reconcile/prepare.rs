@@ -3,37 +3,12 @@
 //! replica count and the surge limits. A spec that fails here is reported as `InvalidSpec`.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use sluice_api::rollout::{BlueGreenStrategy, CanaryStepAction, CanaryStrategy, Rollout};
+use sluice_api::rollout::{BlueGreenStrategy, CanaryStepAction, Rollout};
 
+use super::spec::{Prepared, Strategy};
 use crate::observed::Observed;
-use crate::replicas::{self, SurgeLimits};
+use crate::replicas;
 use crate::{pod_hash, steps};
-
-/// What validation and hashing established about the spec.
-pub(super) struct Prepared {
-    pub(super) pod_hash: String,
-    pub(super) strategy: Strategy,
-    pub(super) replicas: i32,
-    pub(super) limits: SurgeLimits,
-    /// `rollouts.sluice.dev/gradual-abort`: how long each weight is held on the way back.
-    pub(super) gradual_abort: Option<std::time::Duration>,
-}
-
-pub(super) enum Strategy {
-    Canary(Box<CanaryStrategy>),
-    BlueGreen(Box<BlueGreenStrategy>),
-}
-
-impl Prepared {
-    /// The canary strategy; an empty one for blue-green (no steps).
-    pub(super) fn canary(&self) -> &CanaryStrategy {
-        static NONE: std::sync::OnceLock<CanaryStrategy> = std::sync::OnceLock::new();
-        match &self.strategy {
-            Strategy::Canary(c) => c,
-            Strategy::BlueGreen(_) => NONE.get_or_init(CanaryStrategy::default),
-        }
-    }
-}
 
 pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
     // Argo reports the first problem only.

@@ -8,7 +8,7 @@ use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
 use super::World;
-use super::prepare::Strategy;
+use super::spec::Strategy;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
 use crate::plan::{Event, set_requeue};
 use crate::steps;

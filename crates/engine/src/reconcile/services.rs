@@ -11,7 +11,7 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 
-use super::prepare::Strategy;
+use super::spec::Strategy;
 use super::world::World;
 use crate::labels::{MANAGED_BY, POD_TEMPLATE_HASH};
 use crate::observed::{Observed, ReplicaSetExt};

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::Rollout;
 
-use super::prepare::Prepared;
+use super::spec::Prepared;
 use sluice_routers::kinds::{ApiVersions, ObjectRef};
 
 use crate::labels::POD_TEMPLATE_HASH;
