@@ -335,6 +335,13 @@ pub enum RetryCommand {
     /// Retry an aborted rollout: clears status.abort so the update starts again
     #[command(visible_alias = "ro", visible_alias = "rollouts")]
     Rollout(NameArgs),
+    /// Retry a failed experiment: clears its status so that it runs again
+    #[command(
+        visible_alias = "exp",
+        visible_alias = "experiments",
+        after_help = "Examples:\n  # Retry an experiment\n  kubectl sluice retry experiment my-experiment"
+    )]
+    Experiment(ExperimentNameArgs),
 }
 
 #[derive(Debug, Args)]

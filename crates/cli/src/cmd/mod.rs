@@ -60,6 +60,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Retry {
             what: RetryCommand::Rollout(args),
         } => retry::run(&connect().await?, &args.name).await,
+        Command::Retry {
+            what: RetryCommand::Experiment(args),
+        } => retry::experiment(&connect().await?, &args.name).await,
         Command::Pause(args) => pause::run(&connect().await?, &args.name, true).await,
         Command::Resume(args) => pause::run(&connect().await?, &args.name, false).await,
         Command::Restart(args) => restart::run(&connect().await?, &args).await,
