@@ -19,6 +19,7 @@ mod prometheus;
 mod provider;
 mod run_context;
 mod settings;
+mod wavefront;
 mod web;
 
 #[cfg(test)]
@@ -55,6 +56,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<job::JobProvider>::NEW,
     &Adapter::<graphite::Graphite>::NEW,
     &Adapter::<influxdb::Influxdb>::NEW,
+    &Adapter::<wavefront::Wavefront>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -276,10 +278,6 @@ mod tests {
             (
                 json!({"cloudWatch": {"metricDataQueries": []}}),
                 "provider \"cloudWatch\" is not supported",
-            ),
-            (
-                json!({"wavefront": {}}),
-                "provider \"wavefront\" is not supported",
             ),
             (
                 json!({"skywalking": {}}),
