@@ -19,6 +19,7 @@ mod prometheus;
 mod provider;
 mod run_context;
 mod settings;
+mod skywalking;
 mod wavefront;
 mod web;
 
@@ -57,6 +58,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<graphite::Graphite>::NEW,
     &Adapter::<influxdb::Influxdb>::NEW,
     &Adapter::<wavefront::Wavefront>::NEW,
+    &Adapter::<skywalking::SkyWalking>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -278,10 +280,6 @@ mod tests {
             (
                 json!({"cloudWatch": {"metricDataQueries": []}}),
                 "provider \"cloudWatch\" is not supported",
-            ),
-            (
-                json!({"skywalking": {}}),
-                "provider \"skywalking\" is not supported",
             ),
             (
                 json!({"plugin": {"argoproj-labs/sample": {}}}),
