@@ -94,7 +94,7 @@ pub fn start_controller_with_args(
     sluice_controller::install_crypto_provider();
     init_logging();
     let task = tokio::spawn(async move {
-        if let Err(e) = sluice_controller::loops::rollouts::run(client, &args).await {
+        if let Err(e) = sluice_controller::loops::run(client, &args).await {
             eprintln!("controller stopped with error: {e:#}");
         }
     });

@@ -7,10 +7,10 @@
 //! Secret argument values are read at measuring time and never leave this module unredacted:
 //! the providers redact measurements, and errors are redacted before they are logged.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::join_all;
 use jiff::Timestamp;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -21,13 +21,15 @@ use sluice_analysis::{Providers, ResolvedArgs, RunContext, resolve_args, resolve
 use sluice_api::analysis::{AnalysisRun, Measurement, Metric};
 use sluice_api::common::AnalysisPhase;
 use sluice_engine::analysis::{MetricTask, TaskKind, in_flight_measurement};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::args::Args;
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::Hooks;
 use crate::loops::analysis_run_driver::{self, MeasurementResult, Measurer};
-use crate::loops::rollouts::instance_selector;
+use crate::loops::harness::{self, Reconciler};
+use crate::loops::scope::{api_in, instance_selector, watched_namespace};
+use crate::serve::metrics::Queue;
 
 struct Context {
     writer: KubeCluster,
@@ -47,15 +49,7 @@ pub enum RunError {
 pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
     let providers = Providers::for_cluster(client.clone())
         .map_err(|e| anyhow::anyhow!("metric providers: {e}"))?;
-    let runs: Api<AnalysisRun> = if args.namespaced {
-        let ns = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        Api::namespaced(client.clone(), &ns)
-    } else {
-        Api::all(client.clone())
-    };
+    let runs: Api<AnalysisRun> = api_in(&client, watched_namespace(&client, args).as_deref());
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),
         writer: KubeCluster::with_gate(client, hooks.gate.clone()),
@@ -73,41 +67,28 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .reflect(writer)
     .applied_objects();
     let controller = Controller::for_stream(stream, cache)
-        .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)))
-        .reconcile_all_on(hooks.gate.acquisitions());
-    let controller = hooks.with_shutdown(controller);
+        .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)));
     hooks.watch_run_cache(controller.store());
-    controller
-        .run(observed_reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(analysisrun = %obj, "reconciled"),
-                Err(e) => debug!(error = %e, "analysis run reconcile failed"),
-            }
-        })
-        .await;
-    info!("analysis run controller stopped");
+    harness::run(controller, ctx).await;
     Ok(())
 }
 
-fn error_policy(run: Arc<AnalysisRun>, err: &RunError, _ctx: Arc<Context>) -> Action {
-    warn!(analysisrun = %run.name_any(), namespace = run.namespace().unwrap_or_default(), error = %err, "analysis run reconcile failed, retrying");
-    Action::requeue(Duration::from_secs(5))
-}
+impl Reconciler for Context {
+    type Object = AnalysisRun;
+    type Error = RunError;
+    const QUEUE: Queue = Queue::AnalysisRuns;
+    const RETRY: Duration = Duration::from_secs(5);
 
-/// [`reconcile`], timed and counted for the metrics (only when it may act).
-async fn observed_reconcile(run: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, RunError> {
-    if !ctx.hooks.gate.is_open() {
-        return reconcile(run, ctx).await;
+    fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
-    let _work = ctx
-        .hooks
-        .begin_work(crate::serve::metrics::Queue::AnalysisRuns);
-    let started = std::time::Instant::now();
-    let result = reconcile(run.clone(), ctx.clone()).await;
-    ctx.hooks
-        .observe_run_reconcile(&run, started.elapsed(), result.is_err());
-    result
+
+    fn reconcile(
+        self: Arc<Self>,
+        run: Arc<AnalysisRun>,
+    ) -> impl Future<Output = Result<Action, RunError>> + Send {
+        reconcile(run, self)
+    }
 }
 
 /// One run through the shared [`analysis_run_driver`], measuring with the providers, pinned to

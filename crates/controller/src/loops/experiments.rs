@@ -5,10 +5,10 @@
 //! resourceVersion it was decided on). This loop supplies the leadership term and the clock,
 //! and publishes the plan's events.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -18,14 +18,17 @@ use sluice_api::analysis::AnalysisRun;
 use sluice_api::experiment::Experiment;
 use sluice_engine::EventType;
 use sluice_engine::experiment::{ExperimentPlan, echo_on_rollout};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::args::Args;
 use crate::cluster::KubeCluster;
+use crate::cluster::requeue::ERROR_RETRY;
 use crate::loops::Hooks;
 use crate::loops::events::EventPublisher;
 use crate::loops::experiment_driver::{self, ExperimentError, Reconciled};
-use crate::loops::rollouts::instance_selector;
+use crate::loops::harness::{self, Reconciler};
+use crate::loops::scope::{api_in, instance_selector, watched_namespace};
+use crate::serve::metrics::Queue;
 
 struct Context {
     writer: KubeCluster,
@@ -42,11 +45,7 @@ pub async fn run_with(
     hooks: Hooks,
     replica_set_changes: impl futures::Stream<Item = ObjectRef<Experiment>> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let namespace = args.namespaced.then(|| {
-        args.namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string())
-    });
+    let namespace = watched_namespace(&client, args);
     let experiments: Api<Experiment> = api_in(&client, namespace.as_deref());
     let runs: Api<AnalysisRun> = api_in(&client, namespace.as_deref());
     let ctx = Arc::new(Context {
@@ -67,56 +66,28 @@ pub async fn run_with(
     .applied_objects();
     let controller = Controller::for_stream(stream, cache)
         .reconcile_on(replica_set_changes)
-        .owns(runs, watcher::Config::default())
-        .reconcile_all_on(hooks.gate.acquisitions());
-    let controller = hooks.with_shutdown(controller);
+        .owns(runs, watcher::Config::default());
     hooks.watch_experiment_cache(controller.store());
-    controller
-        .run(observed_reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(experiment = %obj, "reconciled"),
-                Err(e) => debug!(error = %e, "experiment reconcile failed"),
-            }
-        })
-        .await;
-    info!("experiment controller stopped");
+    harness::run(controller, ctx).await;
     Ok(())
 }
 
-fn api_in<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
+impl Reconciler for Context {
+    type Object = Experiment;
+    type Error = ExperimentError;
+    const QUEUE: Queue = Queue::Experiments;
+    const RETRY: Duration = ERROR_RETRY;
 
-fn error_policy(exp: Arc<Experiment>, err: &ExperimentError, _ctx: Arc<Context>) -> Action {
-    warn!(experiment = %exp.name_any(), namespace = exp.namespace().unwrap_or_default(), error = %err, "experiment reconcile failed, retrying");
-    Action::requeue(Duration::from_secs(5))
-}
-
-/// [`reconcile`], timed for `experiment_reconcile` while this replica leads (a follower only
-/// waits, which says nothing of reconcile performance).
-async fn observed_reconcile(
-    exp: Arc<Experiment>,
-    ctx: Arc<Context>,
-) -> Result<Action, ExperimentError> {
-    if !ctx.hooks.gate.is_open() {
-        return reconcile(exp, ctx).await;
+    fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
-    let _work = ctx
-        .hooks
-        .begin_work(crate::serve::metrics::Queue::Experiments);
-    let started = std::time::Instant::now();
-    let result = reconcile(exp.clone(), ctx.clone()).await;
-    ctx.hooks
-        .observe_experiment_reconcile(&exp, started.elapsed(), result.is_err());
-    result
+
+    fn reconcile(
+        self: Arc<Self>,
+        exp: Arc<Experiment>,
+    ) -> impl Future<Output = Result<Action, ExperimentError>> + Send {
+        reconcile(exp, self)
+    }
 }
 
 /// One Experiment through the shared [`experiment_driver`], pinned to the leadership term it

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
@@ -14,7 +15,7 @@ use tracing::info;
 use crate::cache::store_ready;
 use crate::leader::fence::WriteGate;
 use crate::serve::health::Health;
-use crate::serve::metrics::Metrics;
+use crate::serve::metrics::{Metrics, Queue, Work};
 
 /// What the process around the reconciler gives it: the write gate, metrics, readiness and
 /// a shutdown trigger.
@@ -119,10 +120,7 @@ impl Hooks {
     }
 
     /// Records a reconcile of `queue` beginning, for `workqueue_*`; it ends with the guard.
-    pub(crate) fn begin_work(
-        &self,
-        queue: crate::serve::metrics::Queue,
-    ) -> Option<crate::serve::metrics::Work> {
+    pub(crate) fn begin_work(&self, queue: Queue) -> Option<Work> {
         self.metrics.as_ref().map(|m| m.begin_work(queue))
     }
 
@@ -148,46 +146,25 @@ impl Hooks {
         });
     }
 
-    pub(crate) fn observe_experiment_reconcile(
+    /// Records one reconcile of a loop's object in the metrics of `queue`'s kind
+    /// (`rollout_reconcile`, `analysis_run_reconcile`, `experiment_reconcile`, and their
+    /// `_error` counters) and in the queue's work.
+    pub(crate) fn record_reconcile(
         &self,
-        exp: &sluice_api::experiment::Experiment,
+        queue: Queue,
+        object: &ObjectMeta,
         took: Duration,
         failed: bool,
     ) {
-        if let Some(m) = &self.metrics {
-            m.observe_experiment_reconcile(
-                &exp.namespace().unwrap_or_default(),
-                &exp.name_any(),
-                took,
-                failed,
-            );
-        }
-    }
-
-    pub(crate) fn observe_run_reconcile(
-        &self,
-        run: &sluice_api::analysis::AnalysisRun,
-        took: Duration,
-        failed: bool,
-    ) {
-        if let Some(m) = &self.metrics {
-            m.observe_run_reconcile(
-                &run.namespace().unwrap_or_default(),
-                &run.name_any(),
-                took,
-                failed,
-            );
-        }
-    }
-
-    pub(crate) fn observe_reconcile(&self, ro: &Rollout, took: Duration, failed: bool) {
-        if let Some(m) = &self.metrics {
-            m.observe_reconcile(
-                &ro.namespace().unwrap_or_default(),
-                &ro.name_any(),
-                took,
-                failed,
-            );
+        let Some(m) = &self.metrics else {
+            return;
+        };
+        let namespace = object.namespace.as_deref().unwrap_or_default();
+        let name = object.name.as_deref().unwrap_or_default();
+        match queue {
+            Queue::Rollouts => m.observe_reconcile(namespace, name, took, failed),
+            Queue::AnalysisRuns => m.observe_run_reconcile(namespace, name, took, failed),
+            Queue::Experiments => m.observe_experiment_reconcile(namespace, name, took, failed),
         }
     }
 

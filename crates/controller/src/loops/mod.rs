@@ -1,8 +1,17 @@
-//! The controller's loops: Rollouts (`rollouts`, with `observe` gathering a Rollout's world
-//! and `apply` executing the engine's plan, run by `driver` for the controller and the
-//! simulator alike, and `events` publishing what a plan says happened) and AnalysisRuns
-//! (`analysis_runs`, each run reconciled by `analysis_run_driver`, which the simulator runs
-//! too), and Experiments (`experiments`). [`run_all`] runs the three side by side.
+//! The controller's loops, each a kube `Controller` run by the one [`harness`] (a new leader
+//! reconciles everything, metrics and retries alike for all), with what the process gives
+//! them in [`Hooks`] and what they watch in `scope`:
+//!
+//! - Rollouts (`rollouts`, its watches' triggers in `rollouts::triggers`): `observe` gathers a
+//!   Rollout's world, the engine decides, `apply` executes the plan, all run by `driver` for
+//!   the controller and the simulator alike; `events` publishes what a plan says happened, and
+//!   `notifications` sends what those events make due;
+//! - AnalysisRuns (`analysis_runs`), each reconciled by `analysis_run_driver`, which the
+//!   simulator runs too;
+//! - Experiments (`experiments`), each reconciled by `experiment_driver`, which the simulator
+//!   runs too.
+//!
+//! [`run_all`] runs them side by side.
 
 pub mod analysis_run_driver;
 pub mod analysis_runs;
@@ -11,16 +20,23 @@ pub mod driver;
 pub mod events;
 pub mod experiment_driver;
 pub mod experiments;
+pub mod harness;
 mod hooks;
 pub mod notifications;
 pub mod observe;
 pub mod rollouts;
+pub mod scope;
 
 use futures::channel::mpsc;
 use kube::Client;
 
 use crate::args::Args;
 pub use hooks::Hooks;
+
+/// Runs the loops alone: they always write and stop on SIGINT/SIGTERM.
+pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
+    run_all(client, args, Hooks::standalone()).await
+}
 
 /// Runs the Rollout, AnalysisRun and Experiment loops side by side until `hooks` say stop.
 ///

@@ -3,33 +3,41 @@
 //! expected under concurrency and lead to a quick, quiet retry with fresh state.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
-use sluice_engine::labels::{CONTROLLER_INSTANCE_ID, MANAGED_BY, POD_TEMPLATE_HASH};
-use sluice_engine::observed::TemplateKey;
-use sluice_engine::{EventType, Observed, Plan};
-use tracing::{debug, info, warn};
+use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::{EventType, Plan};
+use tracing::{debug, info};
 
 use crate::args::Args;
 use crate::cache::{self, CachedReplicaSet, Caches, IndexedStore};
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::Hooks;
+use crate::loops::harness::{self, Reconciler};
+mod triggers;
+
+pub use triggers::ExperimentTriggers;
+use triggers::{referencing_rollouts, rollout_keys, rollouts_of_service, tell_experiments};
+
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
 use crate::loops::events::EventPublisher;
+use crate::loops::scope::{api_in, instance_selector, watched_namespace};
+use crate::serve::metrics::Queue;
 
 pub struct Context {
     writer: KubeCluster,
@@ -62,41 +70,6 @@ pub enum ReconcileError {
     },
 }
 
-/// Label selector for the objects this instance manages (Argo's rule: without an instance id,
-/// objects that carry one belong to somebody else).
-pub fn instance_selector(instance_id: &str) -> String {
-    if instance_id.is_empty() {
-        format!("!{CONTROLLER_INSTANCE_ID}")
-    } else {
-        format!("{CONTROLLER_INSTANCE_ID}={instance_id}")
-    }
-}
-
-/// Where the Rollout loop's ReplicaSet watch sends the Experiments whose ReplicaSets changed
-/// (the Experiment loop reconciles them).
-pub type ExperimentTriggers = futures::channel::mpsc::UnboundedSender<ObjectRef<Experiment>>;
-
-/// Tells the Experiment loop of a changed ReplicaSet that an Experiment controls.
-fn tell_experiments(to_experiments: &ExperimentTriggers, rs: &CachedReplicaSet) {
-    let Some(ns) = rs.meta().namespace.as_deref() else {
-        return;
-    };
-    for owner in rs.meta().owner_references.iter().flatten() {
-        if owner.controller == Some(true)
-            && owner.kind == "Experiment"
-            && owner.api_version.starts_with("argoproj.io/")
-        {
-            // Only a stopped Experiment loop closes the channel: nothing to tell then.
-            let _ = to_experiments.unbounded_send(ObjectRef::new(&owner.name).within(ns));
-        }
-    }
-}
-
-/// Runs the reconciler alone: it always writes and stops on SIGINT/SIGTERM.
-pub async fn run(client: Client, args: &Args) -> anyhow::Result<()> {
-    crate::loops::run_all(client, args, Hooks::standalone()).await
-}
-
 /// Runs the reconciler inside the controller process: writes only
 /// while `hooks.gate` is open, reports metrics and readiness, stops on `hooks.stop`. Changes of
 /// ReplicaSets an Experiment owns go to `to_experiments`.
@@ -106,11 +79,7 @@ pub async fn run_with(
     hooks: Hooks,
     to_experiments: ExperimentTriggers,
 ) -> anyhow::Result<()> {
-    let namespace = args.namespaced.then(|| {
-        args.namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string())
-    });
+    let namespace = watched_namespace(&client, args);
     if let Some(ns) = &namespace {
         info!(namespace = %ns, "watching one namespace");
     }
@@ -259,9 +228,7 @@ pub async fn run_with(
         // A Service that appears or changes re-evaluates the Rollouts that name it or whose
         // managed-by annotation it carries.
         .watches_stream(svc_stream, rollouts_of_service(ro_cache.clone()))
-        .with_config(ControllerConfig::default().concurrency(args.rollout_threads))
-        // A new leader reconciles everything: as a follower it decided nothing.
-        .reconcile_all_on(hooks.gate.acquisitions());
+        .with_config(ControllerConfig::default().concurrency(args.rollout_threads));
     let controller = match cluster_templates {
         Some((_, stream)) => controller.watches_stream(
             stream,
@@ -269,100 +236,14 @@ pub async fn run_with(
         ),
         None => controller,
     };
-    let controller = hooks.with_shutdown(controller);
     hooks.watch_caches(controller.store(), ctx.replica_sets.store().clone());
 
-    let reconciles = controller
-        .run(observed_reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(rollout = %obj, "reconciled"),
-                Err(e) => debug!(error = %e, "reconcile failed"),
-            }
-        });
     // The notifications loop runs as long as the reconciles do.
     tokio::select! {
-        () = reconciles => {}
+        () = harness::run(controller, ctx) => {}
         () = notifications => {}
     }
-    info!("controller stopped");
     Ok(())
-}
-
-/// An `Api` of one namespace, or of all.
-fn api_in<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// The keys a Rollout is filed under in the Rollout cache: the Services ([`service_key`]) and
-/// analysis templates ([`template_key`]) it names, so that a change of one finds the Rollouts
-/// to reconcile without looking at every Rollout.
-fn rollout_keys(ro: &Rollout) -> Vec<String> {
-    let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
-    let services = Observed::service_names(ro);
-    let templates = Observed::analysis_template_refs(ro);
-    services
-        .iter()
-        .map(|name| service_key(ns, name))
-        .chain(templates.iter().map(|key| template_key(ns, key)))
-        .collect()
-}
-
-/// The key of the Rollouts naming a template: an AnalysisTemplate of `namespace`, or a
-/// ClusterAnalysisTemplate (whatever the namespace).
-fn template_key(namespace: &str, key: &TemplateKey) -> String {
-    if key.cluster_scope {
-        format!("ClusterAnalysisTemplate/{}", key.name)
-    } else {
-        format!("AnalysisTemplate/{namespace}/{}", key.name)
-    }
-}
-
-/// The key of the Rollouts naming Service `name` of `namespace`.
-fn service_key(namespace: &str, name: &str) -> String {
-    format!("Service/{namespace}/{name}")
-}
-
-/// Maps a Service to the Rollouts that name it and to the one its managed-by annotation names
-/// (which may have to give it back).
-fn rollouts_of_service(
-    rollouts: IndexedStore<Rollout>,
-) -> impl Fn(Service) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static {
-    move |svc: Service| {
-        let ns = svc.namespace().unwrap_or_default();
-        let mut found = rollouts.refs(&service_key(&ns, &svc.name_any()));
-        let managed_by = svc.annotations().get(MANAGED_BY);
-        if let Some(owner) = managed_by.filter(|o| !o.is_empty()) {
-            found.push(ObjectRef::new(owner).within(&ns));
-        }
-        found
-    }
-}
-
-/// Maps a template to the Rollouts that name it: in its namespace for an AnalysisTemplate,
-/// in every namespace for a ClusterAnalysisTemplate.
-fn referencing_rollouts<T>(
-    rollouts: IndexedStore<Rollout>,
-    cluster_scope: bool,
-) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
-where
-    T: Resource,
-{
-    move |template: T| {
-        let key = TemplateKey {
-            cluster_scope,
-            name: template.name_any(),
-        };
-        let namespace = template.namespace().unwrap_or_default();
-        rollouts.refs(&template_key(&namespace, &key))
-    }
 }
 
 /// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one, and
@@ -388,17 +269,22 @@ fn owned_replica_sets(
         .collect()
 }
 
-/// [`reconcile`], timed and counted for the metrics (only when it may act).
-async fn observed_reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    if !ctx.hooks.gate.is_open() {
-        return reconcile(ro, ctx).await;
+impl Reconciler for Context {
+    type Object = Rollout;
+    type Error = ReconcileError;
+    const QUEUE: Queue = Queue::Rollouts;
+    const RETRY: Duration = driver::ERROR_RETRY;
+
+    fn hooks(&self) -> &Hooks {
+        &self.hooks
     }
-    let _work = ctx.hooks.begin_work(crate::serve::metrics::Queue::Rollouts);
-    let started = std::time::Instant::now();
-    let result = reconcile(ro.clone(), ctx.clone()).await;
-    ctx.hooks
-        .observe_reconcile(&ro, started.elapsed(), result.is_err());
-    result
+
+    fn reconcile(
+        self: Arc<Self>,
+        ro: Arc<Rollout>,
+    ) -> impl Future<Output = Result<Action, ReconcileError>> + Send {
+        reconcile(ro, self)
+    }
 }
 
 async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -567,143 +453,3 @@ struct Announced {
 
 /// The reason of the event announcing a Rollout the controller has started to follow.
 pub const ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
-
-fn error_policy(ro: Arc<Rollout>, err: &ReconcileError, _ctx: Arc<Context>) -> Action {
-    warn!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), error = %err, "reconcile failed, retrying");
-    Action::requeue(driver::ERROR_RETRY)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_replica_set_change_is_told_to_the_experiment_that_controls_it() {
-        let rs = |owners: serde_json::Value| {
-            let rs: ReplicaSet = serde_json::from_value(json!({
-                "metadata": {"name": "rs", "namespace": "ns", "ownerReferences": owners}
-            }))
-            .unwrap();
-            CachedReplicaSet::from_replica_set(&rs).unwrap()
-        };
-        let owner = |kind: &str, name: &str, controller: bool| {
-            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "name": name,
-                   "uid": "u", "controller": controller})
-        };
-        let (tx, mut rx) = futures::channel::mpsc::unbounded();
-        tell_experiments(&tx, &rs(json!([owner("Experiment", "exp", true)])));
-        tell_experiments(&tx, &rs(json!([owner("Rollout", "ro", true)])));
-        tell_experiments(
-            &tx,
-            &rs(json!([owner("Experiment", "not-controller", false)])),
-        );
-        drop(tx);
-        let told: Vec<_> = futures::executor::block_on_stream(&mut rx).collect();
-        assert_eq!(told, [ObjectRef::<Experiment>::new("exp").within("ns")]);
-    }
-
-    fn rollout(ns: &str, name: &str, strategy: serde_json::Value) -> Rollout {
-        serde_json::from_value(json!({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-            "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}")},
-            "spec": {"strategy": strategy}
-        }))
-        .unwrap()
-    }
-
-    fn service(ns: &str, name: &str, managed_by: Option<&str>) -> Service {
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns,
-            "annotations": managed_by.map(|m| json!({MANAGED_BY: m}))}}))
-        .unwrap()
-    }
-
-    fn names(mut refs: Vec<ObjectRef<Rollout>>) -> Vec<String> {
-        refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        refs.into_iter()
-            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
-            .collect()
-    }
-
-    #[test]
-    fn a_service_change_reaches_the_rollouts_that_name_or_manage_it() {
-        let rollouts = cache::listed(
-            rollout_keys,
-            vec![
-                rollout(
-                    "a",
-                    "bg",
-                    json!({"blueGreen": {"activeService": "web", "previewService": "web-preview"}}),
-                ),
-                rollout(
-                    "a",
-                    "canary",
-                    json!({"canary": {"stableService": "web", "canaryService": "web-canary"}}),
-                ),
-                rollout("b", "bg", json!({"blueGreen": {"activeService": "web"}})),
-                rollout("a", "plain", json!({"canary": {}})),
-            ],
-        );
-        let map = rollouts_of_service(rollouts);
-        assert_eq!(names(map(service("a", "web", None))), ["a/bg", "a/canary"]);
-        assert_eq!(names(map(service("a", "web-canary", None))), ["a/canary"]);
-        assert_eq!(names(map(service("b", "web", None))), ["b/bg"]);
-        assert!(map(service("a", "unnamed", None)).is_empty());
-        // A Service a Rollout no longer names, still carrying its managed-by annotation.
-        assert_eq!(names(map(service("a", "old-active", Some("bg")))), ["a/bg"]);
-    }
-
-    #[test]
-    fn a_template_change_reaches_the_rollouts_that_name_it() {
-        let analysis = |name: &str, kind: Option<&str>| {
-            json!({"canary": {"analysis": {"templates": [
-                {"templateName": name, "clusterScope": kind == Some("cluster")}
-            ]}}})
-        };
-        let rollouts = cache::listed(
-            rollout_keys,
-            vec![
-                rollout("a", "uses-t", analysis("t", None)),
-                rollout("b", "uses-t", analysis("t", None)),
-                rollout("a", "uses-cluster-t", analysis("t", Some("cluster"))),
-                rollout("b", "uses-cluster-t", analysis("t", Some("cluster"))),
-                rollout(
-                    "a",
-                    "in-a-step",
-                    json!({"canary": {"steps": [{"analysis": {"templates": [{"templateName": "t"}]}}]}}),
-                ),
-                rollout("a", "none", json!({"canary": {}})),
-            ],
-        );
-        let template: AnalysisTemplate = serde_json::from_value(
-            json!({"metadata": {"name": "t", "namespace": "a"}, "spec": {}}),
-        )
-        .unwrap();
-        let map = referencing_rollouts::<AnalysisTemplate>(rollouts.clone(), false);
-        assert_eq!(names(map(template)), ["a/in-a-step", "a/uses-t"]);
-        let cluster_template: ClusterAnalysisTemplate =
-            serde_json::from_value(json!({"metadata": {"name": "t"}, "spec": {}})).unwrap();
-        let map = referencing_rollouts::<ClusterAnalysisTemplate>(rollouts, true);
-        assert_eq!(
-            names(map(cluster_template)),
-            ["a/uses-cluster-t", "b/uses-cluster-t"]
-        );
-    }
-
-    #[test]
-    fn a_rollout_is_filed_again_when_the_services_it_names_change() {
-        let (store, writer) = cache::indexed(rollout_keys);
-        let before = rollout("a", "bg", json!({"blueGreen": {"activeService": "old"}}));
-        let after = rollout("a", "bg", json!({"blueGreen": {"activeService": "new"}}));
-        let events = futures::stream::iter([
-            Ok(watcher::Event::Init),
-            Ok(watcher::Event::InitApply(before)),
-            Ok(watcher::Event::InitDone),
-            Ok(watcher::Event::Apply(after)),
-        ]);
-        let _: Vec<_> = futures::executor::block_on(cache::reflect(events, writer).collect());
-        let map = rollouts_of_service(store);
-        assert!(map(service("a", "old", None)).is_empty());
-        assert_eq!(names(map(service("a", "new", None))), ["a/bg"]);
-    }
-}
