@@ -13,6 +13,7 @@ mod graphite;
 mod http;
 mod influxdb;
 mod job;
+mod kayenta;
 mod newrelic;
 mod outcome;
 mod prometheus;
@@ -59,6 +60,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<influxdb::Influxdb>::NEW,
     &Adapter::<wavefront::Wavefront>::NEW,
     &Adapter::<skywalking::SkyWalking>::NEW,
+    &Adapter::<kayenta::Kayenta>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -273,10 +275,6 @@ mod tests {
         let p = providers(Default::default());
         let ctx = RunContext::new("run", "ns", "uid");
         let cases = [
-            (
-                json!({"kayenta": {}}),
-                "provider \"kayenta\" is not supported",
-            ),
             (
                 json!({"cloudWatch": {"metricDataQueries": []}}),
                 "provider \"cloudWatch\" is not supported",

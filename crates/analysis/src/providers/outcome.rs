@@ -18,6 +18,8 @@ pub(crate) struct Outcome {
     pub(crate) value: Option<String>,
     pub(crate) message: Option<String>,
     pub(crate) metadata: BTreeMap<String, String>,
+    /// When a measurement left Running is to be resumed (none: at the next reconcile).
+    pub(crate) resume_at: Option<Time>,
 }
 
 impl Outcome {
@@ -32,7 +34,7 @@ impl Outcome {
             phase: Some(phase),
             value: Some(value.into()),
             message,
-            metadata: BTreeMap::new(),
+            ..Default::default()
         }
     }
 
@@ -68,7 +70,7 @@ pub(crate) fn outcome_to_measurement(
         started_at: Some(started),
         value: outcome.value,
         metadata: (!outcome.metadata.is_empty()).then_some(outcome.metadata),
-        resume_at: None,
+        resume_at: outcome.resume_at,
     }
 }
 
