@@ -146,6 +146,36 @@ pub type ChangeResult = Result<Option<Change>, RouterError>;
 mod tests {
     use super::*;
 
+    /// Each registered router answers to its own key under `trafficRouting` (or under
+    /// `plugins` for a plugin) and to no other router's.
+    #[test]
+    fn each_router_is_registered_once_and_reads_its_own_key() {
+        let mut keys: Vec<&str> = REGISTRY.iter().map(|r| r.key()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            REGISTRY.len(),
+            "a key registered twice: {keys:?}"
+        );
+        for router in REGISTRY {
+            let settings = serde_json::json!({ router.key(): {} });
+            let routing = if router.is_plugin() {
+                serde_json::json!({ "plugins": settings })
+            } else {
+                settings
+            };
+            let routing: sluice_api::rollout::RolloutTrafficRouting =
+                serde_json::from_value(routing).unwrap();
+            let configured: Vec<&str> = REGISTRY
+                .iter()
+                .filter(|r| r.configured(&routing))
+                .map(|r| r.key())
+                .collect();
+            assert_eq!(configured, [router.key()], "{}", router.key());
+        }
+    }
+
     #[test]
     fn stable_weights() {
         let desired = |weight, max_weight, additional: &[i32]| Desired {
