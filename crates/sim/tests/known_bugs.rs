@@ -150,3 +150,17 @@ fn recorded_unfixed_bugs_still_reproduce() {
         }
     }
 }
+
+/// Fixed: an update's progress deadline never ran when the status writes of its first
+/// reconciles were lost to conflicts and the next one found the same replica counts (a
+/// scale-down delay kept the previous revision's pods counted): the Progressing condition
+/// still said the previous revision was available. Such a condition now restarts the
+/// deadline.
+#[test]
+fn lost_status_writes_still_run_the_progress_deadline() {
+    let s = scenarios::find("bluegreen-bad-good-bad").unwrap();
+    for seed in [15709] {
+        let outcome = run(&s, seed, real_apply);
+        assert!(outcome.passed(), "seed {seed}:\n{}", outcome.report());
+    }
+}

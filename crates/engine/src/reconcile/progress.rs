@@ -143,10 +143,13 @@ impl World<'_> {
         } else if progress.progressed
             || was_aborted
             || c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_PAUSED)
+            || c::has_reason(&conds, Cond::Progressing, c::NEW_RS_AVAILABLE)
             || c::find(&conds, Cond::Progressing).is_none()
         {
             // Fresh progress, or the first reconcile after a resume or retry: the deadline
-            // counts from now.
+            // counts from now. A Progressing condition still saying the previous revision is
+            // available means the status write of the reconcile that created this revision's
+            // ReplicaSet was lost (a conflict): without this its deadline would never run.
             c::set(
                 &mut conds,
                 Cond::Progressing,

@@ -292,3 +292,40 @@ fn blue_green_switch_that_landed_alone_is_recorded_as_promotion() {
     assert_eq!(w.status().stable_rs.as_deref(), Some(new_hash.as_str()));
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
 }
+
+/// The status writes of an update's first reconciles can be lost to conflicts; a later one
+/// then finds the new ReplicaSet already there, a Progressing condition that still says the
+/// previous revision is available and, by chance, the same replica counts as the recorded
+/// status (a scale-down delay keeps the old pods counted). The deadline must run all the same.
+#[test]
+fn lost_status_writes_of_an_update_still_run_its_deadline() {
+    let mut ro = bg_rollout(
+        2,
+        json!({"activeService": "active", "previewService": "preview"}),
+    );
+    ro.spec.progress_deadline_seconds = Some(20);
+    ro.spec.progress_deadline_abort = Some(true);
+    let mut w = World::bg(ro);
+    w.settle_bg();
+    w.bad_images = vec!["app:bad2".into()];
+    w.set_image("app:bad2");
+    let recorded = w.ro.status.clone();
+    w.settle_bg();
+    assert!(
+        w.rss.iter().any(|rs| World::image_of(rs) == "app:bad2"),
+        "the new revision's ReplicaSet is there"
+    );
+    // None of those status writes landed but the counts happen to be the same.
+    let counts = w.ro.status.clone().unwrap_or_default();
+    let mut status = recorded.unwrap_or_default();
+    status.replicas = counts.replicas;
+    status.updated_replicas = counts.updated_replicas;
+    status.ready_replicas = counts.ready_replicas;
+    status.available_replicas = counts.available_replicas;
+    w.ro.status = Some(status);
+    w.settle_bg();
+    w.advance(21);
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Degraded, "{:#?}", w.status());
+    assert_eq!(w.status().abort, Some(true));
+}
