@@ -1,8 +1,8 @@
 //! `kubectl sluice explain` on the real control plane, with a Sluice controller running
 //! in-process: each waiting state is made for real (pods that never become ready, pause steps,
 //! a user's pause, analyses that keep measuring, end Inconclusive or fail, an invalid spec, a
-//! blue-green preview awaiting promotion, an experiment step running, the progress deadline)
-//! and explain must give the engine's reason for it and the command that moves it on. Each
+//! blue-green preview awaiting promotion, an experiment step running, the progress deadline, a
+//! traffic weight the router object does not carry yet) and explain must give the engine's reason for it and the command that moves it on. Each
 //! test takes a few seconds; they run in parallel.
 
 use serde_json::json;
@@ -322,4 +322,47 @@ async fn explain_experiment_step_running() {
         text.contains("kubectl sluice get experiment web-"),
         "{text}"
     );
+}
+
+/// Istio host split from Argo's corpus, paused at its 10% step; then, with the controller
+/// stopped, the VirtualService is put back to 0% by hand: the weight the engine decides is not
+/// what the router object carries, so explain reports it pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_router_weight_not_yet_routed() {
+    use kube::api::PostParams;
+    use sluice_e2e::routing::{install_router_crds, json_of, virtual_services, vs_weights};
+
+    let (env, ns, controller) = setup("explain-router").await;
+    install_router_crds(&env).await;
+    ns.apply_yaml(&corpus_file("test/e2e/istio/istio-host-split.yaml"))
+        .await
+        .unwrap();
+    let api = rollouts(&ns);
+    let name = "istio-host-split";
+    let (canary, stable) = ("istio-host-split-canary", "istio-host-split-stable");
+    wait_phase(&api, name, RolloutPhase::Healthy, TIMEOUT).await;
+    set_image(&api, name, "nginx:1.20-alpine").await;
+    wait_phase(&api, name, RolloutPhase::Paused, TIMEOUT).await;
+    controller.stop().await;
+
+    let vss = virtual_services(&ns);
+    let mut vs = json_of(&vss.get("istio-host-split-vsvc").await.unwrap());
+    assert_eq!(vs_weights(&vs, canary, stable), Some((10, 90)));
+    for route in vs["spec"]["http"][0]["route"].as_array_mut().unwrap() {
+        let to_canary = route["destination"]["host"] == canary;
+        route["weight"] = json!(if to_canary { 0 } else { 100 });
+    }
+    let object = serde_json::from_value(vs).unwrap();
+    vss.replace("istio-host-split-vsvc", &PostParams::default(), &object)
+        .await
+        .unwrap();
+
+    let text = explain_until(
+        &env,
+        &ns,
+        name,
+        &["the traffic router to carry 10% to the canary: the weight is written but not yet read back"],
+    )
+    .await;
+    assert!(text.contains("a promotion: step 2/"), "{text}");
 }
