@@ -80,8 +80,9 @@ free_port() {
 
 ensure_packages() {
   local missing=() pkg
-  # prometheus: the real server the analysis tests query.
-  for pkg in openssl jq curl util-linux prometheus; do
+  # prometheus: the real server the analysis tests query; tmux: the terminal the --watch
+  # views are tested in.
+  for pkg in openssl jq curl util-linux prometheus tmux; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return

@@ -10,12 +10,13 @@ mod render;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     // kube's rustls transport needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = cli::Cli::parse();
+    let cli = match cli::parse_invoked(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -14,6 +14,7 @@ pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
 pub mod steps;
+pub mod waits;
 
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
@@ -23,3 +24,4 @@ pub use reconcile::{
 };
 /// Label selectors are part of the API: the routers match them too.
 pub use sluice_api::label_selector as selector;
+pub use waits::Wait;

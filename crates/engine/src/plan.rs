@@ -189,6 +189,9 @@ pub struct Plan {
     /// A status change that only reports progress was held back (`status` is the observed
     /// one): the controller remembers since when, as [`crate::Observed::progress_held_since`].
     pub progress_held: bool,
+    /// What the update waits for, as decided in this reconcile (empty when it moves on or
+    /// is done). Only explained to users; the controller does not act on it.
+    pub waits: Vec<crate::Wait>,
 }
 
 impl Plan {

@@ -52,6 +52,7 @@ use sluice_api::time::whole_seconds;
 use crate::conditions::{self as c, TRUE};
 use crate::observed::{Observed, ReplicaSetExt};
 use crate::plan::{Event, Plan};
+use crate::waits::Wait;
 use crate::{phase, steps};
 use analysis::{AnalysisState, Verdicts};
 use prepare::{adopt_equal_template, prepare};
@@ -115,6 +116,10 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     plan.status.phase = Some(phase);
     // Go omits an empty message; writing "" would also be refused by some API servers.
     plan.status.message = (!message.is_empty()).then_some(message);
+    if plan.status.abort == Some(true) {
+        let message = plan.status.message.clone().unwrap_or_default();
+        plan.waits.insert(0, Wait::Aborted { message });
+    }
     if plan.status.conditions.as_ref().is_some_and(Vec::is_empty) {
         plan.status.conditions = None;
     }
@@ -144,12 +149,16 @@ pub const INVALID_SPEC_RECHECK: std::time::Duration = std::time::Duration::from_
 fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp) {
     crate::plan::set_requeue(&mut plan.requeue_after, INVALID_SPEC_RECHECK);
     let mut conds = plan.status.conditions.take().unwrap_or_default();
+    let message = format!("The Rollout \"{name}\" is invalid: {message}");
+    plan.waits = vec![Wait::InvalidSpec {
+        message: message.clone(),
+    }];
     c::set(
         &mut conds,
         Cond::InvalidSpec,
         TRUE,
         c::INVALID_SPEC,
-        format!("The Rollout \"{name}\" is invalid: {message}"),
+        message,
         now,
         false,
     );
@@ -355,6 +364,10 @@ impl World<'_> {
                 (outcome, self.blue_green_completed(status))
             }
         };
+        // Not done and no step or gate holds it: the pods are what it waits for.
+        if !completed && !aborted && plan.waits.is_empty() {
+            plan.waits.extend(self.pods_wait());
+        }
         let announce_at = outcome.announce_at.unwrap_or_else(|| {
             events[strategy_events..]
                 .iter()
@@ -379,7 +392,7 @@ impl World<'_> {
         let progressed = outcome.scaled
             || outcome.advanced
             || counts_of_status(status) != counts_of_status(&old);
-        self.conditions(
+        let deadline = self.conditions(
             status,
             &mut events,
             &mut plan.requeue_after,
@@ -403,6 +416,10 @@ impl World<'_> {
             announcement.resumed = Some(events.remove(announce_at + i));
         }
         announce_update(&mut events, announcement, strategy_events, announce_at);
+        if manually_paused {
+            plan.waits.insert(0, Wait::PausedByUser);
+        }
+        plan.waits.extend(deadline);
         plan.events.extend(events);
         plan.status = status_value;
         self.sync_pod_metadata(plan);

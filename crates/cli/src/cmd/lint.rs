@@ -1,5 +1,6 @@
 //! `lint -f FILE`: check Rollout manifests offline with the controller's own spec validation,
-//! plus what a strict decoder catches: fields of the wrong type and unknown (misspelt) fields.
+//! plus what a strict decoder catches: fields of the wrong type and unknown (misspelt) fields,
+//! plus Argo's checks of the Services and router objects the file also holds (`lint_refs`).
 
 use std::io::Read as _;
 use std::path::Path;
@@ -39,7 +40,7 @@ pub fn run(args: &LintArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_input(path: &Path) -> std::io::Result<String> {
+pub(super) fn read_input(path: &Path) -> std::io::Result<String> {
     if path == Path::new("-") {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
@@ -62,10 +63,12 @@ pub struct LintReport {
 /// not YAML at all is an error.
 pub fn lint_text(text: &str) -> Result<LintReport, sluice_api::yaml::YamlError> {
     let mut report = LintReport::default();
-    for (index, doc) in sluice_api::yaml::from_multi_doc_str(text)?
-        .into_iter()
-        .enumerate()
-    {
+    let docs = sluice_api::yaml::from_multi_doc_str(text)?;
+    let mut referenced = super::lint_refs::Referenced::default();
+    for doc in &docs {
+        referenced.add(doc);
+    }
+    for (index, doc) in docs.into_iter().enumerate() {
         if doc.get("kind").and_then(Value::as_str) != Some("Rollout") {
             continue;
         }
@@ -95,13 +98,16 @@ pub fn lint_text(text: &str) -> Result<LintReport, sluice_api::yaml::YamlError> 
         for problem in validate_rollout(&rollout) {
             report.problems.push(format!("{place}: {problem}"));
         }
+        for problem in super::lint_refs::reference_problems(&rollout, &referenced) {
+            report.problems.push(format!("{place}: {problem}"));
+        }
     }
     Ok(report)
 }
 
 /// Paths present in `written` but lost when decoding (`decoded` is the decoded object
 /// encoded again): fields the API does not have. Nulls count as absent.
-fn unknown_fields(written: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+pub(super) fn unknown_fields(written: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
     match (written, decoded) {
         (Value::Object(written), Value::Object(decoded)) => {
             for (key, value) in written {

@@ -512,7 +512,7 @@ fn images_in_use(replica_sets: &[ReplicaSetInfo]) -> Vec<ImageInfo> {
 }
 
 pub mod experiment;
-mod pods;
+pub(crate) mod pods;
 
 use pods::pod_info;
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub(super) fn pod_info(pod: &Pod) -> PodInfo {
 
 /// The pod status word `kubectl get pods` shows: the most telling container state, else the
 /// pod phase.
-pub(super) fn pod_status(pod: &Pod) -> String {
+pub(crate) fn pod_status(pod: &Pod) -> String {
     let status = pod.status.as_ref();
     let mut reason = status
         .and_then(|s| s.reason.clone().or_else(|| s.phase.clone()))

@@ -407,10 +407,7 @@ pub(crate) fn resolve_rollout_args(
 
 /// The template's arguments with the Rollout's values filled in. Arguments the template does
 /// not declare are dropped; one left with neither a value nor a source is an error.
-pub(crate) fn merge_args(
-    incoming: &[Argument],
-    template: &[Argument],
-) -> Result<Vec<Argument>, String> {
+pub fn merge_args(incoming: &[Argument], template: &[Argument]) -> Result<Vec<Argument>, String> {
     let mut merged = template.to_vec();
     for arg in incoming {
         if let Some(target) = merged.iter_mut().find(|a| a.name == arg.name) {

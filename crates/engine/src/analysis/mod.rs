@@ -18,10 +18,10 @@ mod task;
 use std::time::Duration;
 
 pub use build::{
-    ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_templates,
-    not_found, resolve_nested, run_name,
+    ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_args,
+    merge_templates, not_found, resolve_nested, run_name,
 };
-pub(crate) use build::{merge_args, resolve_rollout_args, unique_rules};
+pub(crate) use build::{resolve_rollout_args, unique_rules};
 pub use retention::{Disposal, in_flight_measurement, measurements_kept};
 pub use run::{RunAssessment, assess, is_terminating, next_tasks};
 pub use task::{MetricTask, TaskKind};

@@ -4,6 +4,7 @@
 //! of one reconcile: size the new and active ReplicaSets, route the preview Service, pass the
 //! promotion gates and switch the active Service, scale down the previous ReplicaSets.
 
+use crate::waits::Wait;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -481,7 +482,11 @@ impl World<'_> {
             }
             return false;
         }
-        if !self.saturated(r) || !pre_passed {
+        if !self.saturated(r) {
+            plan.waits.extend(self.pods_wait());
+            return false;
+        }
+        if !pre_passed {
             return false;
         }
         f.checkpoint || self.pause_over(f, status, plan, events)
@@ -500,9 +505,24 @@ impl World<'_> {
         let delay = f.bg.auto_promotion_seconds.unwrap_or(0);
         if f.bg.auto_promotion_enabled == Some(false) {
             self.add_blue_green_pause(status, events);
+            plan.waits.push(Wait::AwaitingPromotion { until: None });
             false
         } else if delay > 0 {
-            self.auto_promotion_due(status, events, plan, delay)
+            let due = self.auto_promotion_due(status, events, plan, delay);
+            if !due {
+                let started = status
+                    .pause_conditions
+                    .iter()
+                    .flatten()
+                    .find(|p| p.reason.as_ref() == Some(&PauseReason::BlueGreenPause))
+                    .and_then(|p| p.start_time.as_ref().map(|t| t.0))
+                    .unwrap_or(self.now);
+                let until = started
+                    .checked_add(jiff::SignedDuration::from_secs(delay.into()))
+                    .ok();
+                plan.waits.push(Wait::AwaitingPromotion { until });
+            }
+            due
         } else {
             true
         }

@@ -19,6 +19,7 @@ use crate::observed::ReplicaSetExt;
 use crate::plan::{Event, Plan, set_requeue};
 use crate::replicas::{self, BasicCanaryInputs};
 use crate::steps;
+use crate::waits::Wait;
 
 impl World<'_> {
     /// Canary sizing and the step machine.
@@ -75,6 +76,17 @@ impl World<'_> {
         let scaled = !frozen && self.size_routed_canary(status, plan, events, u, &counts);
         let at_desired =
             !scaled && self.routed_at_desired(&counts) && traffic.verified != Some(false);
+        let router_writes = plan.actions.iter().any(|a| {
+            matches!(
+                a,
+                crate::Action::UpdateRouterObject { .. } | crate::Action::CreateRouterObject { .. }
+            )
+        });
+        if !u.new_is_stable && (traffic.verified == Some(false) || router_writes) {
+            plan.waits.push(Wait::WeightNotVerified {
+                weight: traffic.weight,
+            });
+        }
         let advanced = self.step_machine(status, plan, events, u, analysis, at_desired);
         self.fill_counts(status, None);
         Outcome {
@@ -214,6 +226,11 @@ impl World<'_> {
         // complete until a user resumes or aborts. Only a timed pause step runs out meanwhile,
         // as in Argo, leaving `InconclusiveAnalysisRun` the pause that holds the update.
         let held_by_analysis = has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        if held_by_analysis && !aborted {
+            plan.waits.push(Wait::AnalysisInconclusive {
+                run: inconclusive_run(status),
+            });
+        }
         if held_by_analysis
             && !aborted
             && !manually_paused
@@ -225,7 +242,7 @@ impl World<'_> {
             // pause step, in Argo as here; a timed one runs out by the clock.
             && (!has_pause(status, &PauseReason::CanaryPauseStep)
                 || (pause.duration.is_some()
-                    && self.pause_step(status, events, &mut plan.requeue_after, pause)))
+                    && self.pause_step(status, events, plan, pause, step_index)))
         {
             remove_pause(status, &PauseReason::CanaryPauseStep);
             status.current_step_index = Some(step_index + 1);
@@ -251,6 +268,9 @@ impl World<'_> {
             {
                 let complete = match step.action() {
                     Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::SetCanaryScale(_)) => {
+                        if !at_desired {
+                            plan.waits.extend(self.pods_wait());
+                        }
                         at_desired
                     }
                     // Applied to the routers in this reconcile (routing comes first).
@@ -258,10 +278,19 @@ impl World<'_> {
                         CanaryStepAction::SetHeaderRoute(_) | CanaryStepAction::SetMirrorRoute(_),
                     ) => true,
                     Some(CanaryStepAction::Pause(pause)) => {
-                        self.pause_step(status, events, &mut plan.requeue_after, pause)
+                        self.pause_step(status, events, plan, pause, step_index)
                     }
                     Some(CanaryStepAction::Experiment(x)) => {
-                        self.experiment_step(x, status, plan, events, revision)
+                        let done = self.experiment_step(x, status, plan, events, revision);
+                        if !done
+                            && let Some(name) = status
+                                .canary
+                                .as_ref()
+                                .and_then(|c| c.current_experiment.clone())
+                        {
+                            plan.waits.push(Wait::ExperimentRunning { name });
+                        }
+                        done
                     }
                     Some(CanaryStepAction::Analysis(a)) => match &u.verdicts.step {
                         Verdict::Missing => {
@@ -277,6 +306,16 @@ impl World<'_> {
                                     analysis,
                                 );
                             }
+                            false
+                        }
+                        Verdict::Pending => {
+                            let run = status
+                                .canary
+                                .as_ref()
+                                .and_then(|c| c.current_step_analysis_run_status.as_ref())
+                                .and_then(|r| r.name.clone())
+                                .unwrap_or_default();
+                            plan.waits.push(Wait::AnalysisRunning { run });
                             false
                         }
                         v => v.passed(),
@@ -317,6 +356,9 @@ impl World<'_> {
             }
             // All steps done (or skipped by promote-full) and the new pods all up: it is stable.
             let past_steps = status.current_step_index.unwrap_or(0) >= steps_len || promote_full;
+            if past_steps && !step_advanced && !at_desired {
+                plan.waits.extend(self.pods_wait());
+            }
             if past_steps && !step_advanced && at_desired {
                 // Why it was promoted, in Argo's words and order of precedence.
                 let why = if status.promote_full == Some(true) {
@@ -357,14 +399,30 @@ impl World<'_> {
         }
     }
 
-    /// Handles a pause step; returns whether it is complete.
+    /// The first of the new and stable ReplicaSets whose pods are not all available.
+    pub(super) fn pods_wait(&self) -> Option<Wait> {
+        self.new_rs
+            .iter()
+            .chain(self.stable_rs.iter())
+            .find(|rs| rs.available_replicas() < rs.spec_replicas())
+            .map(|rs| Wait::PodsNotAvailable {
+                replica_set: rs.name().to_string(),
+                wanted: rs.spec_replicas(),
+                available: rs.available_replicas(),
+            })
+    }
+
+    /// Handles a pause step; returns whether it is complete. Records what it waits for.
     fn pause_step(
         &self,
         status: &mut RolloutStatus,
         events: &mut Vec<Event>,
-        requeue: &mut Option<Duration>,
+        plan: &mut Plan,
         pause: &RolloutPause,
+        step_index: i32,
     ) -> bool {
+        let requeue = &mut plan.requeue_after;
+        let waits = &mut plan.waits;
         let existing = status
             .pause_conditions
             .iter()
@@ -379,14 +437,28 @@ impl World<'_> {
             // The controller paused and somebody cleared the pause conditions: promoted.
             return true;
         }
+        let until = |started: jiff::Timestamp, d: Duration| {
+            jiff::SignedDuration::try_from(d)
+                .ok()
+                .and_then(|d| started.checked_add(d).ok())
+        };
         let Some(existing) = existing else {
             events.push(add_pause(status, PauseReason::CanaryPauseStep, self.now));
-            if let Some(Ok(d)) = pause.duration() {
+            let duration = pause.duration().and_then(Result::ok);
+            if let Some(d) = duration {
                 set_requeue(requeue, d);
             }
+            waits.push(Wait::PauseStep {
+                step: step_index,
+                until: duration.and_then(|d| until(self.now, d)),
+            });
             return false;
         };
         let Some(Ok(duration)) = pause.duration() else {
+            waits.push(Wait::PauseStep {
+                step: step_index,
+                until: None,
+            });
             return false;
         };
         let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
@@ -396,9 +468,25 @@ impl World<'_> {
             true
         } else {
             set_requeue(requeue, duration - elapsed);
+            waits.push(Wait::PauseStep {
+                step: step_index,
+                until: until(started, duration),
+            });
             false
         }
     }
+}
+
+/// The run whose Inconclusive verdict holds the update: the step's, else the background one.
+fn inconclusive_run(status: &RolloutStatus) -> String {
+    let canary = status.canary.as_ref();
+    let step = canary.and_then(|c| c.current_step_analysis_run_status.as_ref());
+    let background = canary.and_then(|c| c.current_background_analysis_run_status.as_ref());
+    step.filter(|r| r.status == Some(sluice_api::common::AnalysisPhase::Inconclusive))
+        .or(background)
+        .or(step)
+        .and_then(|r| r.name.clone())
+        .unwrap_or_default()
 }
 
 /// Human description of a step for `RolloutStepCompleted` events.

@@ -1,6 +1,7 @@
 //! The Rollout's conditions after a reconcile: Available, Progressing (with the progress
 //! deadline and `progressDeadlineAbort`), Paused, Completed and Healthy.
 
+use crate::waits::Wait;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -43,8 +44,9 @@ impl World<'_> {
         events: &mut Vec<Event>,
         requeue: &mut Option<Duration>,
         progress: Progress,
-    ) {
+    ) -> Option<Wait> {
         let now = self.now;
+        let mut wait = None;
         let mut conds = status.conditions.take().unwrap_or_default();
         let rs_name = self.new_rs_name();
         let r = self.spec.replicas;
@@ -160,7 +162,7 @@ impl World<'_> {
                 true,
             );
         } else if !self.at_indefinite_step(status) {
-            self.check_deadline(status, &mut conds, events, requeue, progress.revision);
+            wait = self.check_deadline(status, &mut conds, events, requeue, progress.revision);
         }
 
         // Paused.
@@ -226,6 +228,7 @@ impl World<'_> {
             );
         }
         status.conditions = Some(conds);
+        wait
     }
 
     /// Whether the update waits at an `experiment` or `analysis` step. How long those take is
@@ -240,7 +243,7 @@ impl World<'_> {
     /// Progressing with no progress since `lastUpdateTime`: past the deadline it becomes
     /// `ProgressDeadlineExceeded`, and with `progressDeadlineAbort` the update is aborted. Only
     /// the condition's own time and `now` decide; no annotation on another ReplicaSet can
-    /// postpone it.
+    /// postpone it. Returns when the deadline fires, or that it has.
     fn check_deadline(
         &self,
         status: &mut RolloutStatus,
@@ -248,21 +251,21 @@ impl World<'_> {
         events: &mut Vec<Event>,
         requeue: &mut Option<Duration>,
         revision: i64,
-    ) {
-        let Some(cond) = c::find(conds, Cond::Progressing).cloned() else {
-            return;
-        };
+    ) -> Option<Wait> {
+        let cond = c::find(conds, Cond::Progressing).cloned()?;
         // Already timed out: `progressDeadlineAbort` is evaluated on every reconcile, so turning
         // it on after the deadline passed aborts the update too.
         if cond.reason.as_deref() == Some(c::PROGRESS_DEADLINE_EXCEEDED) {
             if self.ro.spec.progress_deadline_abort == Some(true) {
                 self.abort_on_deadline(status, conds, events, requeue, revision);
             }
-            return;
+            return Some(Wait::ProgressDeadlineExceeded {
+                message: cond.message.clone().unwrap_or_default(),
+            });
         }
         let is_true = cond.status.as_ref().is_some_and(|s| s.as_str() == TRUE);
         if !is_true || cond.reason.as_deref() == Some(c::NEW_RS_AVAILABLE) {
-            return;
+            return None;
         }
         let deadline_secs = self
             .ro
@@ -275,9 +278,13 @@ impl World<'_> {
         let deadline = Duration::from_secs(deadline_secs as u64);
         if elapsed < deadline {
             set_requeue(requeue, deadline - elapsed);
-            return;
+            let at = last
+                .checked_add(jiff::SignedDuration::from_secs(deadline_secs.into()))
+                .unwrap_or(last);
+            return Some(Wait::ProgressDeadline { since: last, at });
         }
         let rs_name = self.new_rs_name();
+        let message = format!("ReplicaSet \"{rs_name}\" has timed out progressing.");
         c::set(
             conds,
             Cond::Progressing,
@@ -294,6 +301,7 @@ impl World<'_> {
         if self.ro.spec.progress_deadline_abort == Some(true) {
             self.abort_on_deadline(status, conds, events, requeue, revision);
         }
+        Some(Wait::ProgressDeadlineExceeded { message })
     }
 
     /// `progressDeadlineAbort`: the timed-out update is aborted; the ReplicaSets go back on

@@ -542,6 +542,7 @@ mod rollback_window;
 mod services;
 mod status_writes;
 mod traffic;
+mod waits;
 
 fn bg_rollout(replicas: i32, strategy: serde_json::Value) -> Rollout {
     let mut ro = rollout(replicas, json!([]));

@@ -6,6 +6,12 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
+mod create;
+mod notifications;
+
+pub use create::{CreateAnalysisRunArgs, CreateArgs, CreateCommand};
+pub use notifications::{NotificationsArgs, NotificationsCommand, TemplateCommand, TriggerCommand};
+
 const ABOUT: &str = "Manage Sluice Rollouts (argoproj.io/v1alpha1) from kubectl";
 
 const LONG_ABOUT: &str = "\
@@ -42,7 +48,6 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(
     name = "kubectl-sluice",
-    bin_name = "kubectl sluice",
     version,
     about = ABOUT,
     long_about = LONG_ABOUT,
@@ -71,6 +76,43 @@ pub struct GlobalArgs {
     /// Kubeconfig context to use [default: the current context]
     #[arg(long, global = true, value_name = "CONTEXT", help_heading = GLOBAL)]
     pub context: Option<String>,
+    /// Kubeconfig cluster to use [default: the cluster of the context]
+    #[arg(long, global = true, value_name = "CLUSTER", help_heading = GLOBAL)]
+    pub cluster: Option<String>,
+    /// Kubeconfig user to use [default: the user of the context]
+    #[arg(long, global = true, value_name = "USER", help_heading = GLOBAL)]
+    pub user: Option<String>,
+    /// The address and port of the Kubernetes API server
+    #[arg(short = 's', long, global = true, value_name = "URL", help_heading = GLOBAL)]
+    pub server: Option<String>,
+    /// Bearer token for authentication to the API server
+    #[arg(long, global = true, value_name = "TOKEN", help_heading = GLOBAL)]
+    pub token: Option<String>,
+    /// How long to wait for one server request before giving up, e.g. 1s, 2m, 3h, or a number
+    /// of seconds; 0 waits forever
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        value_parser = parse_request_timeout,
+        default_value = "0",
+        hide_default_value = true,
+        help_heading = GLOBAL
+    )]
+    pub request_timeout: Duration,
+}
+
+/// Parses kubectl's `--request-timeout`: a Go duration, or a bare number of seconds.
+fn parse_request_timeout(value: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    sluice_api::parse_go_duration(value).map_err(|_| {
+        format!(
+            "invalid timeout value {value:?}: the timeout must be an integer number of seconds \
+             or a duration with a unit (e.g. 1s, 2m, 3h)"
+        )
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -140,11 +182,64 @@ pub enum Command {
     Undo(UndoArgs),
     /// Check Rollout manifests offline, without a cluster
     Lint(LintArgs),
+    /// Create a Rollout, Experiment, AnalysisTemplate, ClusterAnalysisTemplate, or AnalysisRun
+    /// resource
+    #[command(
+        long_about = "This command creates a new Rollout, Experiment, AnalysisTemplate, \
+                      ClusterAnalysisTemplate, or AnalysisRun resource from a file.",
+        after_help = create::CREATE_EXAMPLES
+    )]
+    Create(CreateArgs),
     /// Notification templates and triggers: list them, evaluate a trigger, send a template
     Notifications(NotificationsArgs),
+    /// Say in plain words what a rollout waits for and why, and what moves it on
+    #[command(long_about = EXPLAIN_LONG_ABOUT, after_help = EXPLAIN_EXAMPLES)]
+    Explain(ExplainArgs),
     /// Print the version
     Version,
+    /// Generate the autocompletion script for the specified shell
+    #[command(
+        long_about = "Generate the autocompletion script for kubectl sluice for the specified \
+                      shell.",
+        after_help = COMPLETION_EXAMPLES
+    )]
+    Completion {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
+
+const COMPLETION_EXAMPLES: &str = "\
+Examples:
+  # Load completion for the current bash session
+  source <(kubectl-sluice completion bash)
+
+  # Install zsh completion
+  kubectl-sluice completion zsh > \"${fpath[1]}/_kubectl-sluice\"
+
+  # Fish and PowerShell
+  kubectl-sluice completion fish > ~/.config/fish/completions/kubectl-sluice.fish
+  kubectl-sluice completion powershell | Out-String | Invoke-Expression";
+
+const EXPLAIN_LONG_ABOUT: &str = "\
+Say in plain words what a rollout waits for and why, and the command that moves it on.
+
+The rollout and its objects are read as the controller reads them and decided on by the
+controller's own engine, so the answer is the controller's reason, not a guess from the
+status: the pods not yet available (and since when), a pause step and until when, a pause
+a user set and who, an analysis still measuring or Inconclusive with its metrics' last
+values, an experiment running, a blue-green preview awaiting promotion, a traffic weight
+not yet read back, an invalid spec and its field, and when the progress deadline fires.
+Nothing is written.";
+
+const EXPLAIN_EXAMPLES: &str = "\
+Examples:
+  # Why is my rollout stuck?
+  kubectl sluice explain guestbook
+
+  # In another namespace
+  kubectl sluice explain guestbook -n shop";
 
 const STATUS_LONG_ABOUT: &str = "\
 Show the status of a rollout.
@@ -262,7 +357,11 @@ pub struct GetRolloutArgs {
 #[derive(Debug, Subcommand)]
 pub enum ListCommand {
     /// List the rollouts of a namespace, or of all namespaces with -A
-    #[command(visible_alias = "rollout", visible_alias = "ro")]
+    #[command(
+        visible_alias = "rollout",
+        visible_alias = "ro",
+        after_help = LIST_ROLLOUTS_EXAMPLES
+    )]
     Rollouts(ListRolloutsArgs),
     /// List the experiments of a namespace, or of all namespaces with -A
     #[command(
@@ -282,10 +381,33 @@ pub struct ListExperimentsArgs {
 
 #[derive(Debug, Args)]
 pub struct ListRolloutsArgs {
-    /// List rollouts of all namespaces
+    /// Include all namespaces
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// Only show rollout with specified name
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Watch for changes: after the table, print a rollout's line again each time it changes
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Print timestamps on updates (a TIMESTAMP column, in UTC)
+    #[arg(long)]
+    pub timestamps: bool,
 }
+
+const LIST_ROLLOUTS_EXAMPLES: &str = "\
+Examples:
+  # List rollouts
+  kubectl sluice list rollouts
+
+  # List rollouts with a specific name
+  kubectl sluice list rollouts --name my-rollout
+
+  # List rollouts from all namespaces
+  kubectl sluice list rollouts --all-namespaces
+
+  # List rollouts and watch for changes, with the time of each change
+  kubectl sluice list rollouts --watch --timestamps";
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -394,6 +516,12 @@ pub struct UndoArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Name of the rollout
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
 pub struct LintArgs {
     /// Manifest file to check (multi-document YAML); `-` reads standard input
     #[arg(short, long, value_name = "FILE")]
@@ -416,216 +544,79 @@ fn parse_image_update(value: &str) -> Result<ImageUpdate, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
+mod tests;
 
-    fn parse(args: &[&str]) -> Cli {
-        Cli::try_parse_from(std::iter::once("kubectl-sluice").chain(args.iter().copied())).unwrap()
-    }
-
-    #[test]
-    fn command_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn global_flags_go_anywhere() {
-        let cli = parse(&["promote", "demo", "-n", "shop", "--context", "dev"]);
-        assert_eq!(cli.global.namespace.as_deref(), Some("shop"));
-        assert_eq!(cli.global.context.as_deref(), Some("dev"));
-        let cli = parse(&["--kubeconfig", "/tmp/kc", "abort", "demo"]);
-        assert_eq!(cli.global.kubeconfig, Some(PathBuf::from("/tmp/kc")));
-    }
-
-    #[test]
-    fn status_watches_by_default() {
-        let Command::Status(args) = parse(&["status", "demo"]).command else {
-            panic!("not status")
-        };
-        assert!(args.watch);
-        assert_eq!(args.timeout, Duration::ZERO);
-        let Command::Status(args) =
-            parse(&["status", "demo", "--watch=false", "-t", "1m30s"]).command
-        else {
-            panic!("not status")
-        };
-        assert!(!args.watch);
-        assert_eq!(args.timeout, Duration::from_secs(90));
-    }
-
-    #[test]
-    fn set_image_takes_container_image_pairs() {
-        let Command::Set {
-            what: SetCommand::Image(args),
-        } = parse(&["set", "image", "demo", "app=nginx:1.2", "*=busybox:latest"]).command
-        else {
-            panic!("not set image")
-        };
-        assert_eq!(
-            args.images,
-            [
-                ImageUpdate {
-                    container: "app".into(),
-                    image: "nginx:1.2".into()
-                },
-                ImageUpdate {
-                    container: "*".into(),
-                    image: "busybox:latest".into()
-                },
-            ]
-        );
-        let parsed = Cli::try_parse_from(["kubectl-sluice", "set", "image", "demo", "nginx"]);
-        assert!(parsed.is_err());
-    }
-
-    #[test]
-    fn restart_delay_and_bad_durations() {
-        let Command::Restart(args) = parse(&["restart", "demo", "-i", "10s"]).command else {
-            panic!("not restart")
-        };
-        assert_eq!(args.delay, Duration::from_secs(10));
-        assert!(Cli::try_parse_from(["kubectl-sluice", "restart", "demo", "-i", "ten"]).is_err());
-    }
-
-    #[test]
-    fn aliases_of_argo_rollouts_are_accepted() {
-        assert!(matches!(
-            parse(&["unpause", "demo"]).command,
-            Command::Resume(_)
-        ));
-        assert!(matches!(
-            parse(&["list", "ro", "-A"]).command,
-            Command::List {
-                what: ListCommand::Rollouts(ListRolloutsArgs {
-                    all_namespaces: true
-                })
-            }
-        ));
-        assert!(matches!(
-            parse(&["get", "ro", "demo", "-w"]).command,
-            Command::Get {
-                what: GetCommand::Rollout(GetRolloutArgs { watch: true, .. })
-            }
-        ));
-    }
-
-    #[test]
-    fn experiment_commands_and_their_aliases() {
-        assert!(matches!(
-            parse(&["get", "experiment", "demo-exp", "-w", "--no-color"]).command,
-            Command::Get {
-                what: GetCommand::Experiment(GetExperimentArgs {
-                    watch: true,
-                    no_color: true,
-                    ..
-                })
-            }
-        ));
-        let Command::Get {
-            what: GetCommand::Experiment(args),
-        } = parse(&["get", "exp", "demo-exp", "-n", "shop"]).command
-        else {
-            panic!("not get experiment")
-        };
-        assert_eq!(args.name, "demo-exp");
-        let Command::Terminate {
-            what: TerminateCommand::Experiment(args),
-        } = parse(&["terminate", "exp", "demo-exp"]).command
-        else {
-            panic!("not terminate experiment")
-        };
-        assert_eq!(args.name, "demo-exp");
-        assert!(matches!(
-            parse(&["terminate", "analysisrun", "demo-run"]).command,
-            Command::Terminate {
-                what: TerminateCommand::AnalysisRun(_)
-            }
-        ));
-        assert!(matches!(
-            parse(&["terminate", "ar", "demo-run"]).command,
-            Command::Terminate {
-                what: TerminateCommand::AnalysisRun(_)
-            }
-        ));
-        assert!(Cli::try_parse_from(["kubectl-sluice", "terminate", "experiment"]).is_err());
-    }
-
-    #[test]
-    fn promote_flags_exclude_each_other() {
-        assert!(
-            Cli::try_parse_from([
-                "kubectl-sluice",
-                "promote",
-                "demo",
-                "--full",
-                "--skip-all-steps"
-            ])
-            .is_err()
-        );
-        let Command::Promote(args) = parse(&["promote", "demo", "--full"]).command else {
-            panic!("not promote")
-        };
-        assert!(args.full);
+/// The command name the binary answers to: `kubectl argo rollouts` when installed as
+/// `kubectl-argo-rollouts` (so scripts written for Argo's plugin keep working), else
+/// `kubectl sluice`.
+pub fn invoked_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
+    let file = argv0
+        .map(std::path::Path::new)
+        .and_then(|path| path.file_stem())
+        .and_then(|stem| stem.to_str());
+    match file {
+        Some("kubectl-argo-rollouts") => "kubectl argo rollouts",
+        _ => "kubectl sluice",
     }
 }
 
-/// `notifications`: the configuration is the cluster's `argo-rollouts-notification-configmap`
-/// and `argo-rollouts-notification-secret` in the namespace, or the given files.
-#[derive(Debug, Args)]
-pub struct NotificationsArgs {
-    /// argo-rollouts-notification-configmap.yaml file path [default: the cluster's]
-    #[arg(long, global = true, value_name = "PATH")]
-    pub config_map: Option<PathBuf>,
-    /// argo-rollouts-notification-secret.yaml file path; `:empty` for an empty secret
-    /// [default: the cluster's]
-    #[arg(long, global = true, value_name = "PATH")]
-    pub secret: Option<String>,
-    #[command(subcommand)]
-    pub command: NotificationsCommand,
+/// The command definition with its usage and examples under the name it was invoked as.
+pub fn command_named(name: &str) -> clap::Command {
+    // The usage line reads `kubectl sluice ...` (or the Argo name), as kubectl runs it.
+    let command = <Cli as clap::CommandFactory>::command();
+    if name == "kubectl sluice" {
+        return command.bin_name(name);
+    }
+    let file = name.replace(' ', "-");
+    let command = renamed(command, "kubectl sluice", name);
+    renamed(command, "kubectl-sluice", &file).bin_name(name)
 }
 
-#[derive(Debug, Subcommand)]
-pub enum NotificationsCommand {
-    /// Notification templates related commands
-    #[command(subcommand)]
-    Template(TemplateCommand),
-    /// Notification triggers related commands
-    #[command(subcommand)]
-    Trigger(TriggerCommand),
+/// Rewrites the command's own name in every help text of the command and its subcommands.
+fn renamed(mut command: clap::Command, from: &str, to: &str) -> clap::Command {
+    let texts = (
+        command.get_about().map(|t| t.to_string().replace(from, to)),
+        command
+            .get_long_about()
+            .map(|t| t.to_string().replace(from, to)),
+        command
+            .get_after_help()
+            .map(|t| t.to_string().replace(from, to)),
+        command
+            .get_after_long_help()
+            .map(|t| t.to_string().replace(from, to)),
+    );
+    if let Some(text) = texts.0 {
+        command = command.about(text);
+    }
+    if let Some(text) = texts.1 {
+        command = command.long_about(text);
+    }
+    if let Some(text) = texts.2 {
+        command = command.after_help(text);
+    }
+    if let Some(text) = texts.3 {
+        command = command.after_long_help(text);
+    }
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, |sub| renamed(sub, from, to));
+    }
+    command
 }
 
-#[derive(Debug, Subcommand)]
-pub enum TemplateCommand {
-    /// Prints information about configured templates
-    Get {
-        /// Only this template
-        name: Option<String>,
-    },
-    /// Generates the notification of a template for a rollout and sends it to the recipients
-    Notify {
-        /// Template name
-        name: String,
-        /// Rollout name
-        rollout: String,
-        /// Recipient as service:recipient (repeatable) [default: console:stdout, which prints it]
-        #[arg(long)]
-        recipient: Vec<String>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TriggerCommand {
-    /// Prints information about configured triggers
-    Get {
-        /// Only this trigger
-        name: Option<String>,
-    },
-    /// Evaluates the conditions of a trigger for a rollout and prints the results
-    Run {
-        /// Trigger name
-        name: String,
-        /// Rollout name
-        rollout: String,
-    },
+/// Parses the command line, answering to the name in `argv[0]`.
+pub fn parse_invoked<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let name = invoked_name(args.first().map(|a| a.as_os_str()));
+    let mut command = command_named(name);
+    let matches = command.try_get_matches_from_mut(args)?;
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
 }
