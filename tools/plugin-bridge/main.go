@@ -30,8 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	goPlugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/go-hclog"
+	goPlugin "github.com/hashicorp/go-plugin"
 
 	metricRpc "github.com/argoproj/argo-rollouts/metricproviders/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -191,13 +191,13 @@ func initRouter(raw any) (string, func(string, json.RawMessage) (any, error), er
 		return "", nil, fmt.Errorf("unable to initialize plugin via rpc: %s", resp.ErrorString)
 	}
 	type routerArgs struct {
-		Rollout                *v1alpha1.Rollout             `json:"rollout"`
-		CanaryHash             string                        `json:"canaryHash"`
-		StableHash             string                        `json:"stableHash"`
-		DesiredWeight          int32                         `json:"desiredWeight"`
+		Rollout                *v1alpha1.Rollout            `json:"rollout"`
+		CanaryHash             string                       `json:"canaryHash"`
+		StableHash             string                       `json:"stableHash"`
+		DesiredWeight          int32                        `json:"desiredWeight"`
 		AdditionalDestinations []v1alpha1.WeightDestination `json:"additionalDestinations"`
-		SetHeaderRoute         *v1alpha1.SetHeaderRoute      `json:"setHeaderRoute"`
-		SetMirrorRoute         *v1alpha1.SetMirrorRoute      `json:"setMirrorRoute"`
+		SetHeaderRoute         *v1alpha1.SetHeaderRoute     `json:"setHeaderRoute"`
+		SetMirrorRoute         *v1alpha1.SetMirrorRoute     `json:"setMirrorRoute"`
 	}
 	errOf := func(e types.RpcError) any { return map[string]string{"error": e.ErrorString} }
 	call := func(method string, args json.RawMessage) (any, error) {
@@ -308,6 +308,12 @@ func main() {
 			} else {
 				// Calls run side by side, as the controller's reconciles do.
 				go func(req request) {
+					// As Argo's controller, ping before each call: a plugin that is gone ends
+					// the bridge, unanswered, and the controller starts it again.
+					if perr := rpcClient.Ping(); perr != nil {
+						fmt.Fprintf(os.Stderr, "plugin does not answer ping: %s\n", perr)
+						stop(3)
+					}
 					result, cerr := call(req.Method, req.Args)
 					if cerr != nil {
 						write(response{ID: req.ID, Error: cerr.Error()})
