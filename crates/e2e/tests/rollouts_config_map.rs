@@ -119,4 +119,7 @@ async fn the_config_map_is_read_at_start_and_a_change_counts_from_the_next_start
         .expect_err("an invalid config is an error")
         .to_string();
     assert!(err.contains("<namespace>/<name>"), "{err}");
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("sluice-plugin-bin-{}", ns.name())),
+    );
 }
