@@ -15,6 +15,16 @@ COPY crates ./crates
 RUN cargo build --release --locked -p sluice-controller --bin sluice-controller \
     && strip target/release/sluice-controller
 
+# The plugin bridge that runs Argo's RPC plugins (docs/plugins.md), built in a copy of Argo's Go
+# module by the same script the tests use (it builds Argo's sample plugins too; only the bridge
+# is kept).
+FROM golang:1.25-bookworm AS bridge
+WORKDIR /src
+COPY tools ./tools
+COPY scripts/build-plugins.sh ./scripts/
+RUN out=$(SLUICE_CACHE_DIR=/cache scripts/build-plugins.sh) \
+    && cp "$out/bin/sluice-plugin-bridge" /sluice-plugin-bridge
+
 FROM debian:bookworm-slim
 # TLS to the API server uses the cluster CA from the service account (rustls, no system
 # OpenSSL); ca-certificates is only for out-of-cluster API servers named in a kubeconfig.
@@ -24,6 +34,7 @@ RUN apt-get update \
     && groupadd --system --gid 65532 sluice \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin sluice
 COPY --from=builder /src/target/release/sluice-controller /usr/local/bin/sluice-controller
+COPY --from=bridge /sluice-plugin-bridge /usr/local/bin/sluice-plugin-bridge
 USER 65532:65532
 # 8080: /healthz and /readyz; 8090: /metrics.
 EXPOSE 8080 8090

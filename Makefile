@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts test sim bench soak bench-engine
+.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins test sim bench soak bench-engine
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -27,6 +27,9 @@ fake-kubelet: ## Build the fake kubelet binary
 argo-rollouts: ## Build Argo Rollouts' own controller (ARGO_VERSION, default 1.9.1) for the round-trip tests; cached by version
 	scripts/build-argo-rollouts.sh >/dev/null
 
+plugins: ## Build the plugin bridge and Argo's sample plugins (ARGO_VERSION, default 1.9.1) for the plugin tests; cached
+	scripts/build-plugins.sh >/dev/null
+
 # The control plane is stopped afterwards if the target started it (KEEP_CLUSTER=1 keeps it).
 define with_cluster
 	@if ! scripts/cluster-up.sh --check && [ -z "$(KEEP_CLUSTER)" ]; then \
@@ -40,6 +43,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/build-argo-rollouts.sh >/dev/null
+	scripts/build-plugins.sh >/dev/null
 	$(call with_cluster,$(CARGO) test --workspace)
 
 N ?= 1000

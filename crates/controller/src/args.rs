@@ -160,6 +160,25 @@ pub struct Args {
     #[arg(long = "ports-file", value_name = "PATH")]
     pub ports_file: Option<PathBuf>,
 
+    /// The plugin bridge that runs Argo's RPC plugins (docs/plugins.md). Default:
+    /// `sluice-plugin-bridge` beside the controller's executable, else on PATH.
+    #[arg(
+        long = "plugin-bridge",
+        env = "SLUICE_PLUGIN_BRIDGE",
+        value_name = "PATH"
+    )]
+    pub plugin_bridge: Option<PathBuf>,
+
+    /// Where the plugins of `argo-rollouts-config` are installed, as `<dir>/<namespace>/<name>`
+    /// (Argo's `plugin-bin` under the working directory).
+    #[arg(long = "plugin-dir", default_value = "plugin-bin", value_name = "PATH")]
+    pub plugin_dir: PathBuf,
+
+    /// How long a plugin may take to start or to answer one call; past it the plugin is ended
+    /// and started again at a later call, with back-off (Argo waits forever).
+    #[arg(long = "plugin-call-timeout", default_value = "30s", value_parser = parse_go_duration, value_name = "DURATION")]
+    pub plugin_call_timeout: Duration,
+
     /// Sustained rate of requests to the Kubernetes API, per second (client-side token bucket).
     /// 0 disables the limit.
     #[arg(long, default_value_t = 40.0)]

@@ -22,6 +22,7 @@ pub mod config;
 pub mod duration;
 pub mod leader;
 pub mod loops;
+pub mod plugins;
 pub mod ratelimit;
 pub mod runtime;
 pub mod serve;

@@ -208,6 +208,7 @@ pub async fn start(
         health: Some(health),
         stop: Some(stop.clone()),
         analysis_only: args.argo.analysis_only(),
+        plugins: None,
     };
     let config = Arc::new(std::sync::OnceLock::new());
     let config_namespace = options
@@ -227,6 +228,9 @@ pub async fn start(
                 };
                 match loaded {
                     Some(Ok(loaded)) => {
+                        let mut hooks = hooks;
+                        let host = crate::plugins::host(&client, &loaded, &args, &config_namespace);
+                        hooks.plugins = Some(std::sync::Arc::new(host.await));
                         let _ = config.set(loaded);
                         run_until_stopped(client, &args, hooks, &stop).await
                     }

@@ -16,6 +16,7 @@ mod job;
 mod kayenta;
 mod newrelic;
 mod outcome;
+mod plugin;
 mod prometheus;
 mod provider;
 mod run_context;
@@ -61,6 +62,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<wavefront::Wavefront>::NEW,
     &Adapter::<skywalking::SkyWalking>::NEW,
     &Adapter::<kayenta::Kayenta>::NEW,
+    &Adapter::<plugin::Plugin>::NEW,
 ];
 
 /// A provider could not be set up or used.
@@ -82,6 +84,7 @@ pub struct Providers {
     kube: Option<kube::Client>,
     secrets: Arc<dyn SecretSource>,
     settings: ProviderSettings,
+    plugins: Option<Arc<sluice_plugins::PluginHost>>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -107,7 +110,18 @@ impl Providers {
             kube,
             secrets,
             settings,
+            plugins: None,
         })
+    }
+
+    /// The same providers, running metric plugins through `host`.
+    pub fn with_plugins(mut self, host: Arc<sluice_plugins::PluginHost>) -> Self {
+        self.plugins = Some(host);
+        self
+    }
+
+    pub(crate) fn plugins(&self) -> Option<&sluice_plugins::PluginHost> {
+        self.plugins.as_deref()
     }
 
     /// Providers for a cluster: settings from the environment, Secrets from the API server.
@@ -241,22 +255,8 @@ fn provider_of(metric: &Metric) -> Result<&'static dyn Registered, ProviderError
             )));
         }
     };
-    registered(kind).ok_or_else(|| {
-        let plugins = provider
-            .plugin
-            .iter()
-            .flat_map(|p| p.keys())
-            .map(String::as_str)
-            .collect::<Vec<_>>();
-        if kind == ProviderKind::Plugin && !plugins.is_empty() {
-            ProviderError(format!(
-                "provider \"plugin\" ({}) is not supported",
-                plugins.join(", ")
-            ))
-        } else {
-            ProviderError(format!("provider {:?} is not supported", kind.field_name()))
-        }
-    })
+    registered(kind)
+        .ok_or_else(|| ProviderError(format!("provider {:?} is not supported", kind.field_name())))
 }
 
 #[cfg(test)]
@@ -281,7 +281,7 @@ mod tests {
             ),
             (
                 json!({"plugin": {"argoproj-labs/sample": {}}}),
-                "provider \"plugin\" (argoproj-labs/sample) is not supported",
+                "unable to start plugin system: unable to find plugin (argoproj-labs/sample): plugin argoproj-labs/sample not configured in configmap",
             ),
             (json!({}), "metric has no provider"),
             (

@@ -1,6 +1,7 @@
 //! The AnalysisRun a measurement belongs to, as providers see it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sluice_api::AnalysisRun;
 
@@ -16,6 +17,9 @@ pub struct RunContext {
     pub redactor: Redactor,
     /// Measurements taken so far per metric (`count + error`), which numbers Job names.
     pub measurements_taken: BTreeMap<String, i32>,
+    /// The whole AnalysisRun as JSON, for the metric plugins (which are passed the run); only
+    /// kept when a metric of the run uses a plugin.
+    pub object: Option<Arc<serde_json::Value>>,
 }
 
 impl RunContext {
@@ -49,6 +53,15 @@ impl RunContext {
                 let taken = result.count.unwrap_or(0) + result.error.unwrap_or(0);
                 ctx.measurements_taken.insert(name.clone(), taken);
             }
+        }
+        let uses_plugin = run
+            .spec
+            .metrics
+            .iter()
+            .flatten()
+            .any(|m| m.provider.as_ref().is_some_and(|p| p.plugin.is_some()));
+        if uses_plugin {
+            ctx.object = serde_json::to_value(run).ok().map(Arc::new);
         }
         ctx
     }

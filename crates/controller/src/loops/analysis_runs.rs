@@ -47,8 +47,11 @@ pub enum RunError {
 
 /// Runs the AnalysisRun controller until `hooks` say stop; writes only while the gate is open.
 pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Result<()> {
-    let providers = Providers::for_cluster(client.clone())
+    let mut providers = Providers::for_cluster(client.clone())
         .map_err(|e| anyhow::anyhow!("metric providers: {e}"))?;
+    if let Some(plugins) = &hooks.plugins {
+        providers = providers.with_plugins(plugins.clone());
+    }
     let runs: Api<AnalysisRun> = api_in(&client, watched_namespace(&client, args).as_deref());
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),

@@ -29,6 +29,8 @@ pub struct Hooks {
     /// Only the AnalysisRun loop runs (`--controllers=analysis`): its cache alone makes the
     /// controller ready.
     pub analysis_only: bool,
+    /// Argo's RPC plugins of `argo-rollouts-config` (none before the ConfigMap is read).
+    pub plugins: Option<Arc<sluice_plugins::PluginHost>>,
 }
 
 impl Hooks {
@@ -40,6 +42,7 @@ impl Hooks {
             health: None,
             stop: None,
             analysis_only: false,
+            plugins: None,
         }
     }
 

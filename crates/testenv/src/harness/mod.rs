@@ -26,6 +26,7 @@ mod argo;
 mod cluster;
 mod crds;
 mod namespace;
+mod plugins;
 mod wait;
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub use argo::{ARGO_BIN_ENV, ArgoController, argo_rollouts_binary};
 pub use cluster::{ClusterPaths, repo_root};
 pub use crds::gateway_api_crds_dir;
 pub use namespace::{TestNamespace, dump_namespace};
+pub use plugins::{PLUGINS_DIR_ENV, plugin_binaries};
 pub use wait::{POLL_INTERVAL, wait_for, wait_for_object};
 
 /// Field manager of everything the harness applies.

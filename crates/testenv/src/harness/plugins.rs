@@ -1,0 +1,55 @@
+//! Argo Rollouts' sample RPC plugins and the plugin bridge, for the plugin tests: built and
+//! cached by `scripts/build-plugins.sh` (`make test` runs it first; a test run without it builds
+//! here, once per process), or found in the directory named by `SLUICE_PLUGINS_DIR`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, bail};
+use tokio::sync::OnceCell;
+
+/// Names a directory holding `bin/sluice-plugin-bridge` and the sample plugins.
+pub const PLUGINS_DIR_ENV: &str = "SLUICE_PLUGINS_DIR";
+
+static DIR: OnceCell<PathBuf> = OnceCell::const_new();
+
+/// The `bin/` directory with `sluice-plugin-bridge`, `metrics-plugin-sample`,
+/// `step-plugin-sample`, `step-plugin-e2e` and `trafficrouter-plugin-sample`.
+pub async fn plugin_binaries() -> anyhow::Result<PathBuf> {
+    DIR.get_or_try_init(find_or_build)
+        .await
+        .map(|d| d.join("bin"))
+}
+
+async fn find_or_build() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os(PLUGINS_DIR_ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let root = super::repo_root();
+    let script = root.join("scripts/build-plugins.sh");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg(&script)
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", script.display()))
+    })
+    .await
+    .context("waiting for scripts/build-plugins.sh")??;
+    if !output.status.success() {
+        bail!(
+            "scripts/build-plugins.sh failed ({}); run it by hand to see why",
+            output.status
+        );
+    }
+    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if !dir.join("bin/sluice-plugin-bridge").is_file() {
+        bail!(
+            "scripts/build-plugins.sh printed {}, which has no bridge",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
