@@ -210,6 +210,16 @@ fn takeover_another_hash_table_mid_update() {
 }
 
 #[test]
+fn notify_canary_pause() {
+    check("notify-canary-pause");
+}
+
+#[test]
+fn notify_failed_analysis() {
+    check("notify-failed-analysis");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");
