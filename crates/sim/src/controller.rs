@@ -56,6 +56,8 @@ pub struct Addr {
 
 pub struct InFlight {
     pub rollout: String,
+    /// The Rollout the reconcile started from (its events are about it).
+    pub seen: Rollout,
     pub writer: SimWriter,
     future: BoxFuture<Result<Plan, WriteError>>,
 }
@@ -63,6 +65,7 @@ pub struct InFlight {
 /// A reconcile that finished.
 pub struct Finished {
     pub rollout: String,
+    pub seen: Rollout,
     pub result: Result<Plan, WriteError>,
     pub requeue_after: Option<Duration>,
 }
@@ -253,9 +256,17 @@ impl Replica {
         );
         let writer = SimWriter::new(self.gate.clone(), Some(term));
         let held = self.held.clone();
-        let future = Box::pin(reconcile_once(writer.clone(), ro, owned, now, held, apply));
+        let future = Box::pin(reconcile_once(
+            writer.clone(),
+            ro.clone(),
+            owned,
+            now,
+            held,
+            apply,
+        ));
         self.inflight = Some(InFlight {
             rollout: name,
+            seen: ro,
             writer,
             future,
         });
@@ -282,6 +293,7 @@ impl Replica {
         }
         Some(Finished {
             rollout: inflight.rollout,
+            seen: inflight.seen,
             result,
             requeue_after,
         })

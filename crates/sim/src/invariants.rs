@@ -6,6 +6,7 @@
 mod analysis;
 mod deadlines;
 mod experiments;
+mod notifications;
 mod traffic;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ pub use deadlines::{DEADLINES_MET, Deadline, EXPERIMENT_GRACE};
 pub use experiments::{
     FAILED_EXPERIMENT_ABORTS, NO_LINGERING_EXPERIMENTS, NO_ORPHANED_EXPERIMENT_REPLICA_SETS,
 };
+pub use notifications::{AT_LEAST_ONCE, AT_MOST_ONCE, NotificationChecks};
 pub use traffic::{
     ROUTED_REPLICA_SETS_KEEP_THEIR_PODS, Routed, TRAFFIC_WAITS_FOR_PODS, routed_weights,
 };

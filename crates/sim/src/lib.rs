@@ -16,6 +16,7 @@ pub mod known_bugs;
 pub mod kubelet;
 pub mod lease;
 pub mod net;
+pub mod notifications;
 pub mod rng;
 pub mod scenarios;
 pub mod scheduler;

@@ -188,6 +188,16 @@ fn main() -> ExitCode {
         total_stats.watch_breaks,
         total_stats.sim_ms as f64 / 3_600_000.0
     );
+    if total_stats.notifications_delivered > 0 {
+        println!(
+            "{} notifications delivered; {} repeated in the send-to-record window of a stopped \
+             sender, {} lost with a publisher that stopped before recording them as pending \
+             (both exempt, see docs/notifications.md)",
+            total_stats.notifications_delivered,
+            total_stats.notification_window_repeats,
+            total_stats.notifications_lost_unwritten,
+        );
+    }
     if failures.is_empty() {
         return ExitCode::SUCCESS;
     }

@@ -24,6 +24,11 @@ const WINDOW: u64 = 48;
 /// with the seed, so every 5 seeds meet every rounding.
 const ROUTED_FIXED: u64 = 10;
 const ROUTED_WINDOW: u64 = 15;
+/// So do the notification scenarios (each seed sends a dozen or more notifications, each a
+/// few requests, and lets several minutes of retries and take-overs play out); `make sim`
+/// runs them long.
+const NOTIFY_FIXED: u64 = 8;
+const NOTIFY_WINDOW: u64 = 16;
 
 /// Which window this run covers: `SLUICE_SIM_WINDOW`, or the number of commits up to `HEAD`,
 /// or 0 outside a git checkout; and what it was derived from.
@@ -69,10 +74,12 @@ fn announce() {
         let (_, from) = window_index();
         let [fixed, moving] = ranges(FIXED, WINDOW);
         let [routed_fixed, routed_moving] = ranges(ROUTED_FIXED, ROUTED_WINDOW);
+        let [notify_fixed, notify_moving] = ranges(NOTIFY_FIXED, NOTIFY_WINDOW);
         let _ = writeln!(
             std::io::stderr(),
             "simulation seeds of this run ({from}): {fixed:?} and {moving:?} of every scenario, \
-             {routed_fixed:?} and {routed_moving:?} of the traffic-routing ones"
+             {routed_fixed:?} and {routed_moving:?} of the traffic-routing ones, \
+             {notify_fixed:?} and {notify_moving:?} of the notification ones"
         );
     });
 }
@@ -83,6 +90,10 @@ fn check(name: &str) {
 
 fn check_routed(name: &str) {
     check_with(name, ROUTED_FIXED, ROUTED_WINDOW);
+}
+
+fn check_notify(name: &str) {
+    check_with(name, NOTIFY_FIXED, NOTIFY_WINDOW);
 }
 
 fn check_with(name: &str, fixed: u64, window: u64) {
@@ -210,13 +221,24 @@ fn takeover_another_hash_table_mid_update() {
 }
 
 #[test]
+fn notify_canary_pause() {
+    check_notify("notify-canary-pause");
+}
+
+#[test]
+fn notify_failed_analysis() {
+    check_notify("notify-failed-analysis");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");
     for name in names {
         assert!(
             source.contains(&format!("check(\"{name}\")"))
-                || source.contains(&format!("check_routed(\"{name}\")")),
+                || source.contains(&format!("check_routed(\"{name}\")"))
+                || source.contains(&format!("check_notify(\"{name}\")")),
             "scenario {name} is not in the CI suite"
         );
     }

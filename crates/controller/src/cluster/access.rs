@@ -107,6 +107,17 @@ pub trait ClusterAccess: Send + Sync {
         selector: &str,
     ) -> impl Future<Output = Result<Vec<Pod>, WriteError>> + Send;
 
+    /// Reads a Rollout from the API server (not from a cache: the notifications driver must
+    /// see the latest `notified` record before it sends); `None` when it is gone.
+    fn get_rollout(
+        &self,
+        _namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Rollout>, WriteError>> + Send {
+        let message = format!("Rollout {name}: reads not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
     /// Patches Rollout metadata; returns the new resourceVersion.
     fn patch_rollout(
         &self,

@@ -379,6 +379,15 @@ impl ClusterAccess for KubeCluster {
         Ok(self.api::<Pod>(namespace).list(&lp).await?.items)
     }
 
+    async fn get_rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Rollout>, WriteError> {
+        let api: Api<Rollout> = Api::namespaced(self.client.clone(), namespace);
+        Ok(api.get_opt(name).await?)
+    }
+
     async fn patch_rollout(
         &self,
         namespace: &str,

@@ -5,7 +5,8 @@
 //! - Rollouts (`rollouts`, its watches' triggers in `rollouts::triggers`): `observe` gathers a
 //!   Rollout's world, the engine decides, `apply` executes the plan, all run by `driver` for
 //!   the controller and the simulator alike; `events` publishes what a plan says happened, and
-//!   `notifications` sends what those events make due;
+//!   `notifications` sends what those events make due, through `notification_driver`, which
+//!   the simulator runs too;
 //! - AnalysisRuns (`analysis_runs`), each reconciled by `analysis_run_driver`, which the
 //!   simulator runs too;
 //! - Experiments (`experiments`), each reconciled by `experiment_driver`, which the simulator
@@ -22,6 +23,7 @@ pub mod experiment_driver;
 pub mod experiments;
 pub mod harness;
 mod hooks;
+pub mod notification_driver;
 pub mod notifications;
 pub mod observe;
 pub mod rollouts;

@@ -15,6 +15,7 @@ pub use writer::{Gate, SimWriter};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
+use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_controller::cluster::WriteError;
@@ -52,6 +53,10 @@ pub enum Request {
     PatchService {
         name: String,
         patch: Value,
+    },
+    /// The notifications driver reads the Rollout afresh before it sends.
+    GetRollout {
+        name: String,
     },
     PatchRollout {
         name: String,
@@ -116,6 +121,7 @@ impl Request {
         !matches!(
             self,
             Request::ListPods { .. }
+                | Request::GetRollout { .. }
                 | Request::GetService { .. }
                 | Request::ListServices
                 | Request::ListAnalysisRuns
@@ -167,6 +173,7 @@ impl Request {
             }
             Request::DeleteService { name, .. } => Some((Kind::Service, name.clone())),
             Request::ListPods { .. }
+            | Request::GetRollout { .. }
             | Request::GetService { .. }
             | Request::ListServices
             | Request::ListAnalysisRuns
@@ -193,6 +200,7 @@ impl Request {
             Request::GetService { name } => format!("get service/{name}"),
             Request::ListServices => "list services".into(),
             Request::PatchService { name, patch } => format!("patch service/{name} {patch}"),
+            Request::GetRollout { name } => format!("get rollout/{name}"),
             Request::PatchRollout { name, patch } => format!("patch rollout/{name} {patch}"),
             Request::PatchRolloutStatus { name, .. } => format!("patch rollout/{name}/status"),
             Request::ListAnalysisRuns => "list analysisruns".into(),
@@ -250,6 +258,7 @@ pub enum Reply {
     ResourceVersion(Option<String>),
     Pods(Vec<Pod>),
     Service(Option<Box<Service>>),
+    Rollout(Option<Box<Rollout>>),
     Services(Vec<Service>),
     AnalysisRuns(Vec<AnalysisRun>),
     Template(Option<Box<AnalysisTemplateSpec>>),

@@ -58,6 +58,11 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             .patch(Kind::Service, &name, &patch, Endpoint::Main)
             .map(|_| Reply::Done)
             .map_err(to_write_error),
+        Request::GetRollout { name } => Ok(Reply::Rollout(
+            api.get(Kind::Rollout, &name)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .map(Box::new),
+        )),
         Request::PatchRollout { name, patch } => api
             .patch(Kind::Rollout, &name, &patch, Endpoint::Main)
             .map(|v| rv_reply(&v))

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::Value;
+use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_controller::cluster::{ClusterAccess, WriteError};
@@ -192,6 +193,13 @@ impl ClusterAccess for SimWriter {
             .await?
         {
             Reply::Pods(p) => Ok(p),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_rollout(&self, _ns: &str, name: &str) -> Result<Option<Rollout>, WriteError> {
+        match self.call(Request::GetRollout { name: name.into() }).await? {
+            Reply::Rollout(r) => Ok(r.map(|r| *r)),
             other => Err(unexpected(other)),
         }
     }

@@ -65,7 +65,7 @@ const NOTICE_MS: (u64, u64) = (5, 1_000);
 /// The success rate: good from 0.95, failed below 0.8, Inconclusive in between; one error
 /// is tolerated, a second in a row ends the run in Error. `count` ends a run that stays
 /// good; without one it measures until terminated.
-fn template(count: Option<u64>) -> Value {
+pub(super) fn template(count: Option<u64>) -> Value {
     let mut metric = json!({
         "name": TEMPLATE,
         "interval": format!("{INTERVAL_S}s"),
@@ -154,7 +154,10 @@ fn script(verdict: AnalysisPhase, rng: &mut Rng) -> MeasureScript {
     }
 }
 
-fn setup(rng: &mut Rng, verdict: AnalysisPhase) -> (Value, usize, bool, Faults, MeasureScript) {
+pub(super) fn setup(
+    rng: &mut Rng,
+    verdict: AnalysisPhase,
+) -> (Value, usize, bool, Faults, MeasureScript) {
     let ro = analysed_rollout(rng);
     let (controllers, leases) = if rng.chance(0.5) {
         (2, true)
@@ -203,6 +206,7 @@ fn inconclusive(_seed: u64, rng: &mut Rng) -> Setup {
             ),
             step(Wait::Now, (0, 5_000), Op::PromoteFull),
         ],
+        notifications: None,
         expect: Expect {
             phase: "Healthy",
             stable_image: image("v2"),
@@ -231,6 +235,7 @@ fn failed(_seed: u64, rng: &mut Rng) -> Setup {
             (0, 5_000),
             Op::SetImage(image("v2")),
         )],
+        notifications: None,
         expect: Expect {
             phase: "Degraded",
             stable_image: image("v1"),
@@ -271,6 +276,7 @@ fn superseded(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::SetImage(image(tag)),
             ),
         ],
+        notifications: None,
         expect: Expect {
             phase: "Healthy",
             stable_image: image(tag),

@@ -68,6 +68,7 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::SetImage(image("bad2")),
             ),
         ],
+        notifications: None,
         expect: Expect {
             phase: "Degraded",
             stable_image: image("v3"),

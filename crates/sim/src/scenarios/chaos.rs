@@ -83,6 +83,7 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
         kubelet: kubelet(rng, &bad_refs),
         analysis: Default::default(),
         script,
+        notifications: None,
         expect: Expect {
             phase: if last_good { "Healthy" } else { "Degraded" },
             stable_image: stable,

@@ -268,6 +268,7 @@ fn experiment_step(_seed: u64, rng: &mut Rng) -> Setup {
             readings: readings(&verdict, rng),
         },
         script,
+        notifications: None,
         expect,
     }
 }
@@ -291,6 +292,7 @@ fn timed(_seed: u64, rng: &mut Rng) -> Setup {
             (0, 5_000),
             Op::SetImage(image("v2")),
         )],
+        notifications: None,
         expect: Expect {
             phase: "Healthy",
             stable_image: image("v2"),
@@ -341,6 +343,7 @@ fn interrupted(_seed: u64, rng: &mut Rng) -> Setup {
             // From before the Experiment exists to well into its analysis.
             step(Wait::CanaryStep(index), (0, 40_000), op),
         ],
+        notifications: None,
         expect,
     }
 }

@@ -167,6 +167,7 @@ fn build(seed: u64, rng: &mut Rng, steps: Value, dynamic_stable_scale: bool) -> 
         kubelet: kubelet(rng, &[]),
         analysis: Default::default(),
         script,
+        notifications: None,
         expect,
     }
 }

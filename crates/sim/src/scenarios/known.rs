@@ -83,6 +83,7 @@ fn supersede(seed: u64, rng: &mut Rng) -> Setup {
                 Op::SetImage(image("v3")),
             ),
         ],
+        notifications: None,
         expect: healthy("v3"),
     }
 }
@@ -112,6 +113,7 @@ fn write_conflict(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::SetImage(image("v3")),
             ),
         ],
+        notifications: None,
         expect: healthy("v3"),
     }
 }
@@ -145,6 +147,7 @@ fn bad_good_bad(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::SetImage(image("bad2")),
             ),
         ],
+        notifications: None,
         expect: Expect {
             phase: "Degraded",
             stable_image: image("v3"),
@@ -176,6 +179,7 @@ fn lease_renewal_failure(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::FailLeaseRenewals(Target::Leader, outage),
             ),
         ],
+        notifications: None,
         expect: healthy("v2"),
     }
 }
@@ -204,6 +208,7 @@ fn crash_mid_canary(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::Crash(Target::Leader),
             ),
         ],
+        notifications: None,
         expect: healthy("v2"),
     }
 }
@@ -231,6 +236,7 @@ fn leader_partition(_seed: u64, rng: &mut Rng) -> Setup {
                 Op::Partition(Target::Leader, len),
             ),
         ],
+        notifications: None,
         expect: healthy("v2"),
     }
 }

@@ -7,6 +7,7 @@ mod chaos;
 mod experiments;
 mod istio;
 mod known;
+mod notifications;
 mod takeover;
 
 use serde_json::{Value, json};
@@ -16,6 +17,7 @@ use crate::api_model::Kind;
 use crate::faults::Faults;
 use crate::invariants::Expect;
 use crate::kubelet::KubeletConfig;
+use crate::notifications::Notify;
 use crate::rng::Rng;
 
 /// Everything a run starts from.
@@ -33,6 +35,9 @@ pub struct Setup {
     /// What the metric providers report to the AnalysisRun controller.
     pub analysis: MeasureScript,
     pub script: Vec<Step>,
+    /// The notifications the leader sends, through the recording service (none: the
+    /// notifications loop has nothing to do).
+    pub notifications: Option<Notify>,
     pub expect: Expect,
 }
 
@@ -106,6 +111,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(istio::scenarios());
     v.push(chaos::scenario());
     v.extend(takeover::scenarios());
+    v.extend(notifications::scenarios());
     v
 }
 

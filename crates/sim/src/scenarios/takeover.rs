@@ -118,6 +118,7 @@ fn healthy(seed: u64, rng: &mut Rng) -> Setup {
             (0, 5_000),
             Op::SetImage(image("v2")),
         )],
+        notifications: None,
         expect: Expect {
             phase: "Healthy",
             stable_image: image("v2"),
@@ -180,6 +181,7 @@ fn mid_update(seed: u64, rng: &mut Rng) -> Setup {
             (0, 5_000),
             Op::Promote,
         )],
+        notifications: None,
         expect: Expect {
             phase: "Healthy",
             stable_image: image("v2"),

@@ -5,6 +5,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use crate::api_model::Kind;
 use crate::controller::Addr;
 use crate::net::{Request, Response};
+use crate::notifications::Life;
 
 /// One thing that happens at an instant: the queue orders events by time, then by when they
 /// were booked, so the seed alone fixes what runs first.
@@ -93,6 +94,23 @@ pub(super) enum Ev {
     },
     ExperimentReply {
         name: String,
+        response: Response,
+    },
+    /// A replica's notifier looks for pending notifications nobody queued.
+    NotifyRecover {
+        replica: usize,
+    },
+    /// A replica's notifier has a job due.
+    NotifyWake {
+        replica: usize,
+    },
+    /// A request of a notifier (of one term of one process) reaches the API server.
+    NotifyArrive {
+        from: Life,
+        request: Request,
+    },
+    NotifyReply {
+        to: Life,
         response: Response,
     },
     /// The garbage collector deletes what lost its owners.

@@ -42,6 +42,11 @@ impl Sim {
         if let Some(every) = f.partition_every_ms {
             self.after(every, Ev::RandomPartition);
         }
+        if self.notify.is_some() {
+            for replica in 0..self.replicas.len() {
+                self.after((1_000, 5_000), Ev::NotifyRecover { replica });
+            }
+        }
         self.fan_out();
         self.check_script();
 
@@ -78,6 +83,7 @@ impl Sim {
             let now = self.now();
             self.checker
                 .at_quiescence(&self.api, &expect, self.now_ms, now, last, quiet_from);
+            self.notify_at_end();
             self.log(format!("end: {}", self.rollout_summary()));
         }
     }

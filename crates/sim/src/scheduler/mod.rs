@@ -11,6 +11,7 @@ mod election;
 mod event;
 mod faults;
 mod main_loop;
+mod notify;
 mod outcome;
 mod requests;
 mod script;
@@ -68,6 +69,8 @@ pub struct Sim {
     rs_sync_pending: BTreeSet<String>,
     runs: RunController,
     experiments: ExperimentController,
+    /// The replicas' notifications loops, in scenarios with notifications.
+    notify: Option<notify::NotifyWorld>,
     gc_pending: bool,
     /// When deadline checks are booked for.
     deadline_checks: BTreeSet<u64>,
@@ -102,6 +105,10 @@ pub fn run(scenario: &Scenario, seed: u64, apply: ApplyFn) -> Outcome {
 
 impl Sim {
     fn new(setup: Setup, rng: Rng, apply: ApplyFn) -> Self {
+        let notify = setup
+            .notifications
+            .as_ref()
+            .map(|n| notify::NotifyWorld::new(n, setup.controllers));
         let replicas = (0..setup.controllers)
             .map(|i| Replica::new(i, setup.leases))
             .collect();
@@ -120,6 +127,7 @@ impl Sim {
             rs_sync_pending: BTreeSet::new(),
             runs: RunController::new(),
             experiments: ExperimentController::new(),
+            notify,
             gc_pending: false,
             deadline_checks: BTreeSet::new(),
             script_pos: 0,

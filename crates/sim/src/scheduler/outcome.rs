@@ -15,6 +15,14 @@ pub struct Stats {
     pub leader_changes: u64,
     pub watch_breaks: u64,
     pub sim_ms: u64,
+    /// Notifications the recording service delivered, repeats included.
+    pub notifications_delivered: u64,
+    /// Repeats from a sender that stopped between a send and its record (exempt from
+    /// at-most-once).
+    pub notification_window_repeats: u64,
+    /// Notifications of events whose publisher stopped before recording them as pending
+    /// (exempt from at-least-once).
+    pub notifications_lost_unwritten: u64,
 }
 
 impl Stats {
@@ -29,6 +37,9 @@ impl Stats {
         self.leader_changes += o.leader_changes;
         self.watch_breaks += o.watch_breaks;
         self.sim_ms += o.sim_ms;
+        self.notifications_delivered += o.notifications_delivered;
+        self.notification_window_repeats += o.notification_window_repeats;
+        self.notifications_lost_unwritten += o.notifications_lost_unwritten;
     }
 }
 

@@ -67,6 +67,9 @@ impl Sim {
                         self.log(format!("{who}: reconcile {} failed: {e}", done.rollout));
                     }
                 }
+                if let Ok(plan) = &done.result {
+                    self.notify_fired(i, &done.seen, &plan.events);
+                }
                 let to = self.replicas[i].addr();
                 if let Some(due) = self.replicas[i].next_due() {
                     self.at(due, Ev::Wake { to });
@@ -107,6 +110,17 @@ impl Sim {
     }
 
     pub(super) fn arrive(&mut self, from: Addr, identity: String, request: Request) {
+        let mut response = self.serve_controller(&identity, request);
+        if !self.calm && self.rng.chance(self.setup.faults.lost_reply) {
+            response = Err(WriteError::Api("reply lost: timeout".into()));
+        }
+        let latency = self.setup.faults.net_latency_ms;
+        self.after(latency, Ev::Reply { to: from, response });
+    }
+
+    /// A controller replica's request served by the API server, a third party perhaps
+    /// writing its target just before, and what it wrote reported to the checks.
+    pub(super) fn serve_controller(&mut self, identity: &str, request: Request) -> Response {
         let contested = match &request {
             Request::PatchReplicaSet { .. } | Request::ReplaceRouterObject { .. } => {
                 request.target()
@@ -132,18 +146,18 @@ impl Sim {
         };
         let rv_before = self.api.resource_version();
         let now = self.now();
-        let mut response = serve(&mut self.api, request, now);
+        let response = serve(&mut self.api, request, now);
         let committed = self.api.resource_version() != rv_before;
         if lists_runs && response.is_ok() {
             let runs = self.api.list(Kind::AnalysisRun);
-            self.checker.on_run_list(&identity, runs);
+            self.checker.on_run_list(identity, runs);
         }
         if committed
             && let Some((name, before)) = status_of
             && let Some(after) = self.api.get(Kind::Rollout, &name)
         {
             self.checker
-                .on_status_write(&self.api, self.now_ms, &identity, &before, after);
+                .on_status_write(&self.api, self.now_ms, identity, &before, after);
         }
         if is_write && committed {
             self.stats.controller_writes += 1;
@@ -151,22 +165,13 @@ impl Sim {
             self.log(format!("{identity}: {what}"));
             if self.setup.leases {
                 let lease = crate::lease::view(&self.api);
-                self.checker.on_controller_write(
-                    self.now_ms,
-                    now,
-                    &identity,
-                    &what,
-                    lease.as_ref(),
-                );
+                self.checker
+                    .on_controller_write(self.now_ms, now, identity, &what, lease.as_ref());
             }
         } else if let Err(e) = &response {
             self.log(format!("{identity}: {what} -> {e}"));
         }
-        if !self.calm && self.rng.chance(self.setup.faults.lost_reply) {
-            response = Err(WriteError::Api("reply lost: timeout".into()));
-        }
-        let latency = self.setup.faults.net_latency_ms;
-        self.after(latency, Ev::Reply { to: from, response });
+        response
     }
 
     /// The API server's answer reaches the replica that asked, if it is still the same process.

@@ -9,6 +9,8 @@
 //!   once per change; everything else keeps working.
 //! - Only the leader sends (events only come from its reconciles, and the queue is dropped
 //!   when leadership is lost).
+//! - The work itself (what is due, the pending record, each send and its record) is
+//!   [`crate::loops::notification_driver`], which the simulator runs too.
 //! - Each notification is sent, then recorded in the Rollout's
 //!   `notified.notifications.argoproj.io` annotation with a patch conditional on the Rollout's
 //!   resourceVersion (a conflict reads the Rollout again and merges), before the next
@@ -26,12 +28,11 @@
 //!   sends what is still due: a notification queued at a change of leader or a crash goes out
 //!   after it, rendered from the Rollout with the status it had at the event.
 
-mod annotations;
 mod jobs;
 mod recover;
 mod sources;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,32 +42,25 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt as _, reflector::Store};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
-use serde_json::{Value as Json, json};
 use sluice_api::Rollout;
 use sluice_engine::EventType;
-use sluice_notifications::due::{Subject, due_in_all, occurrence};
 use sluice_notifications::services::Sender;
-use sluice_notifications::{CONFIG_MAP, Config, Notification, NotifiedState, SECRET};
+use sluice_notifications::{CONFIG_MAP, Config, NotifiedState, SECRET};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use self::annotations::{pending_of, pending_value, update_annotations};
 use self::sources::{Change, ChangesExt as _, Sources, decode};
+use crate::cluster::KubeCluster;
 use crate::leader::fence::WriteGate;
 use crate::loops::events::EventPublisher;
+use crate::loops::notification_driver::{self as driver, Job, take_event};
 use crate::serve::metrics::Metrics;
 
 /// The reason of the Warning events about an unusable notifications configuration.
 pub const CONFIG_INVALID: &str = "NotificationConfigInvalid";
-/// Notifications due and not yet recorded as sent, on the Rollout: a JSON object from key to
-/// `{"reason", "type", "occurrence"}`.
-pub const PENDING: &str = "rollouts.sluice.dev/notifications-pending";
+pub use crate::loops::notification_driver::PENDING;
 /// How often a leader looks for pending notifications it has not queued.
-const RECOVER_EVERY: Duration = Duration::from_secs(5);
-/// Most attempts at one send.
-const MAX_ATTEMPTS: u32 = 10;
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-const MAX_RETRY: Duration = Duration::from_secs(300);
+pub const RECOVER_EVERY: Duration = Duration::from_secs(5);
 
 /// One event a reconcile published about a Rollout.
 #[derive(Debug, Clone)]
@@ -116,32 +110,11 @@ impl Notifier {
     }
 }
 
-/// A notification waiting to be sent or recorded.
-#[derive(Debug)]
-struct Job {
-    namespace: String,
-    name: String,
-    type_: &'static str,
-    reason: String,
-    notification: Notification,
-    attempts: u32,
-    not_before: Instant,
-    /// Sent; only the record is left to write (with the Slack thread it started).
-    sent: Option<Option<(String, String, String)>>,
-    /// The namespace of the self-service configuration it is sent with (none: the
-    /// controller's).
-    config_namespace: Option<String>,
-}
-
-impl Job {
-    fn lane(&self) -> (&str, &str, &str) {
-        (&self.namespace, &self.name, &self.notification.trigger)
-    }
-}
-
 /// The notifications loop's state.
 struct Loop {
     client: Client,
+    /// The API server, written to only while the gate is open.
+    cluster: KubeCluster,
     namespace: String,
     gate: WriteGate,
     metrics: Option<Arc<Metrics>>,
@@ -157,7 +130,8 @@ struct Loop {
     waiting: Vec<Fired>,
     global: Arc<AtomicBool>,
     sender: Option<Sender>,
-    queue: VecDeque<Job>,
+    /// Jobs in order, each with the time it may be worked on.
+    queue: Vec<(Job, Instant)>,
     queued: HashSet<String>,
     /// Problems already reported for a Rollout (uid, text), so that each is told once.
     reported: Mutex<BTreeSet<(String, String)>>,
@@ -180,6 +154,7 @@ pub fn start(
         waiting: Vec::new(),
         global: global.clone(),
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
+        cluster: KubeCluster::with_gate(client.clone(), gate.clone()),
         client,
         namespace,
         gate,
@@ -188,7 +163,7 @@ pub fn start(
         config: Arc::new(Config::default()),
         self_service: self_service.then(BTreeMap::new),
         sender: None,
-        queue: VecDeque::new(),
+        queue: Vec::new(),
         queued: HashSet::new(),
         reported: Mutex::default(),
     };
@@ -295,16 +270,12 @@ impl Loop {
         }
     }
 
-    /// Decides what an event makes due and queues it.
+    /// Decides what an event makes due, records it as pending on the Rollout and queues it.
     async fn on_event(&mut self, fired: Fired) {
         let configs = self.configs_for(&fired.rollout.namespace().unwrap_or_default());
         if !self.gate.is_open() || configs.iter().all(|c| c.triggers.is_empty()) {
             return;
         }
-        let rollout = match serde_json::to_value(&*fired.rollout) {
-            Ok(v) => v,
-            Err(_) => return,
-        };
         // The freshest record the cache has (the reconcile's copy may predate a record).
         let key = kube::runtime::reflector::ObjectRef::from_obj(&*fired.rollout);
         let latest = self
@@ -312,64 +283,29 @@ impl Loop {
             .get(&key)
             .unwrap_or_else(|| fired.rollout.clone());
         let notified = NotifiedState::of(latest.annotations());
-        let occurrence = occurrence(&rollout, &fired.message);
-        let subject = Subject {
-            rollout: &rollout,
-            analysis_runs: &Json::Null,
-        };
-        let configs: Vec<&Config> = configs.iter().map(AsRef::as_ref).collect();
-        let (due, problems) = due_in_all(&configs, subject, &fired.reason, &occurrence, &notified);
-        for problem in &problems {
-            self.report(&fired.rollout, &problem.to_string()).await;
-        }
         let type_ = match fired.type_ {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         };
-        let fresh: Vec<&Notification> = due
-            .iter()
-            .map(|(_, n)| n)
-            .filter(|n| !self.queued.contains(&n.key))
-            .collect();
-        if !fresh.is_empty() {
-            // The Rollout's status at the event goes with it: a notification taken over after
-            // a crash renders as it would have then (its step, weights, phase), not from the
-            // status the Rollout has moved on to.
-            let status = rollout.get("status").cloned().unwrap_or(Json::Null);
-            let entry = json!({"reason": fired.reason, "type": type_, "occurrence": occurrence, "status": status});
-            let keys: Vec<String> = fresh.iter().map(|n| n.key.clone()).collect();
-            let api: Api<Rollout> = Api::namespaced(
-                self.client.clone(),
-                &fired.rollout.namespace().unwrap_or_default(),
-            );
-            let written = update_annotations(&api, &fired.rollout.name_any(), |ro| {
-                let mut pending = pending_of(ro);
-                for k in &keys {
-                    pending.insert(k.clone(), entry.clone());
-                }
-                Some(vec![(PENDING.to_owned(), pending_value(&pending))])
-            })
-            .await;
-            if let Err(e) = written {
-                // Sent all the same; only a crash before the send would lose it.
-                debug!(error = %e, "recording pending notifications");
-            }
+        let event = driver::Fired {
+            rollout: (*fired.rollout).clone(),
+            type_,
+            reason: fired.reason.clone(),
+            message: fired.message.clone(),
+        };
+        let configs: Vec<&Config> = configs.iter().map(AsRef::as_ref).collect();
+        let taken = take_event(&self.cluster, &configs, &event, &notified, &self.queued).await;
+        for problem in &taken.problems {
+            self.report(&fired.rollout, &problem.to_string()).await;
         }
-        for (config_namespace, notification) in due {
-            if !self.queued.insert(notification.key.clone()) {
-                continue;
-            }
-            self.queue.push_back(Job {
-                namespace: fired.rollout.namespace().unwrap_or_default(),
-                name: fired.rollout.name_any(),
-                type_,
-                reason: fired.reason.clone(),
-                notification,
-                attempts: 0,
-                not_before: Instant::now(),
-                sent: None,
-                config_namespace,
-            });
+        if let Some(e) = taken.pending_error {
+            // Sent all the same; only a stop before the send would lose it.
+            debug!(error = %e, "recording pending notifications");
+        }
+        let now = Instant::now();
+        for job in taken.jobs {
+            self.queued.insert(job.notification.key.clone());
+            self.queue.push((job, now));
         }
     }
 
