@@ -14,6 +14,7 @@ pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
 pub mod steps;
+pub mod workload;
 
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
