@@ -11,6 +11,7 @@ use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::labels::MANAGED_BY;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::workload::{WORKLOAD_GENERATION, WorkloadKind};
 
 use crate::cache::{CachedReplicaSet, IndexedStore};
 
@@ -41,11 +42,42 @@ pub(super) fn rollout_keys(ro: &Rollout) -> Vec<String> {
     let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
     let services = Observed::service_names(ro);
     let templates = Observed::analysis_template_refs(ro);
+    let workload = sluice_engine::workload::target(ro);
     services
         .iter()
         .map(|name| service_key(ns, name))
         .chain(templates.iter().map(|key| template_key(ns, key)))
+        .chain(workload.map(|t| workload_key(t.kind, &t.namespace, &t.name)))
         .collect()
+}
+
+/// The key of the Rollouts whose `workloadRef` names this object.
+pub(super) fn workload_key(kind: WorkloadKind, namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", kind.name())
+}
+
+/// Maps a workload (only its metadata is watched) to the Rollouts that take their template
+/// from it and have not yet recorded its generation, as Argo does: a change of the template
+/// is a new generation; a change of its status alone concerns no Rollout.
+pub(super) fn rollouts_of_workload<T>(
+    rollouts: IndexedStore<Rollout>,
+    kind: WorkloadKind,
+) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+where
+    T: Resource,
+{
+    move |workload: T| {
+        let namespace = workload.namespace().unwrap_or_default();
+        let generation = workload.meta().generation.unwrap_or(0).to_string();
+        let mut found = rollouts.refs(&workload_key(kind, &namespace, &workload.name_any()));
+        found.retain(|r| {
+            rollouts
+                .store()
+                .get(r)
+                .is_none_or(|ro| ro.annotations().get(WORKLOAD_GENERATION) != Some(&generation))
+        });
+        found
+    }
 }
 
 /// The key of the Rollouts naming a template: an AnalysisTemplate of `namespace`, or a
