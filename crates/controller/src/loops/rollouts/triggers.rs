@@ -133,7 +133,8 @@ where
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
-    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use kube::core::PartialObjectMeta;
     use kube::runtime::watcher;
     use serde_json::json;
     use sluice_api::analysis::{AnalysisTemplate, ClusterAnalysisTemplate};
@@ -251,6 +252,39 @@ mod tests {
             names(map(cluster_template)),
             ["a/uses-cluster-t", "b/uses-cluster-t"]
         );
+    }
+
+    #[test]
+    fn a_new_generation_of_a_workload_reaches_the_rollouts_that_have_not_seen_it() {
+        let referencing = |ns: &str, name: &str, kind: &str, seen: Option<&str>| {
+            let mut ro = rollout(ns, name, json!({"canary": {}}));
+            ro.spec.workload_ref = Some(
+                serde_json::from_value(
+                    json!({"apiVersion": "apps/v1", "kind": kind, "name": "web"}),
+                )
+                .unwrap(),
+            );
+            ro.metadata.annotations =
+                seen.map(|g| [(WORKLOAD_GENERATION.to_string(), g.to_string())].into());
+            ro
+        };
+        let rollouts = cache::listed(
+            rollout_keys,
+            vec![
+                referencing("a", "new", "Deployment", None),
+                referencing("a", "stale", "Deployment", Some("1")),
+                referencing("a", "current", "Deployment", Some("2")),
+                referencing("a", "pod-template", "PodTemplate", None),
+                referencing("b", "elsewhere", "Deployment", None),
+            ],
+        );
+        let deployment: PartialObjectMeta<Deployment> = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "a", "generation": 2}
+        }))
+        .unwrap();
+        let map = rollouts_of_workload(rollouts.clone(), WorkloadKind::Deployment);
+        assert_eq!(names(map(deployment)), ["a/new", "a/stale"]);
     }
 
     #[test]
