@@ -68,6 +68,15 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
 - apiGroups: [apps]
   resources: [replicasets]
   verbs: [create, get, list, watch, update, patch, delete]
+# workloadRef: the Deployment, ReplicaSet or PodTemplate a Rollout takes its template from is
+# watched (metadata only) and read; a Deployment migrated from is scaled down (scaleDown) with an
+# update carrying the resourceVersion read, as Argo's rules allow.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, update]
+- apiGroups: [""]
+  resources: [podtemplates]
+  verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, patch]

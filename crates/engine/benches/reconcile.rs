@@ -111,6 +111,7 @@ fn observed(
         router_objects: routers,
         router_versions: Default::default(),
         experiments: Vec::new(),
+        workload: None,
         progress_held_since: None,
         now: "2026-11-25T10:00:30Z".parse::<Timestamp>().expect("time"),
     }

@@ -15,6 +15,7 @@ pub mod replicas;
 pub mod replicaset;
 pub mod steps;
 pub mod waits;
+pub mod workload;
 
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};

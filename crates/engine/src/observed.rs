@@ -44,6 +44,9 @@ pub struct Observed {
     /// Experiments controlled by this Rollout (gathered only for a Rollout with experiment
     /// steps, see [`Observed::has_experiment_steps`]).
     pub experiments: Vec<sluice_api::experiment::Experiment>,
+    /// The object the Rollout's `spec.workloadRef` names ([`crate::workload::target`]), as
+    /// read; `None` without a reference or when it is absent (the engine reports that).
+    pub workload: Option<serde_json::Value>,
     /// Since when the controller has held back a status change that only reports progress
     /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
     /// cluster's. `None` when nothing is held.

@@ -118,6 +118,17 @@ pub enum Action {
     },
     /// Stop an Experiment the update no longer waits on: `{"spec":{"terminate":true}}`.
     TerminateExperiment { name: String },
+    /// Set `spec.replicas` of the Deployment a Rollout's `workloadRef` names (its
+    /// `scaleDown`): `object` is the Deployment as observed with only its replicas changed,
+    /// written whole (Argo's RBAC grants `update` on Deployments, not `patch`). It carries
+    /// the resourceVersion it was read at, so a Deployment changed since is read again
+    /// rather than overwritten.
+    ScaleDeployment {
+        name: String,
+        object: Box<serde_json::Value>,
+        from: i32,
+        to: i32,
+    },
     /// Delete an Experiment of a ReplicaSet that is gone (its ReplicaSets, Services and runs
     /// go with it, through their owner references).
     DeleteExperiment { name: String, uid: Option<String> },

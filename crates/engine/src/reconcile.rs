@@ -31,6 +31,7 @@ mod pause;
 mod ping_pong;
 mod prepare;
 mod progress;
+mod referenced_workload;
 mod restart;
 mod rollback_window;
 mod routed_canary;
@@ -55,7 +56,7 @@ use crate::plan::{Event, Plan};
 use crate::waits::Wait;
 use crate::{phase, steps};
 use analysis::{AnalysisState, Verdicts};
-use prepare::{adopt_equal_template, prepare};
+use prepare::{adopt_equal_template, first_problem, prepare_valid};
 use progress::{Progress, counts_of_status};
 use spec::Strategy;
 use world::World;
@@ -69,7 +70,15 @@ pub use traffic::{
 /// message it would get (its first problem, or what is not supported yet). Objects the
 /// Rollout names (Services, templates, router objects) are not looked at.
 pub fn supports(rollout: &sluice_api::Rollout) -> Result<(), String> {
-    prepare(rollout).map(|_| ())
+    if let Some(problem) = first_problem(rollout) {
+        return Err(problem);
+    }
+    // A template a `workloadRef` names is another object: any template stands for it here.
+    let mut stand_in = rollout.clone();
+    if stand_in.spec.workload_ref.is_some() {
+        stand_in.spec.template.get_or_insert_with(Default::default);
+    }
+    prepare_valid(&stand_in).map(|_| ())
 }
 
 /// Decides what to do for one Rollout.
@@ -98,15 +107,31 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     };
     plan.status.observed_generation = ro.metadata.generation.map(|g| g.to_string());
 
-    match prepare(ro) {
-        Ok(mut prepared) => {
+    // A template taken from a referenced workload is resolved in memory, after validation
+    // (which looks at the Rollout's own, empty, template).
+    plan.status.workload_observed_generation = None;
+    let prepared = match first_problem(ro) {
+        Some(problem) => Err(problem),
+        None => crate::workload::resolve(ro, observed.workload.as_ref()).and_then(|resolved| {
+            let prepared = prepare_valid(resolved.as_ref().unwrap_or(ro))?;
+            let resolved = resolved.map(|rollout| Observed {
+                rollout,
+                ..observed.clone()
+            });
+            Ok((prepared, resolved))
+        }),
+    };
+    match prepared {
+        Ok((mut prepared, resolved)) => {
+            let observed = resolved.as_ref().unwrap_or(observed);
             adopt_equal_template(&mut prepared, observed);
             let mut conds = plan.status.conditions.take().unwrap_or_default();
             c::remove(&mut conds, Cond::InvalidSpec);
             plan.status.conditions = Some(conds);
             let mut world = World::new(observed, &prepared, now);
-            if let Err(message) = world.run(&mut plan) {
-                set_invalid_spec(&mut plan, name, message, now);
+            match world.run(&mut plan) {
+                Ok(()) => referenced_workload::decide(ro, &world, observed, &old_status, &mut plan),
+                Err(message) => set_invalid_spec(&mut plan, name, message, now),
             }
         }
         Err(message) => set_invalid_spec(&mut plan, name, message, now),
@@ -272,6 +297,7 @@ impl World<'_> {
             status.current_step_index = Some(steps_len);
         }
         let revision = self.revision(plan);
+        self.revision = revision;
         let mut announcement = Announcement {
             updated: (self.annotate_rollout_revision(revision, plan) && template_changed).then(
                 || {

@@ -12,6 +12,7 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::workload::WorkloadTarget;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
 use super::WriteError;
@@ -231,6 +232,27 @@ pub trait ClusterAccess: Send + Sync {
         _object: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send {
         let message = format!("{target}: router objects are not supported here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Reads the object a Rollout's `workloadRef` names (a Deployment, ReplicaSet or
+    /// PodTemplate); `None` when it is absent.
+    fn get_workload(
+        &self,
+        _target: &WorkloadTarget,
+    ) -> impl Future<Output = Result<Option<Value>, WriteError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Replaces the Deployment a `workloadRef` names with its edited copy (its replicas); the
+    /// copy carries the resourceVersion it was read at, so a stale one is refused.
+    fn replace_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("deployment {namespace}/{name}: not writable here");
         async move { Err(WriteError::Api(message)) }
     }
 

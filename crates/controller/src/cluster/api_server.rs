@@ -3,8 +3,8 @@
 use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
     PostParams, Preconditions,
@@ -21,6 +21,7 @@ use sluice_api::analysis::{
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
 use crate::cache::{Caches, managed_by_key};
@@ -536,6 +537,35 @@ impl ClusterAccess for KubeCluster {
         self.router_api(target)
             .replace(&target.name, &post_params(), &object)
             .await?;
+        Ok(())
+    }
+
+    async fn get_workload(&self, target: &WorkloadTarget) -> Result<Option<Value>, WriteError> {
+        // Read fresh, as the router objects are: the template decides the pod-template hash.
+        let resource = match target.kind {
+            WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
+            WorkloadKind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
+            WorkloadKind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
+        let found = api.get_opt(&target.name).await?;
+        found
+            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
+            .transpose()
+    }
+
+    async fn replace_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        let object = dynamic_object(object)?;
+        let resource = ApiResource::erase::<Deployment>(&());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        api.replace(name, &post_params(), &object).await?;
         Ok(())
     }
 

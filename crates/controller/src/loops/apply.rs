@@ -185,6 +185,13 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             Action::DeleteExperiment { name: exp, uid } => {
                 writer.delete_experiment(ns, exp, uid.as_deref()).await?;
             }
+            Action::ScaleDeployment {
+                name: deployment,
+                object,
+                ..
+            } => {
+                writer.replace_deployment(ns, deployment, object).await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

@@ -24,8 +24,18 @@ pub async fn observe<W: ClusterAccess>(
     now: Timestamp,
 ) -> Result<Observed, WriteError> {
     let ns = rollout.metadata.namespace.clone().unwrap_or_default();
-    let pods = if Observed::needs_pods(rollout, &replica_sets, now) {
-        let selector = rollout
+    let workload = match sluice_engine::workload::target(rollout) {
+        Some(target) => writer.get_workload(&target).await?,
+        None => None,
+    };
+    // What pods are needed, and which, is decided on the template the Rollout takes from its
+    // workload.
+    let resolved = sluice_engine::workload::resolve(rollout, workload.as_ref())
+        .ok()
+        .flatten();
+    let pods_of = resolved.as_ref().unwrap_or(rollout);
+    let pods = if Observed::needs_pods(pods_of, &replica_sets, now) {
+        let selector = pods_of
             .spec
             .selector
             .as_ref()
@@ -66,6 +76,7 @@ pub async fn observe<W: ClusterAccess>(
         router_objects,
         router_versions,
         experiments,
+        workload,
         progress_held_since: None,
         now,
     })

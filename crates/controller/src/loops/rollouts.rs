@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{PodTemplate, Service};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -20,6 +21,7 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::workload::WorkloadKind;
 use sluice_engine::{EventType, Plan};
 use tracing::{debug, info};
 
@@ -31,7 +33,9 @@ use crate::loops::harness::{self, Reconciler};
 mod triggers;
 
 pub use triggers::ExperimentTriggers;
-use triggers::{referencing_rollouts, rollout_keys, rollouts_of_service, tell_experiments};
+use triggers::{
+    referencing_rollouts, rollout_keys, rollouts_of_service, rollouts_of_workload, tell_experiments,
+};
 
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
@@ -171,6 +175,26 @@ pub async fn run_with(
         .touched_objects();
         (cache, stream)
     });
+    // The workloads a Rollout may take its template from (`workloadRef`): only their metadata
+    // is watched, and nothing is kept; a Rollout reads its workload fresh when it reconciles.
+    let deployment_stream = watcher(
+        api_in::<PartialObjectMeta<Deployment>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let workload_rs_stream = watcher(
+        api_in::<PartialObjectMeta<ReplicaSet>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let pod_template_stream = watcher(
+        api_in::<PartialObjectMeta<PodTemplate>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
     let caches = Caches {
         services: svc_cache,
         analysis_runs: run_cache,
@@ -228,6 +252,18 @@ pub async fn run_with(
         // A Service that appears or changes re-evaluates the Rollouts that name it or whose
         // managed-by annotation it carries.
         .watches_stream(svc_stream, rollouts_of_service(ro_cache.clone()))
+        .watches_stream(
+            deployment_stream,
+            rollouts_of_workload(ro_cache.clone(), WorkloadKind::Deployment),
+        )
+        .watches_stream(
+            workload_rs_stream,
+            rollouts_of_workload(ro_cache.clone(), WorkloadKind::ReplicaSet),
+        )
+        .watches_stream(
+            pod_template_stream,
+            rollouts_of_workload(ro_cache.clone(), WorkloadKind::PodTemplate),
+        )
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads));
     let controller = match cluster_templates {
         Some((_, stream)) => controller.watches_stream(

@@ -10,14 +10,16 @@ use crate::observed::Observed;
 use crate::replicas;
 use crate::{pod_hash, steps};
 
-pub(super) fn prepare(ro: &Rollout) -> Result<Prepared, String> {
-    // Argo reports the first problem only.
-    if let Some(first) = sluice_api::validation::validate_rollout(ro)
+/// The first problem validation finds (Argo reports the first problem only).
+pub(super) fn first_problem(ro: &Rollout) -> Option<String> {
+    sluice_api::validation::validate_rollout(ro)
         .into_iter()
         .next()
-    {
-        return Err(first);
-    }
+}
+
+/// Prepares a Rollout that passed validation: with a `workloadRef`, the Rollout as resolved
+/// (see [`crate::workload`]), whose template validation never saw.
+pub(super) fn prepare_valid(ro: &Rollout) -> Result<Prepared, String> {
     let strategy = ro.spec.strategy.clone().unwrap_or_default();
     if let Some(bg) = strategy.blue_green {
         return prepare_blue_green(ro, bg);

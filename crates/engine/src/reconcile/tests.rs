@@ -38,6 +38,8 @@ struct World {
     /// ReplicaSets scaled down report their pods gone one reconcile late, as on a cluster:
     /// the ReplicaSet controller deletes the pods, then writes the counts.
     slow_scale_down: bool,
+    /// The object a `workloadRef` names (a Deployment: `ScaleDeployment` sets its replicas).
+    workload: Option<serde_json::Value>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -76,6 +78,7 @@ impl World {
             settings: Default::default(),
             progress_held_since: None,
             slow_scale_down: false,
+            workload: None,
         }
     }
 
@@ -169,6 +172,7 @@ impl World {
             router_objects: self.routers.clone(),
             router_versions: Default::default(),
             experiments: self.experiments.clone(),
+            workload: self.workload.clone(),
             progress_held_since: self.progress_held_since,
             now: self.now,
         };
@@ -212,6 +216,9 @@ impl World {
                     apply_annotations(rs, annotations);
                 }
                 Action::DeleteReplicaSet { name, .. } => self.rss.retain(|r| r.name() != name),
+                Action::ScaleDeployment { to, .. } => {
+                    self.workload.as_mut().unwrap()["spec"]["replicas"] = json!(to);
+                }
                 Action::SwitchService {
                     name,
                     pod_hash,
@@ -543,6 +550,7 @@ mod services;
 mod status_writes;
 mod traffic;
 mod waits;
+mod workload_ref;
 
 fn bg_rollout(replicas: i32, strategy: serde_json::Value) -> Rollout {
     let mut ro = rollout(replicas, json!([]));

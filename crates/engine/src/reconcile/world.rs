@@ -40,6 +40,8 @@ pub(super) struct World<'a> {
     pub(super) routed_hashes: BTreeMap<String, i32>,
     /// The canary weight the router objects route now (the largest, over all routers).
     pub(super) routed_canary_weight: i32,
+    /// The revision of the new ReplicaSet, once the reconcile has settled it.
+    pub(super) revision: i64,
 }
 
 impl<'a> World<'a> {
@@ -83,6 +85,7 @@ impl<'a> World<'a> {
             experiments: &observed.experiments,
             routed_hashes: BTreeMap::new(),
             routed_canary_weight: 0,
+            revision: 0,
         }
     }
 

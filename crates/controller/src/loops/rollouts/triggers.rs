@@ -11,6 +11,7 @@ use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::labels::MANAGED_BY;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::workload::{WORKLOAD_GENERATION, WorkloadKind};
 
 use crate::cache::{CachedReplicaSet, IndexedStore};
 
@@ -41,11 +42,42 @@ pub(super) fn rollout_keys(ro: &Rollout) -> Vec<String> {
     let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
     let services = Observed::service_names(ro);
     let templates = Observed::analysis_template_refs(ro);
+    let workload = sluice_engine::workload::target(ro);
     services
         .iter()
         .map(|name| service_key(ns, name))
         .chain(templates.iter().map(|key| template_key(ns, key)))
+        .chain(workload.map(|t| workload_key(t.kind, &t.namespace, &t.name)))
         .collect()
+}
+
+/// The key of the Rollouts whose `workloadRef` names this object.
+pub(super) fn workload_key(kind: WorkloadKind, namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", kind.name())
+}
+
+/// Maps a workload (only its metadata is watched) to the Rollouts that take their template
+/// from it and have not yet recorded its generation, as Argo does: a change of the template
+/// is a new generation; a change of its status alone concerns no Rollout.
+pub(super) fn rollouts_of_workload<T>(
+    rollouts: IndexedStore<Rollout>,
+    kind: WorkloadKind,
+) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+where
+    T: Resource,
+{
+    move |workload: T| {
+        let namespace = workload.namespace().unwrap_or_default();
+        let generation = workload.meta().generation.unwrap_or(0).to_string();
+        let mut found = rollouts.refs(&workload_key(kind, &namespace, &workload.name_any()));
+        found.retain(|r| {
+            rollouts
+                .store()
+                .get(r)
+                .is_none_or(|ro| ro.annotations().get(WORKLOAD_GENERATION) != Some(&generation))
+        });
+        found
+    }
 }
 
 /// The key of the Rollouts naming a template: an AnalysisTemplate of `namespace`, or a
@@ -101,7 +133,8 @@ where
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
-    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use kube::core::PartialObjectMeta;
     use kube::runtime::watcher;
     use serde_json::json;
     use sluice_api::analysis::{AnalysisTemplate, ClusterAnalysisTemplate};
@@ -219,6 +252,39 @@ mod tests {
             names(map(cluster_template)),
             ["a/uses-cluster-t", "b/uses-cluster-t"]
         );
+    }
+
+    #[test]
+    fn a_new_generation_of_a_workload_reaches_the_rollouts_that_have_not_seen_it() {
+        let referencing = |ns: &str, name: &str, kind: &str, seen: Option<&str>| {
+            let mut ro = rollout(ns, name, json!({"canary": {}}));
+            ro.spec.workload_ref = Some(
+                serde_json::from_value(
+                    json!({"apiVersion": "apps/v1", "kind": kind, "name": "web"}),
+                )
+                .unwrap(),
+            );
+            ro.metadata.annotations =
+                seen.map(|g| [(WORKLOAD_GENERATION.to_string(), g.to_string())].into());
+            ro
+        };
+        let rollouts = cache::listed(
+            rollout_keys,
+            vec![
+                referencing("a", "new", "Deployment", None),
+                referencing("a", "stale", "Deployment", Some("1")),
+                referencing("a", "current", "Deployment", Some("2")),
+                referencing("a", "pod-template", "PodTemplate", None),
+                referencing("b", "elsewhere", "Deployment", None),
+            ],
+        );
+        let deployment: PartialObjectMeta<Deployment> = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "a", "generation": 2}
+        }))
+        .unwrap();
+        let map = rollouts_of_workload(rollouts.clone(), WorkloadKind::Deployment);
+        assert_eq!(names(map(deployment)), ["a/new", "a/stale"]);
     }
 
     #[test]
