@@ -26,6 +26,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
 mod metric_names;
+mod notification_values;
 
 use metric_names::{
     argo_reference_names, dashboard_metric_names, not_served_on_purpose, served_names,
@@ -256,6 +257,9 @@ fn chart_lints_and_renders_with_its_defaults_and_a_team_values_file() {
                 "{values:?}: no {kind} {name} in {names:?}"
             );
         }
+        if values.is_none() {
+            notification_values::check_defaults(&docs);
+        }
         let args = deployment_args(&rendered);
         let parsed = <sluice_controller::Args as clap::Parser>::try_parse_from(
             std::iter::once("sluice-controller".to_string()).chain(args.iter().cloned()),
@@ -267,6 +271,7 @@ fn chart_lints_and_renders_with_its_defaults_and_a_team_values_file() {
             parsed.argo.warnings()
         );
         if values.is_some() {
+            notification_values::check_team_values(&docs);
             assert!(
                 names
                     .iter()
