@@ -79,9 +79,11 @@ impl Bridge {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start the plugin bridge {}: {e}", bridge.display()))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the plugin bridge started without its pipes".to_string());
+        };
         {
             let name = name.to_string();
             tokio::spawn(async move {
@@ -123,13 +125,13 @@ impl Bridge {
                         Some(err) => Err(err.to_string()),
                         None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
                     };
-                    if let Some(tx) = pending.lock().expect("not poisoned").remove(&id) {
+                    if let Some(tx) = locked(&pending).remove(&id) {
                         let _ = tx.send(result);
                     }
                 }
                 // The bridge ended: every call in flight fails (its sender is dropped).
                 alive.store(false, Ordering::SeqCst);
-                pending.lock().expect("not poisoned").clear();
+                locked(&pending).clear();
             });
         }
         Ok(Bridge {
@@ -165,9 +167,9 @@ impl Bridge {
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().expect("not poisoned").insert(id, tx);
-        let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "args": args}))
-            .expect("JSON values serialize");
+        locked(&self.pending).insert(id, tx);
+        let request = json!({"id": id, "method": method, "args": args});
+        let mut line = request.to_string().into_bytes();
         line.push(b'\n');
         let written = {
             let mut stdin = self.stdin.lock().await;
@@ -177,14 +179,14 @@ impl Bridge {
             }
         };
         if let Err(e) = written {
-            self.pending.lock().expect("not poisoned").remove(&id);
+            locked(&self.pending).remove(&id);
             return Err(CallError::Exited(format!("{} ({e})", self.exit_reason())));
         }
         match tokio::time::timeout(deadline, rx).await {
             Ok(Ok(answer)) => answer.map_err(CallError::Refused),
             Ok(Err(_)) => Err(CallError::Exited(self.exit_reason())),
             Err(_) => {
-                self.pending.lock().expect("not poisoned").remove(&id);
+                locked(&self.pending).remove(&id);
                 Err(CallError::Timeout(deadline))
             }
         }
@@ -193,15 +195,21 @@ impl Bridge {
     /// Ends the bridge and its plugin now.
     pub fn kill(&self) {
         self.alive.store(false, Ordering::SeqCst);
-        let _ = self.child.lock().expect("not poisoned").start_kill();
+        let _ = locked(&self.child).start_kill();
     }
 
     fn exit_reason(&self) -> String {
-        match self.child.lock().expect("not poisoned").try_wait() {
+        match locked(&self.child).try_wait() {
             Ok(Some(status)) => format!("{} ended ({status})", self.name),
             _ => format!("{} ended", self.name),
         }
     }
+}
+
+/// The guarded value even if a thread panicked while holding the lock: the maps and the child
+/// handle stay usable, and a plugin's trouble never becomes the controller's panic.
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Drop for Bridge {
