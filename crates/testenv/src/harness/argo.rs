@@ -49,27 +49,7 @@ async fn find_or_build() -> anyhow::Result<PathBuf> {
         }
         return Ok(path);
     }
-    let root = super::repo_root();
-    let script = root.join("scripts/build-argo-rollouts.sh");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("bash")
-            .arg(&script)
-            .current_dir(&root)
-            .stdin(Stdio::null())
-            // Progress goes straight to the terminal: the first build takes minutes.
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))
-    })
-    .await
-    .context("waiting for scripts/build-argo-rollouts.sh")??;
-    if !output.status.success() {
-        bail!(
-            "scripts/build-argo-rollouts.sh failed ({}); run it by hand to see why",
-            output.status
-        );
-    }
-    let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    let path = super::build_script::run("build-argo-rollouts.sh").await?;
     if !path.is_file() {
         bail!(
             "scripts/build-argo-rollouts.sh printed {}, which is not a file",

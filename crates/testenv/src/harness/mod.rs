@@ -23,6 +23,7 @@
 
 mod apply;
 mod argo;
+mod build_script;
 mod cluster;
 mod crds;
 mod namespace;

@@ -3,9 +3,8 @@
 //! here, once per process), or found in the directory named by `SLUICE_PLUGINS_DIR`.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use tokio::sync::OnceCell;
 
 /// Names a directory holding `bin/sluice-plugin-bridge` and the sample plugins.
@@ -25,26 +24,7 @@ async fn find_or_build() -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os(PLUGINS_DIR_ENV) {
         return Ok(PathBuf::from(dir));
     }
-    let root = super::repo_root();
-    let script = root.join("scripts/build-plugins.sh");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("bash")
-            .arg(&script)
-            .current_dir(&root)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))
-    })
-    .await
-    .context("waiting for scripts/build-plugins.sh")??;
-    if !output.status.success() {
-        bail!(
-            "scripts/build-plugins.sh failed ({}); run it by hand to see why",
-            output.status
-        );
-    }
-    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    let dir = super::build_script::run("build-plugins.sh").await?;
     if !dir.join("bin/sluice-plugin-bridge").is_file() {
         bail!(
             "scripts/build-plugins.sh printed {}, which has no bridge",
