@@ -19,6 +19,7 @@ fi
 die() { log "error: $*"; exit 1; }
 
 CTRL=""
+CLI=""
 CTRL_LOG=.dev/logs/demo-controller.log
 STARTED_CLUSTER=0
 cleanup() {
@@ -27,6 +28,9 @@ cleanup() {
   # Stop everything even when the terminal or a pipe reading our output is already gone.
   trap '' PIPE
   set +e
+  if [[ -n $CLI ]]; then
+    kill -TERM "$CLI" 2>/dev/null || true
+  fi
   if [[ -n $CTRL ]] && kill -0 "$CTRL" 2>/dev/null; then
     kill -TERM "$CTRL" 2>/dev/null || true
     # The controller stops within 5 s of SIGTERM; never hang on it.
@@ -89,7 +93,17 @@ log "starting sluice-controller for namespace $NS (log: $CTRL_LOG)"
   --leader-elect=false --healthzPort 0 --metricsPort 0 >"$CTRL_LOG" 2>&1 &
 CTRL=$!
 
-sluice() { "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" "$@"; }
+# Each CLI call runs in the background and is waited for, so that a signal to this script
+# (Ctrl-C, or a TERM from whatever runs it) stops the demo at once rather than when the call
+# ends; cleanup stops the call.
+sluice() {
+  "$BIN/kubectl-sluice" --kubeconfig "$KCFG" -n "$NS" "$@" &
+  CLI=$!
+  local rc=0
+  wait "$CLI" || rc=$?
+  CLI=""
+  return "$rc"
+}
 kc -n "$NS" delete rollout demo --ignore-not-found --wait=true >/dev/null
 kc -n "$NS" apply -f examples/demo-rollout.yaml >/dev/null
 log "step 5/5: the first revision comes up"
