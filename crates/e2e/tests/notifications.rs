@@ -2,7 +2,8 @@
 //! Slack-API stub. A canary with a pause and a completion sends exactly the catalog's
 //! notifications for those events, once each, with the controller killed while paused and
 //! started again, and across a change of leader; a Slack thread started before the restart is
-//! continued after it; a failed analysis notifies its failure and the abort. A
+//! continued after it; a failed analysis notifies its failure (from its AnalysisRuns, with the
+//! engine's `time` and `strings` helpers) and the abort. A
 //! malformed ConfigMap is reported (events on the ConfigMap and the Rollout) and every valid
 //! notification still goes out.
 
@@ -361,7 +362,23 @@ async fn a_failed_analysis_notifies_the_failure_and_the_abort_once_each() {
         .await
         .unwrap();
     let (url, inbox) = local_server().await;
-    apply_config(&ns, &url, &[]).await;
+    // The failure's notification is made from its AnalysisRuns (`analysisRuns`) and the
+    // engine's helpers, in the condition and in the template.
+    apply_config(
+        &ns,
+        &url,
+        &[
+            (
+                "trigger.on-analysis-run-failed",
+                "- when: any(analysisRuns, {.status.phase == 'Failed'}) && time.Now().After(time.Parse(rollout.metadata.creationTimestamp))\n  send: [analysis-run-failed, metric-detail]\n",
+            ),
+            (
+                "template.metric-detail",
+                "webhook:\n  hook:\n    method: POST\n    path: /detail\n    body: '{{call .strings.ToUpper .rollout.metadata.name}}:{{range .analysisRuns}} {{.status.phase}}{{range .status.metricResults}} {{.name}}={{.phase}}{{end}}{{end}} in {{call .time.Now | date \"2006\"}}'\n",
+            ),
+        ],
+    )
+    .await;
     ns.apply_yaml(
         &json!({
             "apiVersion": "argoproj.io/v1alpha1",
@@ -414,14 +431,16 @@ async fn a_failed_analysis_notifies_the_failure_and_the_abort_once_each() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let mut got = inbox.webhook_messages();
     got.sort();
+    let year = jiff::Zoned::now().year();
     assert_eq!(
         got,
         [
-            "Rollout web has been aborted.",
-            "Rollout web has been updated.",
-            "Rollout web's analysis run failed.",
+            "Rollout web has been aborted.".to_owned(),
+            "Rollout web has been updated.".to_owned(),
+            format!("WEB: Failed web=Failed in {year}"),
         ]
     );
+    assert_eq!(inbox.paths("/hook/detail").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,11 @@ pub struct Due {
 #[derive(Debug, Clone, Copy)]
 pub struct Subject<'a> {
     pub rollout: &'a Json,
+    /// The Rollout's AnalysisRuns of its current revision (`analysisRuns` in conditions and
+    /// templates), as a JSON array.
     pub analysis_runs: &'a Json,
+    /// The time the event is decided at (`time.Now()` in conditions and templates).
+    pub now: jiff::Timestamp,
 }
 
 /// The occurrence of an event: the Rollout's revision and step, and a digest of the event's
@@ -95,7 +99,7 @@ pub fn due(
         "analysisRuns": subject.analysis_runs,
     });
     for (i, (condition, compiled)) in trigger.conditions.iter().enumerate() {
-        let outcome = match compiled.evaluate(&base_vars) {
+        let outcome = match compiled.evaluate(&base_vars, subject.now) {
             Ok(o) => o,
             Err(e) => {
                 out.problems.push(Problem {
@@ -218,7 +222,7 @@ pub fn render(
             key: format!("template.{name}"),
             message: format!("template '{name}' is not configured"),
         })?;
-        let rendered = template.render(&vars).map_err(|e| Problem {
+        let rendered = template.render(&vars, subject.now).map_err(|e| Problem {
             key: format!("template.{name}"),
             message: format!("cannot render template '{name}': {e}"),
         })?;

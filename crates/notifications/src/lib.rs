@@ -12,6 +12,7 @@
 //! - [`template`]: Go `text/template` rendering (the `gtmpl` crate) with the helpers Argo's
 //!   catalog and documentation call.
 //! - [`when`]: trigger conditions (`when`, `oncePer`), expr-lang expressions over the Rollout.
+//! - [`go_time`]: Go's times, layouts and durations for both, at the time the caller decides at.
 //! - [`due`]: which notifications an event of a Rollout makes due, never one already recorded.
 //! - [`services`]: the senders (webhook, Slack, Teams, email, Grafana); the only part that
 //!   performs I/O.
@@ -19,6 +20,7 @@
 pub mod catalog;
 pub mod config;
 pub mod due;
+pub mod go_time;
 pub mod services;
 pub mod state;
 pub mod subscriptions;

@@ -4,15 +4,19 @@
 //! trigger (Argo Rollouts sends the trigger's templates whenever its event happens).
 //!
 //! What the expressions may use is expr-lang's language and builtins (`any`, `all`, `filter`,
-//! `len`, `in`, `matches`, string functions, ...). Go method calls on values (`time.Now()`,
-//! `.Sub()`) are not available: such a condition fails with its error, reported, and its
-//! trigger sends nothing.
+//! `len`, `in`, `matches`, string functions, ...) and the engine's helpers: `time.Now()`,
+//! `time.Parse(text)` (RFC 3339) with Go's methods on the times and durations they give
+//! (`.Sub()`, `.Add()`, `.Before()`, `.After()`, `.Format()`, `.Minutes()`, ...), and
+//! `strings.ToUpper`, `strings.ToLower`, `strings.ReplaceAll`. "Now" is the time the caller
+//! evaluates at. A condition that fails is reported with its error, and its trigger sends
+//! nothing.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::LazyLock;
 
 use base64::Engine as _;
 use expr::{Context, Environment, Program, Value};
+use jiff::Timestamp;
 use sha1::Digest as _;
 
 /// A compiled condition.
@@ -46,9 +50,9 @@ impl Condition {
         })
     }
 
-    /// Evaluates the condition over `vars` (`rollout`, `analysisRuns`).
-    pub fn evaluate(&self, vars: &serde_json::Value) -> Result<Outcome, String> {
-        let ctx = context(vars);
+    /// Evaluates the condition over `vars` (`rollout`, `analysisRuns`) at `now`.
+    pub fn evaluate(&self, vars: &serde_json::Value, now: Timestamp) -> Result<Outcome, String> {
+        let ctx = context(vars, now);
         let Some(when) = &self.when else {
             return Ok(Outcome {
                 triggered: true,
@@ -90,7 +94,7 @@ fn compile(code: &str, what: &str) -> Result<Option<Program>, String> {
             "{what} expression longer than {MAX_LEN} characters"
         ));
     }
-    let code = &member_shorthand(code);
+    let code = &member_shorthand(&go_helpers(code));
     match catch_unwind(|| expr::compile(code)) {
         Ok(Ok(p)) => Ok(Some(p)),
         Ok(Err(e)) => Err(format!(
@@ -99,6 +103,53 @@ fn compile(code: &str, what: &str) -> Result<Option<Program>, String> {
         )),
         Err(_) => Err(format!("cannot compile {what} {code:?}")),
     }
+}
+
+/// The context variable holding "now" (RFC 3339) for the rewritten `time.Now()`.
+const NOW_VAR: &str = "__sluice_now";
+
+/// The engine's helpers, each spelled as the expr-lang builtin that does the same.
+const HELPERS: &[(&str, &str)] = &[
+    ("time.Now()", "date(__sluice_now)"),
+    ("now()", "date(__sluice_now)"),
+    ("time.Parse(", "date("),
+    ("strings.ToUpper(", "upper("),
+    ("strings.ToLower(", "lower("),
+    ("strings.ReplaceAll(", "replace("),
+];
+
+/// Rewrites the engine's Go helpers (`time.Now()`, `strings.ToUpper(...)`) where they start
+/// a name, outside string literals.
+fn go_helpers(code: &str) -> String {
+    let mut out = String::with_capacity(code.len() + 16);
+    let mut quote: Option<char> = None;
+    let mut prev: Option<char> = None;
+    let mut rest = code;
+    while let Some(c) = rest.chars().next() {
+        let starts_name = !prev.is_some_and(|p| p.is_alphanumeric() || "_.#$".contains(p));
+        if quote.is_none()
+            && starts_name
+            && let Some((from, to)) = HELPERS.iter().find(|(from, _)| rest.starts_with(from))
+        {
+            out.push_str(to);
+            rest = &rest[from.len()..];
+            prev = Some('(');
+            continue;
+        }
+        match quote {
+            Some(q) if c == q && prev != Some('\\') => quote = None,
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            _ => {}
+        }
+        out.push(c);
+        prev = Some(if prev == Some('\\') && c == '\\' {
+            ' '
+        } else {
+            c
+        });
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// Go's expr lets a closure name its element's fields as `.field` (`any(list, .type == 'x')`,
@@ -154,8 +205,9 @@ fn one_line(text: &str) -> String {
 
 static ENVIRONMENT: LazyLock<Environment<'static>> = LazyLock::new(Environment::new);
 
-fn context(vars: &serde_json::Value) -> Context {
+fn context(vars: &serde_json::Value, now: Timestamp) -> Context {
     let mut ctx = Context::default();
+    ctx.insert(NOW_VAR.to_owned(), Value::String(now.to_string()));
     if let serde_json::Value::Object(map) = vars {
         for (k, v) in map {
             ctx.insert(k.clone(), json_to_value(v));
@@ -208,6 +260,54 @@ mod tests {
         }})
     }
 
+    fn at() -> Timestamp {
+        "2026-11-27T07:30:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn the_engines_time_and_strings_helpers_evaluate_as_go_calls() {
+        let vars = serde_json::json!({"rollout": {
+            "metadata": {"name": "web"},
+            "status": {"pauseConditions": [{"reason": "CanaryPauseStep", "startTime": "2026-11-27T07:10:00Z"}]}
+        }});
+        for (when, expected) in [
+            (
+                "time.Now().Sub(time.Parse(rollout.status.pauseConditions[0].startTime)).Minutes() >= 20",
+                true,
+            ),
+            (
+                "time.Now().Sub(time.Parse(rollout.status.pauseConditions[0].startTime)).Minutes() > 20",
+                false,
+            ),
+            (
+                "time.Parse('2026-11-27T07:00:00Z').Before(time.Now())",
+                true,
+            ),
+            ("time.Now().Format('2006-01-02') == '2026-11-27'", true),
+            ("now().Hour() == 7", true),
+            ("strings.ToUpper(rollout.metadata.name) == 'WEB'", true),
+            ("strings.ToLower('WEB') == rollout.metadata.name", true),
+            (
+                "strings.ReplaceAll(rollout.metadata.name, 'w', 'W') == 'Web'",
+                true,
+            ),
+            // Inside a string literal or as a field, the names are left alone.
+            ("'time.Now()' == 'time.Now()'", true),
+            ("rollout.metadata.name != 'strings.ToUpper(x)'", true),
+        ] {
+            let c = Condition::compile(when, "").unwrap_or_else(|e| panic!("{when}: {e}"));
+            let outcome = c
+                .evaluate(&vars, at())
+                .unwrap_or_else(|e| panic!("{when}: {e}"));
+            assert_eq!(outcome.triggered, expected, "{when}");
+        }
+        let c = Condition::compile("true", "time.Now().Format('2006-01-02T15')").unwrap();
+        assert_eq!(
+            c.evaluate(&vars, at()).unwrap().once_per.as_deref(),
+            Some("2026-11-27T07")
+        );
+    }
+
     #[test]
     fn the_documented_conditions_evaluate_over_the_rollout() {
         for (when, expected) in [
@@ -235,7 +335,11 @@ mod tests {
             ),
         ] {
             let c = Condition::compile(when, "").unwrap();
-            assert_eq!(c.evaluate(&vars()).unwrap().triggered, expected, "{when}");
+            assert_eq!(
+                c.evaluate(&vars(), at()).unwrap().triggered,
+                expected,
+                "{when}"
+            );
         }
     }
 
@@ -247,7 +351,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            c.evaluate(&vars()).unwrap(),
+            c.evaluate(&vars(), at()).unwrap(),
             Outcome {
                 triggered: true,
                 once_per: Some("3".into())
@@ -255,14 +359,14 @@ mod tests {
         );
         let c = Condition::compile("rollout.status.phase == 'Healthy'", "rollout.metadata.name")
             .unwrap();
-        assert_eq!(c.evaluate(&vars()).unwrap().once_per, None);
+        assert_eq!(c.evaluate(&vars(), at()).unwrap().once_per, None);
     }
 
     #[test]
     fn an_empty_condition_holds_on_every_event() {
         let c = Condition::compile("", "").unwrap();
         assert!(!c.has_when());
-        assert!(c.evaluate(&vars()).unwrap().triggered);
+        assert!(c.evaluate(&vars(), at()).unwrap().triggered);
         assert_eq!(c.when_hash, "2jmj7l5rSw0yVb_vlWAYkK_YBwk");
     }
 
@@ -270,7 +374,7 @@ mod tests {
     fn a_syntax_error_is_reported_at_compile_time_and_an_unknown_function_at_run_time() {
         let err = Condition::compile("rollout.status.phase == ", "").unwrap_err();
         assert!(err.contains("cannot compile when"), "{err}");
-        let c = Condition::compile("time.Now() > 0", "").unwrap_or_else(|e| panic!("{e}"));
-        assert!(c.evaluate(&vars()).is_err());
+        let c = Condition::compile("rollout.nowhere() > 0", "").unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.evaluate(&vars(), at()).is_err());
     }
 }

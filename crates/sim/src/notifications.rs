@@ -236,6 +236,7 @@ impl Notifier {
         let w = writer.clone();
         let cfg = config.clone();
         let queued = self.queued.clone();
+        let now = jiff::Timestamp::from_second(now_unix).unwrap_or_default();
         let span = tracing::debug_span!(LOOP_SPAN, replica = life.replica);
         let future: BoxFuture<Work> = if let Some(fired) = self.inbox.pop_front() {
             // The freshest record the cache has (the reconcile's copy may predate a record).
@@ -261,7 +262,7 @@ impl Notifier {
                 async move {
                     let mut jobs = Vec::new();
                     for ro in &rollouts {
-                        jobs.extend(driver::take_over(&w, &[&cfg], ro, &queued).await);
+                        jobs.extend(driver::take_over(&w, &[&cfg], ro, &queued, now).await);
                     }
                     Work::TookOver(jobs)
                 }

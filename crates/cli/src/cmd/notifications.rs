@@ -202,7 +202,7 @@ pub fn trigger_run(cfg: &Config, name: &str, rollout: &Json) -> anyhow::Result<S
     let vars = serde_json::json!({"rollout": rollout, "analysisRuns": null});
     let mut rows = Vec::new();
     for (condition, compiled) in &trigger.conditions {
-        let result = match compiled.evaluate(&vars) {
+        let result = match compiled.evaluate(&vars, jiff::Timestamp::now()) {
             Ok(o) => o.triggered.to_string(),
             Err(e) => format!("error: {e}"),
         };
@@ -221,6 +221,7 @@ pub fn console_text(
     let subject = Subject {
         rollout,
         analysis_runs: &Json::Null,
+        now: jiff::Timestamp::now(),
     };
     let content =
         render(cfg, &[template.to_owned()], subject, dest).map_err(|p| anyhow::anyhow!("{p}"))?;
@@ -251,6 +252,7 @@ async fn notify(
         let subject = Subject {
             rollout,
             analysis_runs: &Json::Null,
+            now: jiff::Timestamp::now(),
         };
         let content = render(cfg, &[template.to_owned()], subject, &dest)
             .map_err(|p| anyhow::anyhow!("{p}"))?;

@@ -23,6 +23,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value as Json, json};
 use sluice_api::Rollout;
@@ -37,7 +38,7 @@ use tracing::{Instrument, debug};
 use crate::cluster::{ClusterAccess, WriteError};
 
 /// Notifications due and not yet recorded as sent, on the Rollout: a JSON object from key to
-/// `{"reason", "type", "occurrence", "status"}`.
+/// `{"reason", "type", "occurrence", "status", "at"}`.
 pub const PENDING: &str = "rollouts.sluice.dev/notifications-pending";
 /// The name of the span every call of the driver runs in (its requests can be told apart by it).
 pub const SPAN: &str = "notification_driver";
@@ -83,6 +84,8 @@ impl Deliver for Sender {
 #[derive(Debug, Clone)]
 pub struct Fired {
     pub rollout: Rollout,
+    /// When it was published (`time.Now()` for its conditions and templates).
+    pub at: Timestamp,
     /// `Normal` or `Warning`.
     pub type_: &'static str,
     pub reason: String,
@@ -151,9 +154,11 @@ async fn take_event_in_span<C: ClusterAccess>(
         return Taken::default();
     };
     let occurrence = occurrence(&rollout, &fired.message);
+    let runs = current_analysis_runs(cluster, &fired.rollout).await;
     let subject = Subject {
         rollout: &rollout,
-        analysis_runs: &Json::Null,
+        analysis_runs: &runs,
+        now: fired.at,
     };
     let (due, problems) = due_in_all(configs, subject, &fired.reason, &occurrence, notified);
     let (namespace, name) = names(&fired.rollout.metadata);
@@ -185,7 +190,7 @@ async fn take_event_in_span<C: ClusterAccess>(
     // renders as it would have then (its step, weights, phase), not from the status the
     // Rollout has moved on to.
     let status = rollout.get("status").cloned().unwrap_or(Json::Null);
-    let entry = json!({"reason": fired.reason, "type": fired.type_, "occurrence": occurrence, "status": status});
+    let entry = json!({"reason": fired.reason, "type": fired.type_, "occurrence": occurrence, "status": status, "at": fired.at});
     let written = update_annotations(cluster, &namespace, &name, |ro| {
         let mut pending = pending_of(ro);
         for k in &keys {
@@ -199,16 +204,18 @@ async fn take_event_in_span<C: ClusterAccess>(
 }
 
 /// The pending notifications of `rollout` (as a cache has it) that are not `queued`, decided
-/// again from the Rollout with the status it had at their event; entries no longer due are
-/// taken off its pending record.
+/// again from the Rollout with the status it had at their event, at the time of the event
+/// (`now` for an entry that does not say); entries no longer due are taken off its pending
+/// record.
 pub async fn take_over<C: ClusterAccess>(
     cluster: &C,
     configs: &[&Config],
     rollout: &Rollout,
     queued: &HashSet<String>,
+    now: Timestamp,
 ) -> Vec<Job> {
     let span = tracing::debug_span!(SPAN, rollout = rollout.metadata.name.as_deref());
-    take_over_in_span(cluster, configs, rollout, queued)
+    take_over_in_span(cluster, configs, rollout, queued, now)
         .instrument(span)
         .await
 }
@@ -218,6 +225,7 @@ async fn take_over_in_span<C: ClusterAccess>(
     configs: &[&Config],
     ro: &Rollout,
     queued: &HashSet<String>,
+    now: Timestamp,
 ) -> Vec<Job> {
     let pending = pending_of(ro);
     let stale: Vec<&String> = pending.keys().filter(|k| !queued.contains(*k)).collect();
@@ -228,6 +236,7 @@ async fn take_over_in_span<C: ClusterAccess>(
         return Vec::new();
     }
     let (namespace, name) = names(&ro.metadata);
+    let runs = current_analysis_runs(cluster, ro).await;
     let notified = NotifiedState::of(
         ro.metadata
             .annotations
@@ -251,9 +260,15 @@ async fn take_over_in_span<C: ClusterAccess>(
             "Normal"
         };
         let at_event = as_at_event(&rollout, entry);
+        let at = entry
+            .get("at")
+            .and_then(Json::as_str)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(now);
         let subject = Subject {
             rollout: &at_event,
-            analysis_runs: &Json::Null,
+            analysis_runs: &runs,
+            now: at,
         };
         let (due, _) = due_in_all(configs, subject, &reason, &occurrence, &notified);
         for (config_namespace, notification) in due {
@@ -536,6 +551,34 @@ pub fn as_at_event(rollout: &Json, entry: &Json) -> Json {
         at_event["status"] = status.clone();
     }
     at_event
+}
+
+/// The Rollout's AnalysisRuns of its current revision (labelled with its current pod hash),
+/// as conditions and templates see them in `analysisRuns`. Unreadable runs are none.
+pub async fn current_analysis_runs<C: ClusterAccess>(cluster: &C, ro: &Rollout) -> Json {
+    let hash = ro
+        .status
+        .as_ref()
+        .and_then(|s| s.current_pod_hash.as_deref());
+    let runs = match (hash, cluster.rollout_analysis_runs(ro).await) {
+        (Some(hash), Ok(runs)) => runs
+            .into_iter()
+            .filter(|run| {
+                run.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(sluice_engine::labels::POD_TEMPLATE_HASH))
+                    .is_some_and(|h| h == hash)
+            })
+            .filter_map(|run| serde_json::to_value(run).ok())
+            .collect(),
+        (_, Err(e)) => {
+            debug!(error = %e, "reading the Rollout's AnalysisRuns for its notifications");
+            Vec::new()
+        }
+        (None, _) => Vec::new(),
+    };
+    Json::Array(runs)
 }
 
 fn names(meta: &ObjectMeta) -> (String, String) {

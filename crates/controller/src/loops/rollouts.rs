@@ -218,6 +218,7 @@ pub async fn run_with(
         hooks.gate.clone(),
         hooks.metrics.clone(),
         ro_reader.clone(),
+        caches.clone(),
         // With --namespaced the watched namespace's configuration is the Rollouts' own already
         // (and other namespaces may not be readable).
         args.argo.self_service_notification_enabled && namespace.is_none(),

@@ -20,6 +20,7 @@ fn subject(rollout: &Json) -> Subject<'_> {
     Subject {
         rollout,
         analysis_runs: &Json::Null,
+        now: "2026-11-27T07:30:00Z".parse().unwrap(),
     }
 }
 

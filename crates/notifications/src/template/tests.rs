@@ -2,6 +2,10 @@ use super::*;
 use crate::test_support::canary;
 use serde_json::json;
 
+fn at() -> jiff::Timestamp {
+    "2026-11-27T07:05:09Z".parse().unwrap()
+}
+
 fn catalog_template(name: &str) -> CompiledTemplate {
     let data = crate::catalog::data();
     CompiledTemplate::parse(&data[&format!("template.{name}")]).unwrap()
@@ -15,7 +19,7 @@ fn every_catalog_template_parses_and_renders() {
     for key in templates {
         let t = CompiledTemplate::parse(&data[key]).unwrap_or_else(|e| panic!("{key}: {e}"));
         let out = t
-            .render(&json!({"rollout": canary(1)}))
+            .render(&json!({"rollout": canary(1)}), at())
             .unwrap_or_else(|e| panic!("{key}: {e}"));
         let message = out["message"].as_str().unwrap();
         assert!(message.contains("web"), "{key}: {message}");
@@ -30,7 +34,7 @@ fn every_catalog_template_parses_and_renders() {
 #[test]
 fn the_step_completed_template_counts_steps_as_argo_does() {
     let out = catalog_template("rollout-step-completed")
-        .render(&json!({"rollout": canary(1)}))
+        .render(&json!({"rollout": canary(1)}), at())
         .unwrap();
     assert_eq!(
         out["message"],
@@ -56,7 +60,7 @@ fn the_step_completed_template_counts_steps_as_argo_does() {
 #[test]
 fn the_scaling_template_reads_numbers_from_spec_and_status() {
     let out = catalog_template("scaling-replicaset")
-        .render(&json!({"rollout": canary(0)}))
+        .render(&json!({"rollout": canary(0)}), at())
         .unwrap();
     assert_eq!(out["message"], "Scaling Rollout web's replicaset to 3.");
 }
@@ -114,6 +118,54 @@ fn sprig_helpers_behave_as_sprigs() {
     ] {
         assert_eq!(render(template, &ctx).unwrap(), expected, "{template}");
     }
+}
+
+#[test]
+fn the_engines_time_and_strings_helpers_and_sprigs_dates_render_at_the_callers_time() {
+    let rollout = json!({"metadata": {"name": "web", "creationTimestamp": "2026-11-27T06:00:00Z"}});
+    for (template, expected) in [
+        ("{{ call .time.Now }}", "2026-11-27 07:05:09 +0000 UTC"),
+        (
+            "{{ call .time.Now | date \"15:04 Jan 2\" }}",
+            "07:05 Nov 27",
+        ),
+        (
+            "{{ call .time.Parse .rollout.metadata.creationTimestamp | date \"2006-01-02T15:04:05Z07:00\" }}",
+            "2026-11-27T06:00:00Z",
+        ),
+        ("{{ now | unixEpoch }}", "1795763109"),
+        ("{{ now | htmlDate }}", "2026-11-27"),
+        (
+            "{{ dateInZone \"15:04 MST\" (now) \"Europe/Berlin\" }}",
+            "08:05 CET",
+        ),
+        ("{{ .rollout.metadata.creationTimestamp | ago }}", "1h5m9s"),
+        (
+            "{{ toDate \"02/01/2006\" \"01/12/2026\" | date \"Jan 2\" }}",
+            "Dec 1",
+        ),
+        ("{{ duration 95 }}", "1m35s"),
+        ("{{ call .strings.ToUpper .rollout.metadata.name }}", "WEB"),
+        ("{{ call .strings.ToLower \"WEB\" }}", "web"),
+        (
+            "{{ call .strings.ReplaceAll .rollout.metadata.name \"w\" \"W\" }}",
+            "Web",
+        ),
+    ] {
+        let t = CompiledTemplate::parse(&format!("message: '{template}'"))
+            .unwrap_or_else(|e| panic!("{template}: {e}"));
+        let out = t
+            .render(&json!({"rollout": rollout}), at())
+            .unwrap_or_else(|e| panic!("{template}: {e}"));
+        assert_eq!(out["message"], expected, "{template}");
+    }
+    // A time that cannot be read is the template's error, named.
+    let t = CompiledTemplate::parse("message: '{{ call .time.Parse \"soon\" }}'").unwrap();
+    let err = t.render(&json!({}), at()).unwrap_err();
+    assert!(
+        err.starts_with("message:") && err.contains("Parse"),
+        "{err}"
+    );
 }
 
 #[test]

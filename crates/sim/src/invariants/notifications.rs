@@ -33,6 +33,8 @@ const PENDING: &str = sluice_controller::loops::notification_driver::PENDING;
 #[derive(Debug, Clone)]
 struct Published {
     at_ms: u64,
+    /// The simulated wall-clock time of `at_ms` (`time.Now()` for conditions and templates).
+    at: jiff::Timestamp,
     /// The publishing process's term (none: it no longer led when the reconcile finished).
     life: Option<Life>,
     rollout: Value,
@@ -70,6 +72,7 @@ impl NotificationChecks {
     pub fn published(
         &mut self,
         at_ms: u64,
+        at: jiff::Timestamp,
         life: Option<Life>,
         rollout: Value,
         reason: &str,
@@ -77,6 +80,7 @@ impl NotificationChecks {
     ) {
         self.published.push(Published {
             at_ms,
+            at,
             life,
             rollout,
             reason: reason.to_string(),
@@ -161,6 +165,7 @@ impl NotificationChecks {
             let subject = Subject {
                 rollout: &p.rollout,
                 analysis_runs: &Value::Null,
+                now: p.at,
             };
             let occurrence = occurrence(&p.rollout, &p.message);
             let (due, _) = due_in_all(

@@ -75,6 +75,7 @@ impl Sim {
         let life = self.life_of(i);
         let rollout = serde_json::to_value(seen).unwrap_or(Value::Null);
         let now_ms = self.now_ms;
+        let at = self.now();
         self.sync_notifier(i);
         let Some(world) = self.notify.as_mut() else {
             return;
@@ -82,10 +83,11 @@ impl Sim {
         for ev in events {
             world
                 .checks
-                .published(now_ms, life, rollout.clone(), ev.reason, &ev.message);
+                .published(now_ms, at, life, rollout.clone(), ev.reason, &ev.message);
             if life.is_some() {
                 world.notifiers[i].fire(Fired {
                     rollout: seen.clone(),
+                    at,
                     type_: match ev.type_ {
                         EventType::Normal => "Normal",
                         EventType::Warning => "Warning",

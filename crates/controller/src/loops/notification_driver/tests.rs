@@ -223,9 +223,14 @@ fn rollout() -> Json {
     })
 }
 
+fn at() -> jiff::Timestamp {
+    "2026-11-27T07:30:00Z".parse().unwrap()
+}
+
 fn fired(ro: &Json) -> Fired {
     Fired {
         rollout: serde_json::from_value(ro.clone()).unwrap(),
+        at: at(),
         type_: "Normal",
         reason: "RolloutStepCompleted".into(),
         message: "Rollout step 1/2 completed (setWeight: 20)".into(),
@@ -337,12 +342,13 @@ fn a_pending_notification_is_taken_over_as_it_was_at_its_event() {
     cluster.rollout.lock().unwrap()["status"]["currentStepIndex"] = json!(2);
     let cached: Rollout = serde_json::from_value(cluster.rollout.lock().unwrap().clone()).unwrap();
     let cfg = config();
-    let jobs = futures::executor::block_on(take_over(&cluster, &[&cfg], &cached, &HashSet::new()));
+    let jobs =
+        futures::executor::block_on(take_over(&cluster, &[&cfg], &cached, &HashSet::new(), at()));
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].notification, job.notification);
     // Queued here already: nothing to take over.
     let queued: HashSet<String> = [job.notification.key.clone()].into();
-    let jobs = futures::executor::block_on(take_over(&cluster, &[&cfg], &cached, &queued));
+    let jobs = futures::executor::block_on(take_over(&cluster, &[&cfg], &cached, &queued, at()));
     assert!(jobs.is_empty());
 }
 

@@ -50,6 +50,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use self::sources::{Change, ChangesExt as _, Sources, decode};
+use crate::cache::Caches;
 use crate::cluster::KubeCluster;
 use crate::leader::fence::WriteGate;
 use crate::loops::events::EventPublisher;
@@ -66,6 +67,7 @@ pub const RECOVER_EVERY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 struct Fired {
     rollout: Arc<Rollout>,
+    at: jiff::Timestamp,
     type_: EventType,
     reason: String,
     message: String,
@@ -102,6 +104,7 @@ impl Notifier {
         {
             let _ = tx.send(Fired {
                 rollout: Arc::new(rollout.clone()),
+                at: jiff::Timestamp::now(),
                 type_,
                 reason: reason.to_owned(),
                 message: message.to_owned(),
@@ -145,6 +148,7 @@ pub fn start(
     gate: WriteGate,
     metrics: Option<Arc<Metrics>>,
     rollouts: Store<Rollout>,
+    caches: Caches,
     self_service: bool,
 ) -> (Notifier, impl std::future::Future<Output = ()> + Send) {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -154,7 +158,8 @@ pub fn start(
         waiting: Vec::new(),
         global: global.clone(),
         events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
-        cluster: KubeCluster::with_gate(client.clone(), gate.clone()),
+        // AnalysisRuns (`analysisRuns` in conditions and templates) are read from the caches.
+        cluster: KubeCluster::with_gate(client.clone(), gate.clone()).with_caches(caches),
         client,
         namespace,
         gate,
@@ -289,6 +294,7 @@ impl Loop {
         };
         let event = driver::Fired {
             rollout: (*fired.rollout).clone(),
+            at: fired.at,
             type_,
             reason: fired.reason.clone(),
             message: fired.message.clone(),

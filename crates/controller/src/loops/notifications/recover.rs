@@ -21,7 +21,14 @@ impl Loop {
         for ro in self.rollouts.state() {
             let configs = self.configs_for(&ro.namespace().unwrap_or_default());
             let configs: Vec<&Config> = configs.iter().map(AsRef::as_ref).collect();
-            let jobs = driver::take_over(&self.cluster, &configs, &ro, &self.queued).await;
+            let jobs = driver::take_over(
+                &self.cluster,
+                &configs,
+                &ro,
+                &self.queued,
+                jiff::Timestamp::now(),
+            )
+            .await;
             let now = Instant::now();
             for job in jobs {
                 info!(rollout = %ro.name_any(), namespace = ro.namespace().unwrap_or_default(), trigger = %job.notification.trigger, "pending notification taken over");
