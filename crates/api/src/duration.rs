@@ -180,6 +180,42 @@ fn leading_fraction(s: &str) -> (u64, f64, &str) {
     (value, scale, &s[digits..])
 }
 
+/// A duration of `nanos` nanoseconds as Go prints a `time.Duration` (`1h2m3s`, `1.5s`,
+/// `250ms`, `0s`).
+pub fn format_go_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    if n < 1_000_000_000 {
+        let (unit, div) = match n {
+            0..1_000 => ("ns", 1),
+            1_000..1_000_000 => ("µs", 1_000),
+            _ => ("ms", 1_000_000),
+        };
+        return format!("{sign}{}{unit}", fraction(n, div));
+    }
+    let (h, rest) = (n / 3_600_000_000_000, n % 3_600_000_000_000);
+    let (m, s) = (rest / 60_000_000_000, rest % 60_000_000_000);
+    let secs = format!("{}s", fraction(s, 1_000_000_000));
+    match (h, m) {
+        (0, 0) => format!("{sign}{secs}"),
+        (0, m) => format!("{sign}{m}m{secs}"),
+        (h, m) => format!("{sign}{h}h{m}m{secs}"),
+    }
+}
+
+fn fraction(n: u64, div: u64) -> String {
+    let (whole, rest) = (n / div, n % div);
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let width = div.ilog10() as usize;
+    let digits = format!("{rest:0width$}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +354,20 @@ mod tests {
         assert!(text("").is_err());
         assert!(text("soon").is_err());
         assert!(text("-5s").is_err());
+    }
+
+    #[test]
+    fn durations_print_as_go_prints_them() {
+        for (nanos, out) in [
+            (0, "0s"),
+            (1_500_000_000, "1.5s"),
+            (90_000_000_000, "1m30s"),
+            (3_723_000_000_000, "1h2m3s"),
+            (-2_000_000_000, "-2s"),
+            (1_500_000, "1.5ms"),
+            (7, "7ns"),
+        ] {
+            assert_eq!(format_go_duration(nanos), out);
+        }
     }
 }

@@ -23,7 +23,7 @@ pub use analysis::{
     AnalysisRun, AnalysisRunSpec, AnalysisRunStatus, AnalysisTemplate, AnalysisTemplateSpec,
     ClusterAnalysisTemplate, ClusterAnalysisTemplateSpec,
 };
-pub use duration::{parse_go_duration, pause_duration};
+pub use duration::{format_go_duration, parse_go_duration, pause_duration};
 pub use experiment::{Experiment, ExperimentSpec, ExperimentStatus};
 pub use rollout::{Rollout, RolloutSpec, RolloutStatus};
 
