@@ -1,7 +1,9 @@
 //! `kubectl sluice get rollout -w` in a real terminal (a tmux pane) while a controller running
 //! in-process takes a canary to its pause: the view is redrawn in place (one header on the
-//! screen, showing the new state and both images), and Ctrl-C ends it at once, leaving the
-//! pane's shell prompt usable. About six seconds.
+//! screen, showing the new state and both images, in colour), drawn again whole when the
+//! terminal is resized, and Ctrl-C ends it at once, leaving the pane's shell prompt usable;
+//! with `--no-color` the terminal gets no colour, and into a pipe the view is plain text, one
+//! block after another. About ten seconds.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -28,6 +30,24 @@ impl Tmux {
     fn screen(&self) -> String {
         let out = self.run(&["capture-pane", "-p", "-t", "view"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen with its colours and attributes as escape sequences.
+    fn screen_with_colors(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-e", "-t", "view"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Ctrl-C, then waits for the pane's shell to answer.
+    async fn interrupt(&self, marker: &str) {
+        self.run(&["send-keys", "-t", "view", "C-c", ""]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let echo = format!("clear; echo {marker}");
+        self.run(&["send-keys", "-t", "view", &echo, "Enter"]);
+        self.wait_screen("the shell prompt back", |s| {
+            s.lines().any(|l| l.trim() == marker)
+        })
+        .await;
     }
 
     async fn wait_screen(&self, what: &str, holds: impl Fn(&str) -> bool) -> String {
@@ -99,13 +119,64 @@ async fn get_rollout_watch_redraws_in_a_terminal() {
     // Redrawn in place: one view on the screen, not one appended per change.
     assert_eq!(screen.matches("Name:").count(), 1, "{screen}");
     assert!(screen.contains("app:v1"), "{screen}");
+    // In colour on a terminal (the status icons and phases).
+    assert!(tmux.screen_with_colors().contains("\x1b[3"), "no colour");
+
+    // A narrower, shorter terminal: the view is drawn again for it, whole and once.
+    tmux.run(&["resize-window", "-t", "view", "-x", "90", "-y", "40"]);
+    let screen = tmux
+        .wait_screen("the view drawn again after the resize", |s| {
+            s.matches("Name:").count() == 1 && s.contains("Paused")
+        })
+        .await;
+    assert!(screen.lines().all(|l| l.chars().count() <= 90), "{screen}");
 
     // Ctrl-C ends the view; the shell answers again.
-    tmux.run(&["send-keys", "-t", "view", "C-c", ""]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    tmux.run(&["send-keys", "-t", "view", "clear; echo view-ended", "Enter"]);
-    tmux.wait_screen("the shell prompt back", |s| {
-        s.lines().any(|l| l.trim() == "view-ended")
+    tmux.interrupt("view-ended").await;
+
+    // --no-color: the same view on the terminal, without colour.
+    tmux.run(&[
+        "send-keys",
+        "-t",
+        "view",
+        &format!("{command} --no-color"),
+        "Enter",
+    ]);
+    tmux.wait_screen("the view without colour", |s| {
+        s.contains("Name:") && s.contains("Paused")
     })
     .await;
+    let colored = tmux.screen_with_colors();
+    assert!(!colored.contains("\x1b[3"), "{colored:?}");
+    tmux.interrupt("plain-ended").await;
+
+    // Into a pipe: plain text, no escape sequence, a block per change.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-sluice"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["-n", ns.name(), "get", "rollout", "web", "-w"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut piped = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            piped.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    child.kill().await.unwrap();
+    let piped = String::from_utf8_lossy(&piped);
+    assert!(
+        piped.contains("Name:") && piped.contains("Paused"),
+        "{piped}"
+    );
+    assert!(!piped.contains('\x1b'), "{piped:?}");
 }

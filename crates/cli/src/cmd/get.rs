@@ -145,6 +145,9 @@ pub(super) enum Change {
     AnalysisRun(Box<watcher::Event<AnalysisRun>>),
     /// Time to redraw (ages move on).
     Tick,
+    /// The terminal was resized: drawn again even when nothing changed, since the terminal
+    /// rewrapped what was on it.
+    Resized,
     /// A watch failed; it is retried with a backoff.
     Failed(watcher::Error),
 }
@@ -231,15 +234,18 @@ pub(super) async fn show_changes(
 ) -> anyhow::Result<()> {
     if terminal {
         streams.push(ticks(REFRESH).map(|()| Change::Tick).boxed());
+        streams.push(resizes().map(|()| Change::Resized).boxed());
     }
     let mut changes = stream::select_all(streams);
     let mut shown = String::new();
     while let Some(first) = changes.next().await {
         let mut pending = Some(first);
+        let mut resized = false;
         let deadline = tokio::time::Instant::now() + MAX_SETTLE;
         while let Some(change) = pending.take() {
             match change {
                 Change::Tick => {}
+                Change::Resized => resized = true,
                 Change::Failed(e) => warn(&format!("watch failed, retrying: {e}")),
                 other => view.apply(other),
             }
@@ -252,7 +258,7 @@ pub(super) async fn show_changes(
         let Some(text) = view.render()? else {
             continue;
         };
-        if text != shown {
+        if text != shown || resized {
             emit(&frame(&text, !shown.is_empty(), terminal))?;
             shown = text;
         }
@@ -279,7 +285,7 @@ impl View for RolloutView {
             Change::ReplicaSet(event) => self.replica_sets.apply(*event),
             Change::Pod(event) => self.pods.apply(*event),
             Change::AnalysisRun(event) => self.runs.apply(*event),
-            Change::Tick | Change::Failed(_) => {}
+            Change::Tick | Change::Resized | Change::Failed(_) => {}
         }
     }
 
@@ -348,6 +354,18 @@ pub(super) fn ticks(period: Duration) -> impl Stream<Item = ()> {
             Some(((), interval))
         },
     )
+}
+
+/// One item each time the terminal is resized (SIGWINCH); none where that cannot be watched.
+fn resizes() -> impl Stream<Item = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::window_change()) {
+        Ok(sig) => stream::unfold(sig, |mut sig| async move {
+            sig.recv().await.map(|()| ((), sig))
+        })
+        .boxed(),
+        Err(_) => stream::empty().boxed(),
+    }
 }
 
 /// The objects one watch has shown so far, by name. `ready` once the first full list is in.

@@ -142,7 +142,7 @@ impl View for ExperimentView {
             Change::ReplicaSet(event) => self.replica_sets.apply(*event),
             Change::Pod(event) => self.pods.apply(*event),
             Change::AnalysisRun(event) => self.runs.apply(*event),
-            Change::Rollout(_) | Change::Tick | Change::Failed(_) => {}
+            Change::Rollout(_) | Change::Tick | Change::Resized | Change::Failed(_) => {}
         }
     }
 
