@@ -49,8 +49,8 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green
 
-bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N Deployments; results in target/bench
-	$(CARGO) build --release -p sluice-controller -p sluice-bench
+bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N Deployments, and the CLI timed against them; results in target/bench
+	$(CARGO) build --release -p sluice-controller -p sluice-bench -p kubectl-sluice
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS))
 

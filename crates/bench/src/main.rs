@@ -3,6 +3,7 @@
 //! controller's /metrics, latencies from watches). `make bench-cluster` builds and runs it;
 //! docs/benchmarks.md explains the figures.
 
+mod cli;
 mod controller;
 mod measure;
 mod procs;
@@ -28,7 +29,8 @@ use crate::workload::Scenario;
 /// Measures Sluice at scale on the local control plane (started if it is not running):
 /// N Rollouts created until all are Healthy, then every image changed until all are Healthy
 /// again, per scenario; then N Deployments the same way with only kube-controller-manager,
-/// for comparison. Writes DIR/cluster-N.json and DIR/cluster-N.md.
+/// for comparison. After each Rollout scenario, times the CLI's read commands against its
+/// Rollouts. Writes DIR/cluster-N.json and DIR/cluster-N.md.
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", version)]
 struct Args {
@@ -41,6 +43,13 @@ struct Args {
     /// Skip the Deployment comparison.
     #[arg(long)]
     no_deployments: bool,
+    /// Skip timing `kubectl sluice get rollout`, `status`, `explain` and `list rollouts`
+    /// after each Rollout scenario.
+    #[arg(long)]
+    no_cli: bool,
+    /// The kubectl-sluice binary to time (default: kubectl-sluice beside this binary).
+    #[arg(long, value_name = "PATH")]
+    kubectl_sluice: Option<PathBuf>,
     /// Instead of the runs: N Rollouts changing images again and again for this long
     /// (e.g. 60m), the controller's RSS sampled every minute, and its slope.
     #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION")]
@@ -96,6 +105,11 @@ async fn main() -> anyhow::Result<()> {
         phase_timeout: args
             .phase_timeout
             .unwrap_or(Duration::from_secs(600 + (args.objects as u64) / 4)),
+        cli: (!args.no_cli).then(|| {
+            args.kubectl_sluice
+                .clone()
+                .unwrap_or_else(cli::default_binary)
+        }),
     };
     let n = args.objects;
 
@@ -127,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
         burst: args.burst,
         controller_idle_rss_mib: idle_rss,
         phases: Vec::new(),
+        cli: Vec::new(),
     };
     let json = out.join(format!("cluster-{n}.json"));
     let md = out.join(format!("cluster-{n}.md"));
@@ -137,7 +152,9 @@ async fn main() -> anyhow::Result<()> {
         Ok(())
     };
     for scenario in &args.scenarios {
-        report.phases.extend(setup.rollouts(*scenario).await?);
+        let (phases, cli) = setup.rollouts(*scenario).await?;
+        report.phases.extend(phases);
+        report.cli.extend(cli);
         write(&report)?;
     }
     if !args.no_deployments {

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cli::CliTiming;
 use crate::measure::{PhaseResult, opt};
 
 /// The machine a run was made on.
@@ -51,6 +52,8 @@ pub struct Report {
     /// The controller's RSS once its caches had synced, before any object existed.
     pub controller_idle_rss_mib: Option<f64>,
     pub phases: Vec<PhaseResult>,
+    /// `kubectl sluice` read commands timed after each Rollout scenario.
+    pub cli: Vec<CliTiming>,
 }
 
 impl Report {
@@ -113,6 +116,26 @@ impl Report {
         if let Some(comparison) = self.comparison() {
             out.push('\n');
             out.push_str(&comparison);
+        }
+        if !self.cli.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n`kubectl sluice` against the {} Rollouts of the namespace, after their update \
+                 (a new process each run, wall time from start to exit):\n",
+                self.objects
+            );
+            let _ = writeln!(
+                out,
+                "| workload | command | ms median | ms min / max | runs |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|");
+            for c in &self.cli {
+                let _ = writeln!(
+                    out,
+                    "| {} | `{}` | {:.0} | {:.0} / {:.0} | {} |",
+                    c.workload, c.command, c.median_ms, c.min_ms, c.max_ms, c.runs
+                );
+            }
         }
         out.push_str("\nAPI requests by verb and resource, per object, in the update phases:\n\n");
         for p in self.phases.iter().filter(|p| p.phase == "update") {

@@ -14,6 +14,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use sluice_api::Rollout;
 
+use crate::cli::CliTiming;
 use crate::controller::Controller;
 use crate::measure::{Meters, PhaseResult};
 use crate::procs::{Processes, RssSampler};
@@ -36,6 +37,8 @@ pub struct Setup {
     pub burst: u32,
     /// How long a phase may take before the run fails.
     pub phase_timeout: Duration,
+    /// The `kubectl-sluice` to time after each Rollout scenario (none: not timed).
+    pub cli: Option<PathBuf>,
 }
 
 impl Setup {
@@ -58,8 +61,12 @@ impl Setup {
         Ok((controller, sampler))
     }
 
-    /// N Rollouts of `scenario`: created, all Healthy, every image changed, all Healthy again.
-    pub async fn rollouts(&self, scenario: Scenario) -> anyhow::Result<Vec<PhaseResult>> {
+    /// N Rollouts of `scenario`: created, all Healthy, every image changed, all Healthy again;
+    /// then, with [`Setup::cli`], the CLI's read commands timed against them.
+    pub async fn rollouts(
+        &self,
+        scenario: Scenario,
+    ) -> anyhow::Result<(Vec<PhaseResult>, Vec<CliTiming>)> {
         let label = format!("rollouts/{}", scenario.name());
         let ns = self.namespace(scenario.name());
         fresh_namespace(&self.client, &ns).await?;
@@ -119,9 +126,16 @@ impl Setup {
                 })
             })
             .await?;
+        let cli = match &self.cli {
+            Some(binary) => {
+                let middle = workload::workload_name(n / 2);
+                crate::cli::time_commands(binary, &self.kubeconfig, &label, &ns, &middle).await?
+            }
+            None => Vec::new(),
+        };
         controller.stop().await?;
         delete_namespace(&self.client, &ns).await?;
-        Ok(vec![create, update])
+        Ok((vec![create, update], cli))
     }
 
     /// N Deployments, the same way, driven by kube-controller-manager alone.
