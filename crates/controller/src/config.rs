@@ -131,21 +131,30 @@ impl RolloutsConfig {
         })
     }
 
+    /// The step plugins listed as `disabled`: their steps are skipped, as in Argo.
+    pub fn disabled_step_plugins(&self) -> std::collections::BTreeSet<String> {
+        self.plugins
+            .iter()
+            .filter(|p| p.type_ == PluginType::Step && p.disabled)
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
     /// One line per plugin Sluice does not run yet (traffic-router plugins other than the
-    /// built-in Gateway API one, and step plugins), naming its key and the plugin. Metric
-    /// plugins run (docs/plugins.md).
+    /// built-in Gateway API one), naming its key and the plugin. Metric and step plugins run
+    /// (docs/plugins.md).
     pub fn unsupported(&self) -> Vec<String> {
         self.plugins
             .iter()
-            .filter(|p| p.type_ != PluginType::MetricProvider)
+            .filter(|p| p.type_ == PluginType::TrafficRouter)
             .filter(|p| {
                 !(p.type_ == PluginType::TrafficRouter && p.name == BUILT_IN_TRAFFIC_ROUTER)
             })
             .filter(|p| !p.disabled)
             .map(|p| {
                 format!(
-                    "{}: plugin {} ({}) is not run: Sluice runs metric plugins only; Rollouts \
-                     that use it are InvalidSpec",
+                    "{}: plugin {} ({}) is not run: Sluice runs metric and step plugins; \
+                     Rollouts that use it are InvalidSpec",
                     p.type_.key(),
                     p.name,
                     p.location
@@ -258,6 +267,10 @@ mod tests {
         assert_eq!(c.plugins[2].type_, PluginType::MetricProvider);
         assert_eq!(c.plugins[2].sha256, "abc");
         assert!(c.plugins[3].disabled);
+        assert_eq!(
+            c.disabled_step_plugins().into_iter().collect::<Vec<_>>(),
+            ["argoproj-labs/step-exec"]
+        );
         let unsupported = c.unsupported();
         assert_eq!(unsupported.len(), 1, "{unsupported:#?}");
         assert!(unsupported[0].starts_with("trafficRouterPlugins: plugin argoproj-labs/contour"));

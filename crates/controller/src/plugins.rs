@@ -23,12 +23,13 @@ pub async fn host(
     namespace: &str,
 ) -> PluginHost {
     let mut specs = Vec::new();
-    // Only the kinds Sluice runs are installed; the Gateway API router is built in.
-    for item in config
-        .plugins
-        .iter()
-        .filter(|p| p.type_ == PluginType::MetricProvider)
-    {
+    // Only the kinds Sluice runs are installed (the Gateway API router is built in); a
+    // disabled step plugin is not installed, as in Argo.
+    for item in config.plugins.iter().filter(|p| match p.type_ {
+        PluginType::MetricProvider => true,
+        PluginType::Step => !p.disabled,
+        PluginType::TrafficRouter => false,
+    }) {
         let mut headers = Vec::new();
         let mut failed = None;
         for from in &item.headers_from {

@@ -209,6 +209,7 @@ pub async fn start(
         stop: Some(stop.clone()),
         analysis_only: args.argo.analysis_only(),
         plugins: None,
+        disabled_step_plugins: Arc::default(),
     };
     let config = Arc::new(std::sync::OnceLock::new());
     let config_namespace = options
@@ -231,6 +232,8 @@ pub async fn start(
                         let mut hooks = hooks;
                         let host = crate::plugins::host(&client, &loaded, &args, &config_namespace);
                         hooks.plugins = Some(std::sync::Arc::new(host.await));
+                        hooks.disabled_step_plugins =
+                            std::sync::Arc::new(loaded.disabled_step_plugins());
                         let _ = config.set(loaded);
                         run_until_stopped(client, &args, hooks, &stop).await
                     }

@@ -113,6 +113,7 @@ fn observed(
         experiments: Vec::new(),
         workload: None,
         progress_held_since: None,
+        step_plugin_answers: Vec::new(),
         now: "2026-11-25T10:00:30Z".parse::<Timestamp>().expect("time"),
     }
 }

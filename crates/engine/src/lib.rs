@@ -13,6 +13,7 @@ pub mod pod_hash;
 pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
+pub mod step_plugins;
 pub mod steps;
 pub mod waits;
 pub mod workload;
@@ -25,4 +26,5 @@ pub use reconcile::{
 };
 /// Label selectors are part of the API: the routers match them too.
 pub use sluice_api::label_selector as selector;
+pub use step_plugins::{StepPluginAnswer, StepPluginCall};
 pub use waits::Wait;

@@ -51,6 +51,9 @@ pub struct Observed {
     /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
     /// cluster's. `None` when nothing is held.
     pub progress_held_since: Option<Timestamp>,
+    /// The answers of the step plugin calls an earlier decision of this reconcile asked for
+    /// ([`crate::Plan::step_plugin_calls`]); empty on the first decision.
+    pub step_plugin_answers: Vec<crate::StepPluginAnswer>,
     pub now: Timestamp,
 }
 

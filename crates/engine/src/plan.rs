@@ -203,6 +203,9 @@ pub struct Plan {
     /// What the update waits for, as decided in this reconcile (empty when it moves on or
     /// is done). Only explained to users; the controller does not act on it.
     pub waits: Vec<crate::Wait>,
+    /// Step plugins to call before the plan is applied: the controller calls them and
+    /// decides again with their answers ([`crate::Observed::step_plugin_answers`]).
+    pub step_plugin_calls: Vec<crate::StepPluginCall>,
 }
 
 impl Plan {

@@ -39,6 +39,7 @@ mod scale_down_delay;
 mod scaling;
 mod services;
 mod spec;
+mod step_plugin;
 #[cfg(test)]
 mod tests;
 mod traffic;
@@ -337,7 +338,14 @@ impl World<'_> {
         } else {
             self.read_verdicts(revision, status, &mut events, &mut analysis)
         };
+        if is_canary {
+            self.record_step_plugin_answers(status, &mut events, &mut analysis);
+        }
         let aborted = self.settle_abort(status, new_is_stable);
+        if is_canary {
+            let promoted = new_is_stable || status.promote_full == Some(true);
+            self.wind_down_step_plugins(status, aborted, promoted, plan);
+        }
         let manually_paused = self.ro.spec.paused == Some(true);
         if status.promote_full == Some(true) && !aborted {
             // Promote-full skips whatever the rollout was waiting for.
@@ -511,6 +519,9 @@ impl World<'_> {
             status.current_step_index = is_canary.then_some(0);
             status.pause_conditions = None;
             status.controller_pause = None;
+            if let Some(canary) = status.canary.as_mut() {
+                canary.step_plugin_statuses = None;
+            }
         }
         if template_changed {
             status.abort = None;

@@ -34,6 +34,15 @@ pub enum Wait {
     /// A blue-green preview waits for its promotion: by a user when `until` is `None`, else
     /// automatically at `until` (`autoPromotionSeconds`).
     AwaitingPromotion { until: Option<Timestamp> },
+    /// A `plugin` step: its plugin is running (or failed to answer and is called again) since
+    /// `since`, and is asked again at `next`.
+    StepPlugin {
+        step: i32,
+        name: String,
+        phase: Option<String>,
+        message: Option<String>,
+        next: Option<Timestamp>,
+    },
     /// The traffic router has not yet confirmed the canary weight it was given.
     WeightNotVerified { weight: i32 },
     /// No progress since `since`: the progress deadline fires at `at`.

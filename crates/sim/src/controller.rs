@@ -327,6 +327,7 @@ async fn reconcile_once(
     let apply_with = |plan: Plan| apply(writer.clone(), ro.clone(), plan);
     let (plan, _) = driver::reconcile(
         &writer,
+        &crate::step_plugins::SimStepPlugin,
         &ro,
         replica_sets,
         now,

@@ -21,6 +21,7 @@ pub mod rng;
 pub mod scenarios;
 pub mod scheduler;
 pub mod side_loop;
+pub mod step_plugins;
 pub mod watch;
 
 pub use controller::{ApplyFn, real_apply};

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::Rollout;
-use sluice_engine::{Plan, Settings};
+use sluice_engine::{Plan, Settings, StepPluginAnswer, StepPluginCall};
 
 use super::apply::Applied;
 use super::observe::observe;
@@ -36,11 +36,30 @@ pub fn controls(rollout: &Rollout, object: &ObjectMeta) -> bool {
             .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
 }
 
+/// What makes the calls of canary `plugin` steps: Argo's step plugins through the plugin host
+/// in the controller, a stand-in in the simulator.
+pub trait StepPlugins: Send + Sync {
+    /// Makes `call` of the plugin for `rollout`. A call that gets no answer is an answer of
+    /// phase Error saying why.
+    fn call(
+        &self,
+        rollout: &Rollout,
+        call: &StepPluginCall,
+    ) -> impl Future<Output = StepPluginAnswer> + Send;
+}
+
+/// Rounds of step plugin calls within one reconcile: a step that completes may lead to the
+/// next plugin step (or to an abort's calls) at once, but never without bound.
+const PLUGIN_ROUNDS: usize = 4;
+
 /// Observes the Rollout's world through `cluster` (its `replica_sets` come from a cache),
-/// lets the engine decide with `settings` and what `held` remembers of the Rollout, and has
-/// `apply` execute the plan. Returns the plan and what applying it did.
-pub async fn reconcile<C, A, F>(
+/// lets the engine decide with `settings` and what `held` remembers of the Rollout, makes the
+/// step plugin calls the decision asks for through `plugins` (deciding again with their
+/// answers), and has `apply` execute the plan. Returns the plan and what applying it did.
+#[allow(clippy::too_many_arguments)]
+pub async fn reconcile<C, P, A, F>(
     cluster: &C,
+    plugins: &P,
     rollout: &Rollout,
     replica_sets: Vec<ReplicaSet>,
     now: Timestamp,
@@ -50,13 +69,28 @@ pub async fn reconcile<C, A, F>(
 ) -> Result<(Plan, Applied), WriteError>
 where
     C: ClusterAccess,
+    P: StepPlugins,
     A: FnOnce(Plan) -> F,
     F: Future<Output = Result<Applied, WriteError>>,
 {
     let mut observed = observe(cluster, rollout, replica_sets, now).await?;
     let uid = rollout.metadata.uid.as_deref().unwrap_or_default();
     observed.progress_held_since = held.since(uid);
-    let plan = sluice_engine::reconcile_with(&observed, settings);
+    let mut plan = sluice_engine::reconcile_with(&observed, settings);
+    for _ in 0..PLUGIN_ROUNDS {
+        if plan.step_plugin_calls.is_empty() {
+            break;
+        }
+        for call in &plan.step_plugin_calls {
+            let answer = plugins.call(rollout, call).await;
+            observed.step_plugin_answers.push(answer);
+        }
+        plan = sluice_engine::reconcile_with(&observed, settings);
+    }
+    if !plan.step_plugin_calls.is_empty() {
+        // Left for the next reconcile, at once.
+        plan.requeue_after = Some(Duration::from_secs(1));
+    }
     held.record(uid, plan.progress_held, now);
     let applied = apply(plan.clone()).await?;
     Ok((plan, applied))
@@ -352,10 +386,23 @@ mod tests {
                 let (cluster, ro) = (&cluster, &ro);
                 async move { apply_plan(cluster, ro, &plan).await }
             };
-            let (plan, applied) =
-                reconcile(&cluster, &ro, replica_sets, now, &settings, &held, apply)
-                    .await
-                    .unwrap();
+            let disabled = Default::default();
+            let plugins = crate::loops::step_plugins::HostStepPlugins {
+                host: None,
+                disabled: &disabled,
+            };
+            let (plan, applied) = reconcile(
+                &cluster,
+                &plugins,
+                &ro,
+                replica_sets,
+                now,
+                &settings,
+                &held,
+                apply,
+            )
+            .await
+            .unwrap();
             assert!(plan.actions.is_empty(), "{:?}", plan.actions);
             assert_eq!(applied, Applied::default(), "no write, not even the status");
             assert!(

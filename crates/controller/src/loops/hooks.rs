@@ -31,6 +31,8 @@ pub struct Hooks {
     pub analysis_only: bool,
     /// Argo's RPC plugins of `argo-rollouts-config` (none before the ConfigMap is read).
     pub plugins: Option<Arc<sluice_plugins::PluginHost>>,
+    /// The step plugins `argo-rollouts-config` lists as disabled: their steps are skipped.
+    pub disabled_step_plugins: Arc<std::collections::BTreeSet<String>>,
 }
 
 impl Hooks {
@@ -43,6 +45,7 @@ impl Hooks {
             stop: None,
             analysis_only: false,
             plugins: None,
+            disabled_step_plugins: Arc::default(),
         }
     }
 

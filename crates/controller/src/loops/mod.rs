@@ -28,6 +28,7 @@ pub mod notifications;
 pub mod observe;
 pub mod rollouts;
 pub mod scope;
+pub mod step_plugins;
 
 use futures::channel::mpsc;
 use kube::Client;

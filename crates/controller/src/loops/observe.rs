@@ -78,6 +78,7 @@ pub async fn observe<W: ClusterAccess>(
         experiments,
         workload,
         progress_held_since: None,
+        step_plugin_answers: Vec::new(),
         now,
     })
 }

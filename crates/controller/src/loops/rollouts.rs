@@ -41,6 +41,7 @@ use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
 use crate::loops::events::EventPublisher;
 use crate::loops::scope::{api_in, instance_selector, watched_namespace};
+use crate::loops::step_plugins::HostStepPlugins;
 use crate::serve::metrics::Queue;
 
 pub struct Context {
@@ -359,8 +360,13 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
         }
     };
     let now = Timestamp::now();
+    let plugins = HostStepPlugins {
+        host: ctx.hooks.plugins.as_deref(),
+        disabled: &ctx.hooks.disabled_step_plugins,
+    };
     let result = driver::reconcile(
         &ctx.writer,
+        &plugins,
         &ro,
         replica_sets,
         now,

@@ -320,6 +320,9 @@ impl World<'_> {
                         }
                         v => v.passed(),
                     },
+                    Some(CanaryStepAction::Plugin(p)) => {
+                        self.plugin_step(p, step_index, status, plan)
+                    }
                     _ => false,
                 };
                 if complete {

@@ -38,7 +38,8 @@ pub(super) fn prepare_valid(ro: &Rollout) -> Result<Prepared, String> {
                 CanaryStepAction::SetWeight(_)
                 | CanaryStepAction::Pause(_)
                 | CanaryStepAction::Analysis(_)
-                | CanaryStepAction::Experiment(_),
+                | CanaryStepAction::Experiment(_)
+                | CanaryStepAction::Plugin(_),
             ) => {}
             // Validation has made sure these come with a router that supports them.
             Some(

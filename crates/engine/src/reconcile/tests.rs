@@ -40,6 +40,9 @@ struct World {
     slow_scale_down: bool,
     /// The object a `workloadRef` names (a Deployment: `ScaleDeployment` sets its replicas).
     workload: Option<serde_json::Value>,
+    /// A stand-in step plugin (see `tests/step_plugins.rs`), and every call made of it.
+    step_plugin: Option<fn(&crate::StepPluginCall, usize) -> crate::StepPluginAnswer>,
+    plugin_calls: Vec<crate::StepPluginCall>,
 }
 
 fn rollout(replicas: i32, steps: serde_json::Value) -> Rollout {
@@ -79,6 +82,8 @@ impl World {
             progress_held_since: None,
             slow_scale_down: false,
             workload: None,
+            step_plugin: None,
+            plugin_calls: Vec::new(),
         }
     }
 
@@ -162,7 +167,7 @@ impl World {
         } else {
             Vec::new()
         };
-        let observed = Observed {
+        let mut observed = Observed {
             rollout: self.ro.clone(),
             replica_sets: self.rss.clone(),
             pods,
@@ -174,9 +179,10 @@ impl World {
             experiments: self.experiments.clone(),
             workload: self.workload.clone(),
             progress_held_since: self.progress_held_since,
+            step_plugin_answers: Vec::new(),
             now: self.now,
         };
-        let plan = crate::reconcile_with(&observed, &self.settings);
+        let plan = self.decide(&mut observed);
         // What the controller remembers of held-back progress.
         self.progress_held_since = if plan.progress_held {
             self.progress_held_since.or(Some(self.now))
@@ -548,6 +554,7 @@ mod metadata;
 mod rollback_window;
 mod services;
 mod status_writes;
+mod step_plugins;
 mod traffic;
 mod waits;
 mod workload_ref;

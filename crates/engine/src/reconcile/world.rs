@@ -35,6 +35,8 @@ pub(super) struct World<'a> {
     pub(super) router_versions: &'a ApiVersions,
     /// Experiments the Rollout's experiment steps made.
     pub(super) experiments: &'a [sluice_api::experiment::Experiment],
+    /// Answers of the step plugin calls made in this reconcile.
+    pub(super) step_plugin_answers: &'a [crate::StepPluginAnswer],
     /// The weight the router objects give each pod-template hash right now (traffic routing
     /// only): no ReplicaSet is scaled below what it needs.
     pub(super) routed_hashes: BTreeMap<String, i32>,
@@ -83,6 +85,7 @@ impl<'a> World<'a> {
             router_objects: &observed.router_objects,
             router_versions: &observed.router_versions,
             experiments: &observed.experiments,
+            step_plugin_answers: &observed.step_plugin_answers,
             routed_hashes: BTreeMap::new(),
             routed_canary_weight: 0,
             revision: 0,

@@ -166,6 +166,33 @@ fn words(f: &Facts<'_>, name: &str, wait: &Wait) -> (String, Option<String>) {
                 cmd(&format!("promote {name}"))
             )),
         ),
+        Wait::StepPlugin {
+            step,
+            name: plugin,
+            phase,
+            message,
+            next,
+        } => {
+            let mut what = format!("step plugin {plugin:?} of step {}", step + 1);
+            match phase.as_deref() {
+                None => what.push_str(" to be called"),
+                Some(phase) => what.push_str(&format!(" to finish: it answered {phase}")),
+            }
+            if let Some(m) = message {
+                what.push_str(&format!(" ({m})"));
+            }
+            if let Some(next) = next {
+                what.push_str(&format!("; asked again in {}", left(f.now, *next)));
+            }
+            (
+                what,
+                Some(format!(
+                    "To skip it: {}; to give up: {}",
+                    cmd(&format!("promote {name}")),
+                    cmd(&format!("abort {name}"))
+                )),
+            )
+        }
         Wait::WeightNotVerified { weight } => (
             format!(
                 "the traffic router to carry {weight}% to the canary: the weight is written but not yet read back from the router's objects"

@@ -135,6 +135,13 @@ fn every_other_wait_has_words_and_a_way_on() {
             until: Some(at("2026-01-01T12:00:30Z")),
         },
         Wait::WeightNotVerified { weight: 20 },
+        Wait::StepPlugin {
+            step: 1,
+            name: "step/e2e-test".into(),
+            phase: Some("Running".into()),
+            message: Some("waiting for the canary".into()),
+            next: Some(at("2026-01-01T12:00:30Z")),
+        },
         Wait::ProgressDeadlineExceeded {
             message: "ReplicaSet \"web-abc12\" has timed out progressing.".into(),
         },
@@ -151,6 +158,8 @@ fn every_other_wait_has_words_and_a_way_on() {
         "  - the automatic promotion at 2026-01-01T12:00:30Z (in 30s, autoPromotionSeconds)",
         "  - the traffic router to carry 20% to the canary: the weight is written but not yet read back from the router's objects",
         "    To give up on this version: kubectl sluice abort web -n shop",
+        "  - step plugin \"step/e2e-test\" of step 2 to finish: it answered Running (waiting for the canary); asked again in 30s",
+        "    To skip it: kubectl sluice promote web -n shop; to give up: kubectl sluice abort web -n shop",
     ] {
         assert!(lines.contains(&expected), "{expected}\n{out}");
     }

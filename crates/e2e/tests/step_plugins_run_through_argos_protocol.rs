@@ -1,0 +1,185 @@
+//! Argo's three step-plugin Rollouts (`test/e2e/step-plugin/` of its corpus) run under Sluice
+//! with Argo's own end-to-end step plugin (`test/cmd/step-plugin-e2e` of the argo-rollouts
+//! module) behind the plugin bridge, installed from `argo-rollouts-config` as in Argo's e2e
+//! ConfigMap: a plugin answering Successful completes its steps, one answering Failed aborts the
+//! update with Argo's message and the step that ran is aborted, a disabled plugin's step is
+//! skipped, and a plugin not configured is an Error on its step until the progress deadline
+//! ends the update. Each Rollout is updated once (a canary's first deploy skips its steps).
+
+use std::path::Path;
+
+use kube::Api;
+use sluice_api::Rollout;
+use sluice_api::rollout::{
+    RolloutPhase, StepPluginOperation as Op, StepPluginPhase as Phase, StepPluginStatus,
+};
+use sluice_e2e::harness::{TestEnv, TestNamespace, plugin_binaries, wait_for};
+use sluice_e2e::{TIMEOUT, corpus_file, rollouts, set_image, wait_phase};
+
+fn entries(ro: &Rollout) -> Vec<StepPluginStatus> {
+    ro.status
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+        .and_then(|c| c.step_plugin_statuses.clone())
+        .unwrap_or_default()
+}
+
+/// Argo's corpus Rollout `file` with its placeholders filled in.
+async fn apply_corpus(ns: &TestNamespace, file: &str, fill: &[(&str, &str)]) {
+    let mut yaml = corpus_file(&format!("test/e2e/step-plugin/{file}"));
+    for (k, v) in fill {
+        yaml = yaml.replace(k, v);
+    }
+    ns.apply_yaml(&yaml).await.unwrap();
+}
+
+/// Argo's e2e ConfigMap (`argo-rollouts-config.yaml` beside the Rollouts), its plugin's
+/// location pointed at the binary built for the test.
+async fn apply_config(ns: &TestNamespace, bin: &Path) {
+    let plugin = bin.join("step-plugin-e2e");
+    let yaml = corpus_file("test/e2e/step-plugin/argo-rollouts-config.yaml")
+        .replace("  namespace: argo-rollouts\n", "")
+        .replace(
+            "file://plugin-bin/e2e-step-plugin",
+            &format!("file://{}", plugin.display()),
+        );
+    ns.apply_yaml(&yaml).await.unwrap();
+}
+
+async fn wait_degraded_with(api: &Api<Rollout>, name: &str, message: &str) -> Rollout {
+    wait_for(&format!("{name} Degraded"), TIMEOUT, || async {
+        let ro = api.get(name).await?;
+        let status = ro.status.clone().unwrap_or_default();
+        let m = status.message.clone().unwrap_or_default();
+        anyhow::ensure!(
+            status.phase == Some(RolloutPhase::Degraded) && m.contains(message),
+            "{:?} {m:?}",
+            status.phase
+        );
+        Ok(ro)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argos_step_plugin_rollouts_run_their_plugin_steps() {
+    let bin = plugin_binaries().await.unwrap();
+    let env = TestEnv::with_crds().await.unwrap();
+    let ns = TestNamespace::create(&env, "step-plugins").await.unwrap();
+    apply_config(&ns, &bin).await;
+
+    sluice_controller::install_crypto_provider();
+    let mut args = sluice_e2e::controller_args(ns.name());
+    args.plugin_bridge = Some(bin.join("sluice-plugin-bridge"));
+    args.plugin_dir = std::env::temp_dir().join(format!("sluice-plugin-bin-{}", ns.name()));
+    let options = sluice_controller::Options {
+        config_namespace: Some(ns.name().to_string()),
+        ..Default::default()
+    };
+    let _controller = sluice_controller::start(env.config().clone(), &args, options)
+        .await
+        .unwrap();
+
+    let api = rollouts(&ns);
+    let ok = "step-plugin-e2e-ok";
+    let failing = "step-plugin-e2e-failing";
+    apply_corpus(
+        &ns,
+        "template-rollout.yaml",
+        &[("$$name$$", "ok"), ("$$phase$$", "Successful")],
+    )
+    .await;
+    apply_corpus(
+        &ns,
+        "template-rollout.yaml",
+        &[("$$name$$", "failing"), ("$$phase$$", "Failed")],
+    )
+    .await;
+    apply_corpus(
+        &ns,
+        "disabled-rollout.yaml",
+        &[("$$disabled_plugin$$", "step/e2e-test-disabled")],
+    )
+    .await;
+    apply_corpus(&ns, "invalid-rollout.yaml", &[]).await;
+    let names = [ok, failing, "disabled-step-plugin", "invalid-step-plugin"];
+    for name in names {
+        wait_phase(&api, name, RolloutPhase::Healthy, TIMEOUT).await;
+    }
+    for name in names {
+        set_image(&api, name, "nginx:1.20-alpine").await;
+    }
+
+    // Both steps Successful: the update completes, each Run recorded once with the status
+    // the plugin keeps.
+    wait_phase(&api, ok, RolloutPhase::Healthy, TIMEOUT).await;
+    let ro = wait_for("the ok rollout's statuses", TIMEOUT, || async {
+        let ro = api.get(ok).await?;
+        anyhow::ensure!(entries(&ro).len() == 2, "{:?}", entries(&ro));
+        Ok(ro)
+    })
+    .await
+    .unwrap();
+    let e = entries(&ro);
+    for (i, entry) in e.iter().enumerate() {
+        assert_eq!(
+            (
+                entry.index,
+                entry.operation.clone(),
+                entry.phase.clone(),
+                entry.executions
+            ),
+            (
+                Some(i as i32),
+                Some(Op::Run),
+                Some(Phase::Successful),
+                Some(1)
+            ),
+            "{e:#?}"
+        );
+        assert_eq!(entry.name.as_deref(), Some("step/e2e-test"));
+        assert!(entry.status.is_some(), "the plugin's own status is kept");
+    }
+
+    // The second step Failed: aborted with Argo's message, the first step's plugin aborted.
+    let ro = wait_degraded_with(&api, failing, "Step Plugin 2 (step/e2e-test) failed").await;
+    assert_eq!(ro.status.as_ref().unwrap().abort, Some(true));
+    let ro = wait_for("the failing rollout's abort call", TIMEOUT, || async {
+        let ro = api.get(failing).await?;
+        anyhow::ensure!(
+            entries(&ro)
+                .iter()
+                .any(|e| e.operation == Some(Op::Abort) && e.index == Some(0)),
+            "{:?}",
+            entries(&ro)
+        );
+        Ok(ro)
+    })
+    .await
+    .unwrap();
+    let failed = entries(&ro)
+        .into_iter()
+        .find(|e| e.index == Some(1) && e.operation == Some(Op::Run))
+        .unwrap();
+    assert_eq!(failed.phase, Some(Phase::Failed));
+
+    // A disabled plugin's step is skipped; the next step's plugin runs.
+    wait_phase(&api, "disabled-step-plugin", RolloutPhase::Healthy, TIMEOUT).await;
+    let ro = api.get("disabled-step-plugin").await.unwrap();
+    let e = entries(&ro);
+    assert_eq!(e[0].disabled, Some(true), "{e:#?}");
+    assert_eq!(e[1].phase, Some(Phase::Successful), "{e:#?}");
+
+    // A plugin not configured: its step is an Error saying so, and the progress deadline
+    // (15 s) ends the update.
+    let ro = wait_degraded_with(&api, "invalid-step-plugin", "ProgressDeadlineExceeded").await;
+    let e = entries(&ro);
+    assert_eq!(e[0].phase, Some(Phase::Error), "{e:#?}");
+    assert_eq!(
+        e[0].message.as_deref(),
+        Some("plugin step/e2e-test-invalid-name not configured in configmap")
+    );
+    // Every other Rollout kept its state meanwhile.
+    wait_phase(&api, ok, RolloutPhase::Healthy, TIMEOUT).await;
+}
