@@ -140,21 +140,17 @@ impl RolloutsConfig {
             .collect()
     }
 
-    /// One line per plugin Sluice does not run yet (traffic-router plugins other than the
-    /// built-in Gateway API one), naming its key and the plugin. Metric and step plugins run
-    /// (docs/plugins.md).
+    /// One line per plugin entry Sluice does not run: a `trafficRouterPlugins` entry for the
+    /// Gateway API, whose router is built in. Metric, step and other traffic-router plugins
+    /// run (docs/plugins.md).
     pub fn unsupported(&self) -> Vec<String> {
         self.plugins
             .iter()
-            .filter(|p| p.type_ == PluginType::TrafficRouter)
-            .filter(|p| {
-                !(p.type_ == PluginType::TrafficRouter && p.name == BUILT_IN_TRAFFIC_ROUTER)
-            })
-            .filter(|p| !p.disabled)
+            .filter(|p| p.type_ == PluginType::TrafficRouter && p.name == BUILT_IN_TRAFFIC_ROUTER)
             .map(|p| {
                 format!(
-                    "{}: plugin {} ({}) is not run: Sluice runs metric and step plugins; \
-                     Rollouts that use it are InvalidSpec",
+                    "{}: plugin {} ({}) is not installed: Sluice's built-in Gateway API router \
+                     serves Rollouts that name it",
                     p.type_.key(),
                     p.name,
                     p.location
@@ -273,7 +269,9 @@ mod tests {
         );
         let unsupported = c.unsupported();
         assert_eq!(unsupported.len(), 1, "{unsupported:#?}");
-        assert!(unsupported[0].starts_with("trafficRouterPlugins: plugin argoproj-labs/contour"));
+        assert!(
+            unsupported[0].starts_with("trafficRouterPlugins: plugin argoproj-labs/gatewayAPI")
+        );
     }
 
     #[test]

@@ -23,12 +23,12 @@ pub async fn host(
     namespace: &str,
 ) -> PluginHost {
     let mut specs = Vec::new();
-    // Only the kinds Sluice runs are installed (the Gateway API router is built in); a
-    // disabled step plugin is not installed, as in Argo.
+    // The Gateway API router is built in (its entry is not installed); a disabled step
+    // plugin is not installed, as in Argo.
     for item in config.plugins.iter().filter(|p| match p.type_ {
         PluginType::MetricProvider => true,
         PluginType::Step => !p.disabled,
-        PluginType::TrafficRouter => false,
+        PluginType::TrafficRouter => p.name != crate::config::BUILT_IN_TRAFFIC_ROUTER,
     }) {
         let mut headers = Vec::new();
         let mut failed = None;
@@ -63,6 +63,13 @@ pub async fn host(
         dir: args.plugin_dir.clone(),
         call_timeout: args.plugin_call_timeout,
         start_timeout: args.plugin_call_timeout,
+        // A plugin that talks to Kubernetes (a traffic router) reaches the cluster this
+        // controller was pointed at; in a pod both use the in-cluster configuration.
+        env: args
+            .kubeconfig
+            .iter()
+            .map(|p| ("KUBECONFIG".to_owned(), p.display().to_string()))
+            .collect(),
     };
     let http = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(30))

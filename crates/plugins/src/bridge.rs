@@ -63,12 +63,14 @@ impl Bridge {
         name: &str,
         plugin: &Path,
         args: &[String],
+        env: &[(String, String)],
         start_timeout: Duration,
     ) -> Result<Bridge, String> {
         let mut child = Command::new(bridge)
             .arg(kind.cookie())
             .arg(plugin)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env(
                 "SLUICE_PLUGIN_START_TIMEOUT",
                 format!("{}ms", start_timeout.as_millis()),

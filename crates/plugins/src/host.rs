@@ -29,6 +29,9 @@ pub struct HostSettings {
     pub call_timeout: Duration,
     /// How long a plugin may take to start (handshake and InitPlugin).
     pub start_timeout: Duration,
+    /// Environment given to every plugin besides the controller's own (`KUBECONFIG`, so that
+    /// a plugin reaches the cluster the controller was pointed at).
+    pub env: Vec<(String, String)>,
 }
 
 /// The first wait after a failure; it doubles with each failure in a row, up to [`MAX_BACKOFF`].
@@ -268,6 +271,7 @@ impl PluginHost {
                     name,
                     path,
                     &slot.spec.args,
+                    &self.settings.env,
                     self.settings.start_timeout,
                 )
                 .await

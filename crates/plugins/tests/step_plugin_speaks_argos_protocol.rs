@@ -19,6 +19,7 @@ async fn step_plugin_runs_keeps_its_status_and_aborts() {
         dir: dir.clone(),
         call_timeout: Duration::from_secs(10),
         start_timeout: Duration::from_secs(10),
+        env: Vec::new(),
     };
     let spec = PluginSpec {
         kind: PluginKind::Step,

@@ -28,6 +28,11 @@ pub enum RouterKind {
     AppMeshVirtualService,
     AppMeshVirtualRouter,
     AppMeshVirtualNode,
+    /// Not an API object: what a traffic-router plugin of `argo-rollouts-config` was last
+    /// told for one Rollout (see `crate::rpc_plugin`). The controller keeps it and turns its
+    /// writes into the plugin's calls; it is never read from or written to the API server,
+    /// so it is not in [`RouterKind::ALL`].
+    RpcPlugin,
 }
 
 impl RouterKind {
@@ -67,6 +72,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualService => "VirtualService",
             RouterKind::AppMeshVirtualRouter => "VirtualRouter",
             RouterKind::AppMeshVirtualNode => "VirtualNode",
+            RouterKind::RpcPlugin => "TrafficRouterPlugin",
         }
     }
 
@@ -87,6 +93,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualService
             | RouterKind::AppMeshVirtualRouter
             | RouterKind::AppMeshVirtualNode => "appmesh.k8s.aws",
+            RouterKind::RpcPlugin => "plugins.rollouts.sluice.dev",
         }
     }
 
@@ -108,6 +115,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualService => "virtualservices",
             RouterKind::AppMeshVirtualRouter => "virtualrouters",
             RouterKind::AppMeshVirtualNode => "virtualnodes",
+            RouterKind::RpcPlugin => "trafficrouterplugins",
         }
     }
 
@@ -124,6 +132,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualService
             | RouterKind::AppMeshVirtualRouter
             | RouterKind::AppMeshVirtualNode => &versions.appmesh,
+            RouterKind::RpcPlugin => "v1",
         }
     }
 

@@ -43,6 +43,7 @@ registry! {
     apisix::Apisix,
     appmesh::AppMesh,
     gateway::GatewayApi,
+    rpc_plugin::RpcPlugins,
 }
 
 use serde_json::Value;
@@ -162,6 +163,9 @@ mod tests {
             let settings = serde_json::json!({ router.key(): {} });
             let routing = if router.is_plugin() {
                 serde_json::json!({ "plugins": settings })
+            } else if router.key() == "plugins" {
+                // The plugin routers: any plugin name no built-in router answers to.
+                serde_json::json!({ "plugins": { "acme/router": {} } })
             } else {
                 settings
             };

@@ -1,6 +1,7 @@
 //! [`ClusterAccess`] against a real API server, reading from watch caches where it has them.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -27,6 +28,7 @@ use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 use crate::cache::{Caches, managed_by_key};
 use crate::leader::fence::WriteGate;
 
+use super::router_plugins::RouterPlugins;
 use super::{ClusterAccess, WriteError, controlled_by};
 /// [`ClusterAccess`] against a real API server.
 #[derive(Clone)]
@@ -39,6 +41,8 @@ pub struct KubeCluster {
     /// Watch caches to read Services, AnalysisRuns, templates and Experiments from; without
     /// them these are read from the API server.
     caches: Option<Caches>,
+    /// The traffic-router plugins, behind the router objects of kind `RpcPlugin`.
+    router_plugins: Option<Arc<RouterPlugins>>,
 }
 
 /// Field manager recorded on every write.
@@ -58,6 +62,7 @@ impl KubeCluster {
             term: None,
             versions: ApiVersions::default(),
             caches: None,
+            router_plugins: None,
         }
     }
 
@@ -68,6 +73,19 @@ impl KubeCluster {
             caches: Some(caches),
             ..self
         }
+    }
+
+    /// This writer, with the traffic-router plugins of `argo-rollouts-config`.
+    pub fn with_router_plugins(self, plugins: Arc<RouterPlugins>) -> Self {
+        Self {
+            router_plugins: Some(plugins),
+            ..self
+        }
+    }
+
+    /// The traffic-router plugins (all "not configured" without any).
+    fn router_plugins(&self) -> Arc<RouterPlugins> {
+        self.router_plugins.clone().unwrap_or_default()
     }
 
     /// This writer, speaking these API versions of the router kinds.
@@ -493,6 +511,9 @@ impl ClusterAccess for KubeCluster {
     }
 
     async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
+        if target.kind == RouterKind::RpcPlugin {
+            return Ok(Some(self.router_plugins().read(target)));
+        }
         let found = self.router_api(target).get_opt(&target.name).await?;
         found
             .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
@@ -521,6 +542,9 @@ impl ClusterAccess for KubeCluster {
         target: &ObjectRef,
         object: &Value,
     ) -> Result<(), WriteError> {
+        if target.kind == RouterKind::RpcPlugin {
+            return self.router_plugins().write(target, object).await;
+        }
         let object = dynamic_object(object)?;
         self.router_api(target)
             .create(&post_params(), &object)
@@ -533,6 +557,9 @@ impl ClusterAccess for KubeCluster {
         target: &ObjectRef,
         object: &Value,
     ) -> Result<(), WriteError> {
+        if target.kind == RouterKind::RpcPlugin {
+            return self.router_plugins().write(target, object).await;
+        }
         let object = dynamic_object(object)?;
         self.router_api(target)
             .replace(&target.name, &post_params(), &object)

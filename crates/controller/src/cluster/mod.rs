@@ -6,6 +6,7 @@
 mod access;
 mod api_server;
 pub mod requeue;
+pub mod router_plugins;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -27,6 +27,7 @@ use tracing::{debug, info};
 
 use crate::args::Args;
 use crate::cache::{self, CachedReplicaSet, Caches, IndexedStore};
+use crate::cluster::router_plugins::RouterPlugins;
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::Hooks;
 use crate::loops::harness::{self, Reconciler};
@@ -227,6 +228,7 @@ pub async fn run_with(
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
             .with_router_versions(args.router_versions())
+            .with_router_plugins(Arc::new(RouterPlugins::new(hooks.plugins.clone())))
             .with_caches(caches.clone()),
         replica_sets: rs_cache,
         caches,

@@ -27,9 +27,6 @@ pub(super) fn prepare_valid(ro: &Rollout) -> Result<Prepared, String> {
     let Some(canary) = strategy.canary else {
         return Err("a canary or blueGreen strategy is required".into());
     };
-    if let Some(routing) = &canary.traffic_routing {
-        super::traffic::check_supported(routing)?;
-    }
     let routed = canary.traffic_routing.is_some();
     let gradual_abort = super::traffic::gradual_abort::hold(ro)?.filter(|_| routed);
     for (i, step) in steps::steps(&canary).iter().enumerate() {

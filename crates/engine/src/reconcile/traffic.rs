@@ -10,9 +10,7 @@ mod read_back;
 mod routers;
 mod weight;
 
-use sluice_api::rollout::{
-    CanaryStatus, RolloutStatus, RolloutTrafficRouting, TrafficWeights, WeightDestination,
-};
+use sluice_api::rollout::{CanaryStatus, RolloutStatus, TrafficWeights, WeightDestination};
 use sluice_routers::{Desired, Destination};
 
 pub(super) use read_back::{routed_canary_weight, routed_hashes};
@@ -37,23 +35,6 @@ pub(super) struct TrafficDecision {
     /// The (canary, stable) weights the router objects hold once this plan's router writes
     /// have landed (`None`: nothing was sent to the routers in this reconcile).
     pub routed: Option<(i32, i32)>,
-}
-
-/// Refuses the traffic router plugins this version does not run, naming them. Every router
-/// of Argo's and the plugins of the routers' registry are built in; no plugin binary is ever
-/// loaded.
-pub(super) fn check_supported(routing: &RolloutTrafficRouting) -> Result<(), String> {
-    const PATH: &str = "spec.strategy.canary.trafficRouting";
-    if let Some(name) = routers::unknown_plugins(routing).next() {
-        let built_in: Vec<String> = routers::built_in_plugins()
-            .map(|p| format!("\"{p}\""))
-            .collect();
-        return Err(format!(
-            "{PATH}.plugins: Unsupported value: \"{name}\": traffic router plugins are not loaded by Sluice; built in: {}",
-            built_in.join(", ")
-        ));
-    }
-    Ok(())
 }
 
 impl World<'_> {
@@ -384,31 +365,4 @@ fn step_route_names(
         }
     }
     names
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn check(v: serde_json::Value) -> Result<(), String> {
-        check_supported(&serde_json::from_value(v).unwrap())
-    }
-
-    #[test]
-    fn built_in_routers_pass_and_others_are_named() {
-        assert_eq!(check(json!({"istio": {}, "nginx": {}, "smi": {}})), Ok(()));
-        assert_eq!(
-            check(json!({"alb": {"ingress": "x"}, "traefik": {}, "ambassador": {}})),
-            Ok(())
-        );
-        assert_eq!(check(json!({"apisix": {}, "appMesh": {}})), Ok(()));
-        assert_eq!(
-            check(json!({"plugins": {"argoproj-labs/gatewayAPI": {}}})),
-            Ok(())
-        );
-        let err = check(json!({"plugins": {"acme/router": {}}})).unwrap_err();
-        assert!(err.contains("\"acme/router\""), "{err}");
-    }
 }

@@ -31,12 +31,15 @@ async fn a_plugin_not_configured_is_argos_error() {
 
 #[tokio::test]
 async fn a_plugin_that_could_not_be_installed_is_an_error_with_the_reason() {
+    // The host's HTTP client is built before the providers (which install it otherwise).
+    crate::providers::test_support::install_crypto();
     let dir = std::env::temp_dir().join(format!("sluice-metric-plugin-{}", std::process::id()));
     let settings = HostSettings {
         bridge: "/nonexistent/bridge".into(),
         dir: dir.clone(),
         call_timeout: std::time::Duration::from_secs(1),
         start_timeout: std::time::Duration::from_secs(1),
+        env: Vec::new(),
     };
     let spec = PluginSpec {
         kind: PluginKind::MetricProvider,

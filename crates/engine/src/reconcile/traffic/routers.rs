@@ -23,20 +23,6 @@ fn configured(routing: &RolloutTrafficRouting) -> impl Iterator<Item = &'static 
         .filter(move |r| r.configured(routing))
 }
 
-/// The plugin names of `trafficRouting.plugins` that no registered router runs.
-pub(crate) fn unknown_plugins(routing: &RolloutTrafficRouting) -> impl Iterator<Item = &String> {
-    routing
-        .plugins
-        .iter()
-        .flat_map(|p| p.keys())
-        .filter(|name| !REGISTRY.iter().any(|r| r.is_plugin() && r.key() == *name))
-}
-
-/// The names of the plugins Sluice runs built in.
-pub(crate) fn built_in_plugins() -> impl Iterator<Item = &'static str> {
-    REGISTRY.iter().filter(|r| r.is_plugin()).map(|r| r.key())
-}
-
 fn collect(
     rollout: &Rollout,
     versions: &ApiVersions,
