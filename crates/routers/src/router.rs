@@ -209,6 +209,12 @@ pub trait TrafficRouter: Sync {
         false
     }
 
+    /// Whether the router's objects confirm the weight `desired` asks for: `Some(false)` holds
+    /// the step until they do; `None` when the router has nothing to say.
+    fn weight_verified(&self, _view: &View<'_>, _desired: &Desired) -> Option<bool> {
+        None
+    }
+
     /// Reasons of this router's updates Argo publishes no event for (it writes those objects
     /// silently).
     fn silent_reasons(&self) -> &'static [&'static str] {

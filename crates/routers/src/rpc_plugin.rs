@@ -14,7 +14,8 @@
 //! `stableWeight` and `additional` (the weights last set), `hashes` (`canary`, `stable`),
 //! `headerRoute` and `mirrorRoute` (the managed routes in place, or null), `rollout` (the
 //! Rollout the calls pass); the controller adds `error` when the plugin cannot be called
-//! (not configured, not installed).
+//! (not configured, not installed) and `verified`, the plugin's `VerifyWeight` of the weight
+//! it was told (null when the plugin does not verify).
 
 use serde_json::{Value, json};
 use sluice_api::rollout::RolloutTrafficRouting;
@@ -99,6 +100,25 @@ impl TrafficRouter for RpcPlugins {
                 stable: weight("stableWeight")?,
             })
         }))
+    }
+
+    /// What the plugins' `VerifyWeight` said of the weight they were last told (the controller
+    /// asks when it reads the object): not verified while a plugin that verifies has not been
+    /// told the weight wanted, or says no; nothing from a plugin that does not verify.
+    fn weight_verified(&self, view: &View<'_>, desired: &Desired) -> Option<bool> {
+        let mut out = None;
+        for (key, _, _) in each(view) {
+            let Some(object) = view.objects.get(&key) else {
+                continue;
+            };
+            let Some(verified) = object.get("verified").and_then(Value::as_bool) else {
+                continue;
+            };
+            let told = object.get("weight").and_then(Value::as_i64) == Some(desired.weight.into());
+            let this = verified && told;
+            out = Some(out.unwrap_or(true) && this);
+        }
+        out
     }
 
     fn edit(&self, view: &View<'_>, calls: &Calls<'_>, edits: &mut Edits) -> Result<(), String> {

@@ -512,7 +512,7 @@ impl ClusterAccess for KubeCluster {
 
     async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
         if target.kind == RouterKind::RpcPlugin {
-            return Ok(Some(self.router_plugins().read(target)));
+            return Ok(Some(self.router_plugins().read(target).await));
         }
         let found = self.router_api(target).get_opt(&target.name).await?;
         found

@@ -38,23 +38,42 @@ impl RouterPlugins {
         self.told.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The object: what the plugin was told, or why it cannot be called.
-    pub fn read(&self, target: &ObjectRef) -> Value {
+    /// The object: what the plugin was told, with its `VerifyWeight` of the weight it was
+    /// told (`verified`: null when it does not verify, false when the call fails), or why it
+    /// cannot be called.
+    pub async fn read(&self, target: &ObjectRef) -> Value {
         let plugin = plugin_of(target).unwrap_or_default();
-        let unusable = match &self.host {
-            Some(host) if host.has(PluginKind::TrafficRouter, plugin) => {
-                host.install_error(PluginKind::TrafficRouter, plugin)
-            }
-            _ => Some(format!("plugin {plugin} not configured in configmap")),
+        let host = match &self.host {
+            Some(host) if host.has(PluginKind::TrafficRouter, plugin) => host,
+            _ => return json!({ "error": format!("plugin {plugin} not configured in configmap") }),
         };
-        match unusable {
-            Some(error) => json!({ "error": error }),
-            None => self
-                .lock()
-                .get(target)
-                .cloned()
-                .unwrap_or_else(|| json!({})),
+        if let Some(error) = host.install_error(PluginKind::TrafficRouter, plugin) {
+            return json!({ "error": error });
         }
+        let Some(mut told) = self.lock().get(target).cloned() else {
+            return json!({});
+        };
+        let args = json!({
+            "rollout": told.get("rollout").cloned().unwrap_or(Value::Null),
+            "desiredWeight": told.get("weight").cloned().unwrap_or(json!(0)),
+            "additionalDestinations": told.get("additional").cloned().unwrap_or(json!([])),
+        });
+        let answer = host
+            .call(PluginKind::TrafficRouter, plugin, "VerifyWeight", args)
+            .await;
+        told["verified"] = match answer {
+            Ok(a)
+                if a.get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .is_empty() =>
+            {
+                a.get("verified").cloned().unwrap_or(Value::Null)
+            }
+            // Not known to be verified: the step waits, and the weight is asked again.
+            _ => Value::Bool(false),
+        };
+        told
     }
 
     /// Tells the plugin what changed from what it was told; the object is kept once every
@@ -182,7 +201,7 @@ mod tests {
         let plugins = RouterPlugins::new(None);
         let target = sluice_routers::rpc_plugin::object_ref("shop", "web", "acme/router");
         assert_eq!(
-            plugins.read(&target),
+            futures::executor::block_on(plugins.read(&target)),
             json!({"error": "plugin acme/router not configured in configmap"})
         );
         let err = futures::executor::block_on(plugins.write(&target, &object(1, Value::Null)));

@@ -150,7 +150,10 @@ impl World<'_> {
             crate::plan::set_requeue(&mut plan.requeue_after, after);
         }
         plan.actions.extend(edited.actions);
-        decision.verified = routers.verify().then_some(true);
+        decision.verified = match routers.weight_verified(&desired) {
+            Some(false) => Some(false),
+            said => said.or(routers.verify().then_some(true)),
+        };
         decision.routed = Some((desired.weight, desired.stable_weight()));
         self.count_written_weights(plan, &desired);
         self.record_weights(status, events, &desired, previous, decision.verified);

@@ -147,3 +147,20 @@ fn a_plugin_that_cannot_be_called_is_the_reconciles_error() {
     let view = View::of(&ro, &versions, &empty, Default::default()).unwrap();
     assert!(RpcPlugins.check(&view, &desired(0)).is_err());
 }
+
+#[test]
+fn a_plugin_that_verifies_holds_the_weight_until_it_confirms_it() {
+    let ro = rollout(json!({"acme/router": {}}));
+    let versions = ApiVersions::default();
+    let verified = |object: Value, weight: i32| {
+        let objects = BTreeMap::from([(key(), object)]);
+        let view = View::of(&ro, &versions, &objects, Default::default()).unwrap();
+        RpcPlugins.weight_verified(&view, &desired(weight))
+    };
+    // A plugin that does not verify says nothing.
+    assert_eq!(verified(json!({"weight": 20, "verified": null}), 20), None);
+    assert_eq!(verified(json!({"weight": 20, "verified": true}), 20), Some(true));
+    assert_eq!(verified(json!({"weight": 20, "verified": false}), 20), Some(false));
+    // Confirmed for a weight it was told before the one wanted now: not yet.
+    assert_eq!(verified(json!({"weight": 20, "verified": true}), 40), Some(false));
+}

@@ -136,6 +136,14 @@ impl<'a> Routers<'a> {
         self.list.iter().any(|r| r.verifies())
     }
 
+    /// What the routers' objects say of the weight `desired` asks for: not verified when one
+    /// says no, verified when one says yes and none no, nothing otherwise.
+    pub(crate) fn weight_verified(&self, desired: &Desired) -> Option<bool> {
+        self.each()
+            .filter_map(|(r, view)| r.weight_verified(view, desired))
+            .reduce(|a, b| a && b)
+    }
+
     /// Every router's edits for one reconcile, as plan actions with their events and the
     /// time to look again; the first router error stops them all.
     pub(crate) fn edit(&self, calls: &Calls<'_>) -> Result<Edited, String> {
