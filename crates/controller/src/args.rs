@@ -307,6 +307,8 @@ impl Args {
                 .ambassador_api_version
                 .starts_with("x.getambassador.io/"),
             appmesh: self.appmesh_crd_version.clone(),
+            // From `argo-rollouts-config`, once it is read.
+            plugin_binaries: Default::default(),
         }
     }
 

@@ -140,22 +140,13 @@ impl RolloutsConfig {
             .collect()
     }
 
-    /// One line per plugin entry Sluice does not run: a `trafficRouterPlugins` entry for the
-    /// Gateway API, whose router is built in. Metric, step and other traffic-router plugins
-    /// run (docs/plugins.md).
-    pub fn unsupported(&self) -> Vec<String> {
+    /// The built-in plugin routers the ConfigMap points at a binary (`trafficRouterPlugins`
+    /// naming `argoproj-labs/gatewayAPI`): the binary serves the Rollouts that name them.
+    pub fn router_binaries(&self) -> std::collections::BTreeSet<String> {
         self.plugins
             .iter()
             .filter(|p| p.type_ == PluginType::TrafficRouter && p.name == BUILT_IN_TRAFFIC_ROUTER)
-            .map(|p| {
-                format!(
-                    "{}: plugin {} ({}) is not installed: Sluice's built-in Gateway API router \
-                     serves Rollouts that name it",
-                    p.type_.key(),
-                    p.name,
-                    p.location
-                )
-            })
+            .map(|p| p.name.clone())
             .collect()
     }
 }
@@ -211,8 +202,11 @@ pub async fn load(client: &Client, namespace: &str) -> anyhow::Result<RolloutsCo
     };
     let config = RolloutsConfig::parse(&cm.data.unwrap_or_default())
         .map_err(|e| anyhow::anyhow!("failed to init config: {e}"))?;
-    for line in config.unsupported() {
-        warn!("{CONFIG_MAP_NAME}: {line}");
+    for name in config.router_binaries() {
+        info!(
+            "{CONFIG_MAP_NAME}: trafficRouterPlugins names {name}: its binary serves the \
+             Rollouts that name it, instead of the built-in router"
+        );
     }
     info!(
         namespace,
@@ -237,11 +231,11 @@ mod tests {
     #[test]
     fn an_empty_config_map_is_every_default() {
         let c = RolloutsConfig::parse(&BTreeMap::new()).unwrap();
-        assert!(c.plugins.is_empty() && c.unsupported().is_empty());
+        assert!(c.plugins.is_empty() && c.router_binaries().is_empty());
     }
 
     #[test]
-    fn plugin_lists_are_read_and_logged_as_unsupported() {
+    fn plugin_lists_are_read_and_the_gateway_api_binary_named() {
         let c = RolloutsConfig::parse(&data(&[
             (
                 "trafficRouterPlugins",
@@ -267,10 +261,9 @@ mod tests {
             c.disabled_step_plugins().into_iter().collect::<Vec<_>>(),
             ["argoproj-labs/step-exec"]
         );
-        let unsupported = c.unsupported();
-        assert_eq!(unsupported.len(), 1, "{unsupported:#?}");
-        assert!(
-            unsupported[0].starts_with("trafficRouterPlugins: plugin argoproj-labs/gatewayAPI")
+        assert_eq!(
+            c.router_binaries().into_iter().collect::<Vec<_>>(),
+            ["argoproj-labs/gatewayAPI"]
         );
     }
 

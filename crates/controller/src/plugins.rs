@@ -23,13 +23,12 @@ pub async fn host(
     namespace: &str,
 ) -> PluginHost {
     let mut specs = Vec::new();
-    // The Gateway API router is built in (its entry is not installed); a disabled step
-    // plugin is not installed, as in Argo.
-    for item in config.plugins.iter().filter(|p| match p.type_ {
-        PluginType::MetricProvider => true,
-        PluginType::Step => !p.disabled,
-        PluginType::TrafficRouter => p.name != crate::config::BUILT_IN_TRAFFIC_ROUTER,
-    }) {
+    // A disabled step plugin is not installed, as in Argo.
+    for item in config
+        .plugins
+        .iter()
+        .filter(|p| p.type_ != PluginType::Step || !p.disabled)
+    {
         let mut headers = Vec::new();
         let mut failed = None;
         for from in &item.headers_from {

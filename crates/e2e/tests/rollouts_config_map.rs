@@ -1,5 +1,5 @@
 //! The `argo-rollouts-config` ConfigMap is read as Argo Rollouts reads it: once at start, its
-//! plugin lists parsed (the plugins Sluice does not run yet logged as such); a
+//! plugin lists parsed (a Gateway API entry named as the binary that serves its Rollouts); a
 //! changed value takes effect at the next start; a value Argo refuses stops the controller.
 
 use std::time::Duration;
@@ -72,10 +72,10 @@ async fn the_config_map_is_read_at_start_and_a_change_counts_from_the_next_start
     assert!(config.found);
     assert_eq!(config.plugins.len(), 2);
     assert_eq!(config.plugins[1].type_, PluginType::MetricProvider);
-    let unsupported = config.unsupported();
-    assert!(
-        unsupported.is_empty(),
-        "the Gateway API router is built in and metric plugins run: {unsupported:?}"
+    assert_eq!(
+        config.router_binaries().into_iter().collect::<Vec<_>>(),
+        ["argoproj-labs/gatewayAPI"],
+        "the Gateway API entry's binary serves the Rollouts that name it"
     );
 
     // Changed while running: as in Argo, the running controller keeps what it read.

@@ -160,6 +160,9 @@ pub struct ApiVersions {
     pub ambassador_x: bool,
     /// `--appmesh-crd-version`: `v1beta2` unless told otherwise.
     pub appmesh: String,
+    /// Built-in plugin routers (`argoproj-labs/gatewayAPI`) that `argo-rollouts-config` points
+    /// at a binary: the binary serves them.
+    pub plugin_binaries: std::collections::BTreeSet<String>,
 }
 
 impl Default for ApiVersions {
@@ -171,6 +174,7 @@ impl Default for ApiVersions {
             ambassador: "v2".into(),
             ambassador_x: false,
             appmesh: "v1beta2".into(),
+            plugin_binaries: Default::default(),
         }
     }
 }

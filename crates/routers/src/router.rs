@@ -178,6 +178,14 @@ pub trait TrafficRouter: Sync {
     /// Whether the Rollout configures this router.
     fn configured(&self, routing: &RolloutTrafficRouting) -> bool;
 
+    /// Whether this router serves the Rollout in an installation that runs `versions`: a
+    /// built-in plugin router that `argo-rollouts-config` points at a binary does not (the
+    /// binary does, through the plugin routers).
+    fn serves(&self, routing: &RolloutTrafficRouting, versions: &ApiVersions) -> bool {
+        self.configured(routing)
+            && !(self.is_plugin() && versions.plugin_binaries.contains(self.key()))
+    }
+
     /// The objects the router reads, for the controller to fetch before reconciling.
     fn references(&self, view: &View<'_>) -> Vec<ObjectRef>;
 

@@ -21,22 +21,27 @@ use serde_json::{Value, json};
 use sluice_api::rollout::RolloutTrafficRouting;
 
 use crate::edits::Edits;
-use crate::kinds::{ObjectRef, RouterKind};
+use crate::kinds::{ApiVersions, ObjectRef, RouterKind};
 use crate::router::{Calls, PATH, TrafficRouter, View, widest};
 use crate::{Desired, ObservedWeight, REGISTRY};
 
 pub struct RpcPlugins;
 
-/// The plugin names of the Rollout that no built-in router answers to.
-fn plugins(routing: &RolloutTrafficRouting) -> impl Iterator<Item = (&String, &Value)> {
+/// The plugin names of the Rollout that no built-in router serves: those no built-in router
+/// answers to, and those `argo-rollouts-config` points at a binary.
+fn plugins<'a>(
+    routing: &'a RolloutTrafficRouting,
+    versions: &'a ApiVersions,
+) -> impl Iterator<Item = (&'a String, &'a Value)> {
     routing
         .plugins
         .iter()
         .flatten()
         .filter(|(name, _)| {
-            !REGISTRY
-                .iter()
-                .any(|r| r.is_plugin() && r.key() == name.as_str())
+            versions.plugin_binaries.contains(name.as_str())
+                || !REGISTRY
+                    .iter()
+                    .any(|r| r.is_plugin() && r.key() == name.as_str())
         })
 }
 
@@ -53,7 +58,7 @@ pub fn plugin_of(target: &ObjectRef) -> Option<&str> {
 }
 
 fn each<'a>(view: &'a View<'a>) -> impl Iterator<Item = (ObjectRef, &'a String, &'a Value)> {
-    plugins(view.routing).map(|(name, config)| {
+    plugins(view.routing, view.versions).map(|(name, config)| {
         (
             object_ref(view.namespace, view.name, name),
             name,
@@ -69,7 +74,11 @@ impl TrafficRouter for RpcPlugins {
     }
 
     fn configured(&self, routing: &RolloutTrafficRouting) -> bool {
-        plugins(routing).next().is_some()
+        plugins(routing, &ApiVersions::default()).next().is_some()
+    }
+
+    fn serves(&self, routing: &RolloutTrafficRouting, versions: &ApiVersions) -> bool {
+        plugins(routing, versions).next().is_some()
     }
 
     fn references(&self, view: &View<'_>) -> Vec<ObjectRef> {

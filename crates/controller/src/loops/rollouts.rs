@@ -227,7 +227,7 @@ pub async fn run_with(
     );
     let ctx = Arc::new(Context {
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
-            .with_router_versions(args.router_versions())
+            .with_router_versions(router_versions(args, &hooks))
             .with_router_plugins(Arc::new(RouterPlugins::new(hooks.plugins.clone())))
             .with_caches(caches.clone()),
         replica_sets: rs_cache,
@@ -498,3 +498,16 @@ struct Announced {
 
 /// The reason of the event announcing a Rollout the controller has started to follow.
 pub const ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
+
+/// The router API versions of the flags, and the built-in plugin routers the plugin host runs
+/// as binaries instead (a Gateway API entry in `argo-rollouts-config`).
+fn router_versions(args: &Args, hooks: &Hooks) -> sluice_routers::kinds::ApiVersions {
+    let mut versions = args.router_versions();
+    if let Some(host) = &hooks.plugins {
+        let name = crate::config::BUILT_IN_TRAFFIC_ROUTER;
+        if host.has(sluice_plugins::PluginKind::TrafficRouter, name) {
+            versions.plugin_binaries.insert(name.to_owned());
+        }
+    }
+    versions
+}

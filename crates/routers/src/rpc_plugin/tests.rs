@@ -164,3 +164,30 @@ fn a_plugin_that_verifies_holds_the_weight_until_it_confirms_it() {
     // Confirmed for a weight it was told before the one wanted now: not yet.
     assert_eq!(verified(json!({"weight": 20, "verified": true}), 40), Some(false));
 }
+
+#[test]
+fn the_gateway_api_pointed_at_a_binary_is_served_by_the_binary() {
+    let gateway = "argoproj-labs/gatewayAPI";
+    let ro = rollout(json!({gateway: {"httpRoute": "web"}}));
+    let built_in = ApiVersions::default();
+    let binary = ApiVersions {
+        plugin_binaries: [gateway.to_owned()].into(),
+        ..ApiVersions::default()
+    };
+    let empty = BTreeMap::new();
+    let serving = |versions: &ApiVersions| -> Vec<&'static str> {
+        let view = View::of(&ro, versions, &empty, Default::default()).unwrap();
+        REGISTRY
+            .iter()
+            .filter(|r| r.serves(view.routing, view.versions))
+            .map(|r| r.key())
+            .collect()
+    };
+    assert_eq!(serving(&built_in), [gateway]);
+    assert_eq!(serving(&binary), ["plugins"]);
+    let view = View::of(&ro, &binary, &empty, Default::default()).unwrap();
+    assert_eq!(
+        RpcPlugins.references(&view),
+        [object_ref("shop", "web", gateway)]
+    );
+}

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sluice_api::rollout::{Rollout, RolloutTrafficRouting};
+use sluice_api::rollout::Rollout;
 use sluice_routers::edits::Write;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 use sluice_routers::router::{Calls, Shares};
@@ -15,12 +15,12 @@ use sluice_routers::{Desired, Edits, ObservedWeight, REGISTRY, TrafficRouter, Vi
 
 use crate::plan::{Action, Event};
 
-/// The registered routers a Rollout configures, in the registry's order.
-fn configured(routing: &RolloutTrafficRouting) -> impl Iterator<Item = &'static dyn TrafficRouter> {
+/// The registered routers that serve a Rollout, in the registry's order.
+fn configured<'v>(view: &'v View<'_>) -> impl Iterator<Item = &'static dyn TrafficRouter> + 'v {
     REGISTRY
         .iter()
         .copied()
-        .filter(move |r| r.configured(routing))
+        .filter(move |r| r.serves(view.routing, view.versions))
 }
 
 fn collect(
@@ -32,9 +32,7 @@ fn collect(
     let Some(view) = View::of(rollout, versions, objects, Default::default()) else {
         return Vec::new();
     };
-    let mut all: Vec<ObjectRef> = configured(view.routing)
-        .flat_map(|r| refs(r, &view))
-        .collect();
+    let mut all: Vec<ObjectRef> = configured(&view).flat_map(|r| refs(r, &view)).collect();
     all.sort();
     all.dedup();
     all
@@ -66,7 +64,7 @@ pub fn selections(rollout: &Rollout) -> Vec<(RouterKind, String, String)> {
     let Some(view) = View::of(rollout, &versions, &objects, Default::default()) else {
         return Vec::new();
     };
-    configured(view.routing)
+    configured(&view)
         .flat_map(|r| r.selections(&view))
         .map(|s| {
             let text = crate::selector::format_selector(&s.selector);
@@ -102,7 +100,7 @@ impl<'a> Routers<'a> {
         let Some(view) = View::of(rollout, versions, objects, ping_pong_services) else {
             return Ok(Self::none());
         };
-        let list: Vec<_> = configured(view.routing).collect();
+        let list: Vec<_> = configured(&view).collect();
         for router in &list {
             router.check(&view, desired)?;
         }
