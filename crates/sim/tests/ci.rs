@@ -231,6 +231,16 @@ fn notify_failed_analysis() {
 }
 
 #[test]
+fn step_plugin_canary() {
+    check("step-plugin-canary");
+}
+
+#[test]
+fn step_plugin_failed() {
+    check("step-plugin-failed");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");

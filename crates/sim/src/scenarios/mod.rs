@@ -8,6 +8,7 @@ mod experiments;
 mod istio;
 mod known;
 mod notifications;
+mod step_plugins;
 mod takeover;
 
 use serde_json::{Value, json};
@@ -112,6 +113,7 @@ pub fn all() -> Vec<Scenario> {
     v.push(chaos::scenario());
     v.extend(takeover::scenarios());
     v.extend(notifications::scenarios());
+    v.extend(step_plugins::scenarios());
     v
 }
 
