@@ -343,6 +343,15 @@ fn blue_green_pre_promotion_analysis_holds_the_switch_until_it_passes() {
         Some("app:v1"),
         "still waiting"
     );
+    // What it waits for, as `explain` says it.
+    let plan = w.reconcile();
+    assert!(
+        plan.waits.contains(&crate::Wait::AnalysisRunning {
+            run: format!("demo-{hash}-2-pre")
+        }),
+        "{:?}",
+        plan.waits
+    );
 
     w.verdict("PrePromotion", AnalysisPhase::Successful, "");
     w.settle_bg();
