@@ -4,7 +4,10 @@
 //! ConfigMap: a plugin answering Successful completes its steps, one answering Failed aborts the
 //! update with Argo's message and the step that ran is aborted, a disabled plugin's step is
 //! skipped, and a plugin not configured is an Error on its step until the progress deadline
-//! ends the update. Each Rollout is updated once (a canary's first deploy skips its steps).
+//! ends the update. A plugin killed while its step runs is started again for the step's next
+//! call, which it answers; a plugin whose file is missing is an Error on its step with the
+//! reason and a Warning event. Each Rollout is updated once (a canary's first deploy skips its
+//! steps).
 
 use std::path::Path;
 
@@ -42,8 +45,21 @@ async fn apply_config(ns: &TestNamespace, bin: &Path) {
         .replace(
             "file://plugin-bin/e2e-step-plugin",
             &format!("file://{}", plugin.display()),
-        );
+        )
+        // One more, whose file is missing.
+        + "\n    - name: \"step/missing\"\n      location: \"file:///nonexistent/step-plugin\"\n";
     ns.apply_yaml(&yaml).await.unwrap();
+}
+
+/// The pid of the running process whose executable is `path` (a plugin the controller
+/// started).
+fn pid_of(path: &Path) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let argv0 = cmdline.split(|b| *b == 0).next()?;
+        (argv0 == path.as_os_str().as_encoded_bytes()).then_some(pid)
+    })
 }
 
 async fn wait_degraded_with(api: &Api<Rollout>, name: &str, message: &str) -> Rollout {
@@ -103,7 +119,30 @@ async fn argos_step_plugin_rollouts_run_their_plugin_steps() {
     )
     .await;
     apply_corpus(&ns, "invalid-rollout.yaml", &[]).await;
-    let names = [ok, failing, "disabled-step-plugin", "invalid-step-plugin"];
+    let running = "step-plugin-e2e-running";
+    apply_corpus(
+        &ns,
+        "template-rollout.yaml",
+        &[("$$name$$", "running"), ("$$phase$$", "Running")],
+    )
+    .await;
+    apply_corpus(
+        &ns,
+        "invalid-rollout.yaml",
+        &[
+            ("invalid-step-plugin", "missing-step-plugin"),
+            ("step/e2e-test-invalid-name", "step/missing"),
+        ],
+    )
+    .await;
+    let names = [
+        ok,
+        failing,
+        "disabled-step-plugin",
+        "invalid-step-plugin",
+        running,
+        "missing-step-plugin",
+    ];
     for name in names {
         wait_phase(&api, name, RolloutPhase::Healthy, TIMEOUT).await;
     }
@@ -180,6 +219,64 @@ async fn argos_step_plugin_rollouts_run_their_plugin_steps() {
         e[0].message.as_deref(),
         Some("plugin step/e2e-test-invalid-name not configured in configmap")
     );
+    // A missing file: an Error on its step with the reason, told in a Warning event.
+    let ro = wait_for("the missing plugin's error", TIMEOUT, || async {
+        let ro = api.get("missing-step-plugin").await?;
+        let e = entries(&ro);
+        anyhow::ensure!(
+            e.first().is_some_and(|e| e.phase == Some(Phase::Error)),
+            "{e:?}"
+        );
+        Ok(ro)
+    })
+    .await
+    .unwrap();
+    let message = entries(&ro)[0].message.clone().unwrap_or_default();
+    assert!(message.contains("/nonexistent/step-plugin"), "{message}");
+    let events = sluice_e2e::rollout_events(&ns, "missing-step-plugin").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, m)| reason == "StepPluginTransition"
+                && m == "Step plugin step/missing (step 0) transitioned to Error"),
+        "{events:?}"
+    );
+
+    // Killed while its second step runs (asked again after its 17 s): started again for the
+    // next call, which it answers as before.
+    wait_for("the running step's first call", TIMEOUT, || async {
+        let e = entries(&api.get(running).await?);
+        anyhow::ensure!(
+            e.iter()
+                .any(|e| e.index == Some(1) && e.phase == Some(Phase::Running)),
+            "{e:?}"
+        );
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let installed = args.plugin_dir.join("step/e2e-test");
+    let pid = pid_of(&installed).expect("the step plugin runs");
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let ro = wait_for("the step's call after the kill", TIMEOUT, || async {
+        let ro = api.get(running).await?;
+        let e = entries(&ro);
+        anyhow::ensure!(
+            e.iter()
+                .any(|e| e.index == Some(1) && e.executions == Some(2)),
+            "{e:?}"
+        );
+        Ok(ro)
+    })
+    .await
+    .unwrap();
+    let e = entries(&ro);
+    assert_eq!(e[1].phase, Some(Phase::Running), "{e:#?}");
+    assert_ne!(pid_of(&installed), Some(pid), "a new plugin process");
+
     // Every other Rollout kept its state meanwhile.
     wait_phase(&api, ok, RolloutPhase::Healthy, TIMEOUT).await;
 }
