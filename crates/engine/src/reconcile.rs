@@ -339,6 +339,7 @@ impl World<'_> {
             self.read_verdicts(revision, status, &mut events, &mut analysis)
         };
         if is_canary {
+            self.clear_step_plugins_after_retry(status, status.abort == Some(true));
             self.record_step_plugin_answers(status, &mut events, &mut analysis);
         }
         let aborted = self.settle_abort(status, new_is_stable);

@@ -9,7 +9,7 @@
 //!   on a full promotion the last `Run` still Running gets one `Terminate`.
 //! - Each answer is kept in `status.canary.stepPluginStatuses` (one entry per step and
 //!   operation) and a change of phase is told with a `StepPluginTransition` event. A new pod
-//!   template or step list starts them over.
+//!   template or step list starts them over, and so does a retry after an abort.
 //!
 //! The engine only asks for calls ([`Plan::step_plugin_calls`]); the controller makes them and
 //! lets the engine decide again with the answers.
@@ -118,6 +118,18 @@ impl World<'_> {
             next,
         });
         false
+    }
+
+    /// After a retry (no longer aborted, with the abort's calls recorded), the steps run again
+    /// from the start with fresh statuses, as Argo clears them.
+    pub(super) fn clear_step_plugins_after_retry(&self, status: &mut RolloutStatus, aborted: bool) {
+        let retried = !aborted
+            && entries(status)
+                .iter()
+                .any(|e| e.operation == Some(Op::Abort));
+        if retried && let Some(canary) = status.canary.as_mut() {
+            canary.step_plugin_statuses = None;
+        }
     }
 
     /// The calls an update's end owes the plugins: `Abort` for every step whose `Run` is

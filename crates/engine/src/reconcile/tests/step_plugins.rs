@@ -198,6 +198,20 @@ fn a_failed_plugin_aborts_with_argos_message_and_the_plugins_that_ran_are_told()
     w.advance(60);
     w.settle();
     assert_eq!(w.plugin_calls.len(), 3);
+
+    // A retry runs the steps again from the start, with fresh statuses.
+    w.ro.status.as_mut().unwrap().abort = None;
+    w.settle();
+    let ops: Vec<_> = w.plugin_calls[3..]
+        .iter()
+        .map(|c| (c.index, c.operation.clone(), c.status.clone()))
+        .collect();
+    assert_eq!(
+        ops[..2],
+        [(0, Op::Run, None), (1, Op::Run, None)],
+        "{:?}",
+        w.plugin_calls
+    );
 }
 
 #[test]
