@@ -613,3 +613,27 @@ impl World<'_> {
         v
     }
 }
+
+/// A blue-green promotion analysis still measuring is what the update waits for.
+pub(super) fn promotion_analysis_waits(
+    u: &super::Update,
+    bgs: &sluice_api::rollout::BlueGreenStatus,
+    plan: &mut crate::Plan,
+) {
+    for (verdict, run) in [
+        (
+            &u.verdicts.pre_promotion,
+            &bgs.pre_promotion_analysis_run_status,
+        ),
+        (
+            &u.verdicts.post_promotion,
+            &bgs.post_promotion_analysis_run_status,
+        ),
+    ] {
+        if *verdict == Verdict::Pending
+            && let Some(run) = run.as_ref().and_then(|r| r.name.clone())
+        {
+            plan.waits.push(crate::Wait::AnalysisRunning { run });
+        }
+    }
+}

@@ -342,23 +342,7 @@ impl World<'_> {
         let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
         let switch = self.switch_due(f, status, bgs, plan, events, u, pre_passed);
         let post_passed = self.post_promotion_passed(f, status, plan, events, u, analysis);
-        // A promotion analysis still measuring is what the update waits for.
-        for (verdict, run) in [
-            (
-                &u.verdicts.pre_promotion,
-                &bgs.pre_promotion_analysis_run_status,
-            ),
-            (
-                &u.verdicts.post_promotion,
-                &bgs.post_promotion_analysis_run_status,
-            ),
-        ] {
-            if *verdict == Verdict::Pending
-                && let Some(run) = run.as_ref().and_then(|r| r.name.clone())
-            {
-                plan.waits.push(Wait::AnalysisRunning { run });
-            }
-        }
+        super::analysis::promotion_analysis_waits(u, bgs, plan);
         let mut promoted = false;
         // Aborted after the switch (post-promotion analysis failed): traffic back to stable.
         if u.aborted
