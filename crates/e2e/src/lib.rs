@@ -20,6 +20,7 @@ pub use sluice_testenv::harness;
 
 pub mod argo_objects;
 pub mod notify;
+pub mod plugins;
 pub mod process;
 pub mod routing;
 

@@ -5,7 +5,6 @@
 //! sha256, or that hangs past the call deadline makes only its own measurements Errors, with
 //! the reason; the other runs are measured as before.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,6 +12,7 @@ use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_e2e::TIMEOUT;
 use sluice_e2e::harness::{TestEnv, TestNamespace, plugin_binaries, wait_for};
+use sluice_e2e::plugins::{pid_of, plugin_args, start_with_plugins};
 use sluice_testenv::http_stub::HttpStub;
 
 const PLUGIN: &str = "argoproj/sample-prometheus";
@@ -60,17 +60,6 @@ async fn finished(ns: &TestNamespace, name: &str) -> (AnalysisPhase, String) {
     )
 }
 
-/// The pid of the running process whose executable is `path` (a plugin this test's controller
-/// started).
-fn pid_of(path: &Path) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        let argv0 = cmdline.split(|b| *b == 0).next()?;
-        (argv0 == path.as_os_str().as_encoded_bytes()).then_some(pid)
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_metric_plugin_measures_and_broken_plugins_fail_alone() {
     let bin = plugin_binaries().await.unwrap();
@@ -113,18 +102,10 @@ async fn sample_metric_plugin_measures_and_broken_plugins_fail_alone() {
     .await
     .unwrap();
 
-    sluice_controller::install_crypto_provider();
-    let mut args = sluice_e2e::controller_args(ns.name());
-    args.plugin_bridge = Some(bin.join("sluice-plugin-bridge"));
+    let mut args = plugin_args(&ns, &bin);
     args.plugin_dir = plugin_dir.clone();
     args.plugin_call_timeout = Duration::from_secs(3);
-    let options = sluice_controller::Options {
-        config_namespace: Some(ns.name().to_string()),
-        ..Default::default()
-    };
-    let controller = sluice_controller::start(env.config().clone(), &args, options)
-        .await
-        .unwrap();
+    let controller = start_with_plugins(&env, &ns, &args).await;
 
     let good = json!({"address": prometheus.url(""), "query": "up"});
     ns.apply_yaml(&run("good", PLUGIN, good.clone()))

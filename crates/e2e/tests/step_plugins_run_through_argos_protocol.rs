@@ -17,6 +17,7 @@ use sluice_api::rollout::{
     RolloutPhase, StepPluginOperation as Op, StepPluginPhase as Phase, StepPluginStatus,
 };
 use sluice_e2e::harness::{TestEnv, TestNamespace, plugin_binaries, wait_for};
+use sluice_e2e::plugins::{pid_of, plugin_args, start_with_plugins};
 use sluice_e2e::{TIMEOUT, corpus_file, rollouts, set_image, wait_phase};
 
 fn entries(ro: &Rollout) -> Vec<StepPluginStatus> {
@@ -51,17 +52,6 @@ async fn apply_config(ns: &TestNamespace, bin: &Path) {
     ns.apply_yaml(&yaml).await.unwrap();
 }
 
-/// The pid of the running process whose executable is `path` (a plugin the controller
-/// started).
-fn pid_of(path: &Path) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        let argv0 = cmdline.split(|b| *b == 0).next()?;
-        (argv0 == path.as_os_str().as_encoded_bytes()).then_some(pid)
-    })
-}
-
 async fn wait_degraded_with(api: &Api<Rollout>, name: &str, message: &str) -> Rollout {
     wait_for(&format!("{name} Degraded"), TIMEOUT, || async {
         let ro = api.get(name).await?;
@@ -85,17 +75,8 @@ async fn argos_step_plugin_rollouts_run_their_plugin_steps() {
     let ns = TestNamespace::create(&env, "step-plugins").await.unwrap();
     apply_config(&ns, &bin).await;
 
-    sluice_controller::install_crypto_provider();
-    let mut args = sluice_e2e::controller_args(ns.name());
-    args.plugin_bridge = Some(bin.join("sluice-plugin-bridge"));
-    args.plugin_dir = std::env::temp_dir().join(format!("sluice-plugin-bin-{}", ns.name()));
-    let options = sluice_controller::Options {
-        config_namespace: Some(ns.name().to_string()),
-        ..Default::default()
-    };
-    let _controller = sluice_controller::start(env.config().clone(), &args, options)
-        .await
-        .unwrap();
+    let args = plugin_args(&ns, &bin);
+    let _controller = start_with_plugins(&env, &ns, &args).await;
 
     let api = rollouts(&ns);
     let ok = "step-plugin-e2e-ok";

@@ -11,6 +11,7 @@ use serde_json::json;
 use sluice_api::Rollout;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::harness::{TestEnv, TestNamespace, plugin_binaries, wait_for};
+use sluice_e2e::plugins::{plugin_args, start_with_plugins};
 use sluice_e2e::{TIMEOUT, promote, rollouts, set_image, wait_phase};
 
 const PLUGIN: &str = "argoproj/sample-nginx";
@@ -115,19 +116,10 @@ async fn argos_sample_router_plugin_routes_a_canary() {
     .await
     .unwrap();
 
-    sluice_controller::install_crypto_provider();
-    let mut args = sluice_e2e::controller_args(ns.name());
-    args.plugin_bridge = Some(bin.join("sluice-plugin-bridge"));
-    args.plugin_dir = std::env::temp_dir().join(format!("sluice-plugin-bin-{}", ns.name()));
+    let mut args = plugin_args(&ns, &bin);
     // The plugin reaches the cluster as the controller does (it is given KUBECONFIG).
     args.kubeconfig = Some(env.kubeconfig_path().to_path_buf());
-    let options = sluice_controller::Options {
-        config_namespace: Some(ns.name().to_string()),
-        ..Default::default()
-    };
-    let _controller = sluice_controller::start(env.config().clone(), &args, options)
-        .await
-        .unwrap();
+    let _controller = start_with_plugins(&env, &ns, &args).await;
 
     let api = rollouts(&ns);
     let ingresses: Api<Ingress> = ns.api();

@@ -91,4 +91,4 @@ pub fn due_at(entry: &StepPluginStatus) -> Option<Timestamp> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,7 +1,8 @@
 use super::*;
 use serde_json::json;
 
-fn call(operation: StepPluginOperation) -> StepPluginCall {
+/// A call of step 2's plugin (the engine's reconcile tests use these too).
+pub(crate) fn call(operation: StepPluginOperation) -> StepPluginCall {
     StepPluginCall {
         index: 2,
         name: "step/e2e-test".into(),
@@ -11,7 +12,8 @@ fn call(operation: StepPluginOperation) -> StepPluginCall {
     }
 }
 
-fn answer(operation: StepPluginOperation, phase: StepPluginPhase) -> StepPluginAnswer {
+/// Its answer: a 5 s requeue and a status of the plugin's.
+pub(crate) fn answer(operation: StepPluginOperation, phase: StepPluginPhase) -> StepPluginAnswer {
     StepPluginAnswer {
         call: call(operation),
         phase,
@@ -22,7 +24,7 @@ fn answer(operation: StepPluginOperation, phase: StepPluginPhase) -> StepPluginA
     }
 }
 
-fn at(s: &str) -> Timestamp {
+pub(crate) fn at(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 

@@ -1,33 +1,7 @@
-use std::time::Duration;
-
 use serde_json::json;
 
 use super::*;
-
-fn call(operation: Op) -> StepPluginCall {
-    StepPluginCall {
-        index: 2,
-        name: "step/e2e-test".into(),
-        operation,
-        config: json!({}),
-        status: None,
-    }
-}
-
-fn answer(operation: Op, phase: Phase) -> StepPluginAnswer {
-    StepPluginAnswer {
-        call: call(operation),
-        phase,
-        message: String::new(),
-        requeue_after: Some(Duration::from_secs(5)),
-        status: Some(json!({"n": 1})),
-        disabled: false,
-    }
-}
-
-fn at(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
+use crate::step_plugins::tests::{answer, at};
 
 #[test]
 fn an_entry_counts_its_executions_and_tells_each_change_of_phase_once() {
