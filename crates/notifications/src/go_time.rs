@@ -53,8 +53,9 @@ pub fn parse(text: &str) -> Result<Timestamp, String> {
     // Go's printed form; only UTC is printed by Sluice, other zones carry their offset.
     let mut parts = text.split_whitespace();
     if let (Some(date), Some(clock), Some(offset)) = (parts.next(), parts.next(), parts.next()) {
-        let offset = match offset.len() {
-            5 => format!("{}:{}", &offset[..3], &offset[3..]),
+        // `+0100` as RFC 3339 wants it (`get`: user text may split a character there).
+        let offset = match (offset.get(..3), offset.get(3..)) {
+            (Some(hours), Some(minutes)) if offset.len() == 5 => format!("{hours}:{minutes}"),
             _ => offset.to_owned(),
         };
         if let Ok(t) = format!("{date}T{clock}{offset}").parse::<Timestamp>() {
@@ -127,6 +128,8 @@ mod tests {
             Ok(t("2026-11-27T07:05:09Z"))
         );
         assert!(parse("yesterday").is_err());
+        // A character split where an offset's hours end is an error, not a panic.
+        assert!(parse("2026-11-27 08:05:09 +0é0 CET").is_err());
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl RouterPlugins {
         let answer = host
             .call(PluginKind::TrafficRouter, plugin, "VerifyWeight", args)
             .await;
-        told["verified"] = match answer {
+        let verified = match answer {
             Ok(a)
                 if a.get("error")
                     .and_then(Value::as_str)
@@ -73,6 +73,9 @@ impl RouterPlugins {
             // Not known to be verified: the step waits, and the weight is asked again.
             _ => Value::Bool(false),
         };
+        if let Some(object) = told.as_object_mut() {
+            object.insert("verified".to_owned(), verified);
+        }
         told
     }
 
