@@ -44,6 +44,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/build-argo-rollouts.sh >/dev/null
 	scripts/build-plugins.sh >/dev/null
+	scripts/install-moto.sh >/dev/null
 	$(call with_cluster,$(CARGO) test --workspace)
 
 N ?= 1000

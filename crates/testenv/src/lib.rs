@@ -8,6 +8,7 @@
 //! - [`http_stub`]: a local HTTP server whose answer a test sets (a metric source).
 //! - [`manifests`]: renders `manifests/install.yaml` and `namespace-install.yaml` from their
 //!   kustomizations (the `sluice-render-manifests` binary, `make manifests`).
+//! - [`moto`]: moto's AWS API emulator (CloudWatch, ELBv2) for the AWS-backed features.
 //! - [`prometheus`]: a real Prometheus server scraping targets a test names.
 
 pub mod fake_kubelet;
@@ -15,5 +16,7 @@ pub mod fault_proxy;
 pub mod harness;
 pub mod http_stub;
 pub mod kubeconfig;
+mod loopback;
 pub mod manifests;
+pub mod moto;
 pub mod prometheus;

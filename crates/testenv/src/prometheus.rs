@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
+use crate::loopback::{encode, free_port};
+
 /// Where Debian installs the server; `SLUICE_PROMETHEUS` overrides.
 const DEFAULT_BINARY: &str = "/usr/bin/prometheus";
 
@@ -96,22 +98,6 @@ impl Prometheus {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A minimal HTTP/1.0 GET on loopback (no client library needed for two probes).
