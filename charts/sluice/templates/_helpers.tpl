@@ -147,6 +147,14 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
   verbs: [get, update]
 {{- end }}
 {{- end }}
+{{- if .Values.controller.awsVerifyTargetGroup }}
+- apiGroups: [elbv2.k8s.aws]
+  resources: [targetgroupbindings]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [endpoints]
+  verbs: [get]
+{{- end }}
 {{- with .Values.providerRBAC.additionalRules }}
 {{ toYaml . }}
 {{- end }}

@@ -12,6 +12,12 @@ pub async fn sdk_config() -> &'static SdkConfig {
     CONFIG.get_or_init(|| loader().load()).await
 }
 
+/// Makes `config` the process's AWS configuration (a test's, pointing at its own endpoint),
+/// when none has been loaded yet; `false` when one already has.
+pub fn set_sdk_config(config: SdkConfig) -> bool {
+    CONFIG.set(config).is_ok()
+}
+
 /// The default chain with Sluice's HTTPS client, for a configuration of one's own (a test's
 /// endpoint and credentials, say).
 pub fn loader() -> aws_config::ConfigLoader {

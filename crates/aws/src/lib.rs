@@ -14,5 +14,5 @@ mod sign;
 pub use aws_config::{ConfigLoader, SdkConfig};
 pub use aws_credential_types;
 pub use aws_sdk_elasticloadbalancingv2 as elbv2;
-pub use config::{error_message, loader, sdk_config};
+pub use config::{error_message, loader, sdk_config, set_sdk_config};
 pub use sign::{Request, endpoint, sign_request};

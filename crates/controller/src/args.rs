@@ -234,9 +234,11 @@ pub struct Args {
     )]
     pub appmesh_crd_version: String,
 
-    /// Accepted for compatibility with Argo Rollouts' flag. Verifying ALB target groups needs
-    /// the AWS API, which Sluice does not call: with ALB, `weights.verified` stays unset and
-    /// a warning is logged at start.
+    /// Verify with AWS (ELBv2) that an ALB canary's load balancer routes the weight a step set
+    /// before the step completes (`weights.verified`, `status.alb`, `status.albs`), as Argo
+    /// does. AWS is reached through the SDK's default chain: `AWS_REGION`, credentials from
+    /// the environment, web identity (IRSA), profiles or instance metadata, and
+    /// `AWS_ENDPOINT_URL` when set.
     #[arg(
         long = "aws-verify-target-group",
         visible_alias = "alb-verify-weight",
@@ -309,6 +311,19 @@ impl Args {
             appmesh: self.appmesh_crd_version.clone(),
             // From `argo-rollouts-config`, once it is read.
             plugin_binaries: Default::default(),
+            aws_verify_target_group: self.aws_verify_target_group,
+            alb_tag_key_resource_id: self
+                .argo
+                .alb_tag_key_resource_id
+                .clone()
+                .filter(|k| !k.is_empty())
+                .unwrap_or_else(|| "ingress.k8s.aws/resource".into()),
+            target_group_binding_api_version: self
+                .argo
+                .aws_target_group_binding_api_version
+                .clone()
+                .filter(|v| v.contains('/'))
+                .unwrap_or_else(|| "elbv2.k8s.aws/v1beta1".into()),
         }
     }
 

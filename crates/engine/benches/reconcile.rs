@@ -114,6 +114,7 @@ fn observed(
         workload: None,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
+        target_registration: None,
         now: "2026-11-25T10:00:30Z".parse::<Timestamp>().expect("time"),
     }
 }

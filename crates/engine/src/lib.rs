@@ -15,6 +15,7 @@ pub mod replicas;
 pub mod replicaset;
 pub mod step_plugins;
 pub mod steps;
+pub mod target_registration;
 pub mod waits;
 pub mod workload;
 

@@ -54,6 +54,10 @@ pub struct Observed {
     /// The answers of the step plugin calls an earlier decision of this reconcile asked for
     /// ([`crate::Plan::step_plugin_calls`]); empty on the first decision.
     pub step_plugin_answers: Vec<crate::StepPluginAnswer>,
+    /// With `--aws-verify-target-group`: whether the AWS target groups bound to the Service
+    /// that now selects the new pods have them all registered (gathered only when
+    /// [`crate::target_registration::wanted`] names a Service and older pods are still up).
+    pub target_registration: Option<crate::target_registration::Registration>,
     pub now: Timestamp,
 }
 

@@ -45,6 +45,9 @@ pub enum Wait {
     },
     /// The traffic router has not yet confirmed the canary weight it was given.
     WeightNotVerified { weight: i32 },
+    /// The AWS target groups bound to `service` do not have all its pods registered yet
+    /// (`--aws-verify-target-group`): the old pods stay.
+    TargetsNotRegistered { service: String },
     /// No progress since `since`: the progress deadline fires at `at`.
     ProgressDeadline { since: Timestamp, at: Timestamp },
     /// The progress deadline passed; `message` is the Progressing condition's.

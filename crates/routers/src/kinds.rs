@@ -33,6 +33,10 @@ pub enum RouterKind {
     /// writes into the plugin's calls; it is never read from or written to the API server,
     /// so it is not in [`RouterKind::ALL`].
     RpcPlugin,
+    /// Not an API object: what AWS says of the load balancers of one ALB Ingress (named after
+    /// it), read by the controller when `--aws-verify-target-group` is on (see
+    /// `crate::alb::verify`). Read only, never written; not in [`RouterKind::ALL`].
+    AwsLoadBalancer,
 }
 
 impl RouterKind {
@@ -73,6 +77,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualRouter => "VirtualRouter",
             RouterKind::AppMeshVirtualNode => "VirtualNode",
             RouterKind::RpcPlugin => "TrafficRouterPlugin",
+            RouterKind::AwsLoadBalancer => "AwsLoadBalancer",
         }
     }
 
@@ -94,6 +99,7 @@ impl RouterKind {
             | RouterKind::AppMeshVirtualRouter
             | RouterKind::AppMeshVirtualNode => "appmesh.k8s.aws",
             RouterKind::RpcPlugin => "plugins.rollouts.sluice.dev",
+            RouterKind::AwsLoadBalancer => "aws.rollouts.sluice.dev",
         }
     }
 
@@ -116,6 +122,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualRouter => "virtualrouters",
             RouterKind::AppMeshVirtualNode => "virtualnodes",
             RouterKind::RpcPlugin => "trafficrouterplugins",
+            RouterKind::AwsLoadBalancer => "awsloadbalancers",
         }
     }
 
@@ -132,7 +139,7 @@ impl RouterKind {
             RouterKind::AppMeshVirtualService
             | RouterKind::AppMeshVirtualRouter
             | RouterKind::AppMeshVirtualNode => &versions.appmesh,
-            RouterKind::RpcPlugin => "v1",
+            RouterKind::RpcPlugin | RouterKind::AwsLoadBalancer => "v1",
         }
     }
 
@@ -163,6 +170,15 @@ pub struct ApiVersions {
     /// Built-in plugin routers (`argoproj-labs/gatewayAPI`) that `argo-rollouts-config` points
     /// at a binary: the binary serves them.
     pub plugin_binaries: std::collections::BTreeSet<String>,
+    /// `--aws-verify-target-group`: the ALB router checks with AWS that the load balancer
+    /// routes the weights it wrote (off unless told).
+    pub aws_verify_target_group: bool,
+    /// `--alb-tag-key-resource-id`: the tag that names a target group's Kubernetes origin
+    /// (`ingress.k8s.aws/resource` unless told otherwise).
+    pub alb_tag_key_resource_id: String,
+    /// `--aws-target-group-binding-api-version`: the AWS Load Balancer Controller's
+    /// TargetGroupBinding API (`elbv2.k8s.aws/v1beta1` unless told otherwise).
+    pub target_group_binding_api_version: String,
 }
 
 impl Default for ApiVersions {
@@ -175,6 +191,9 @@ impl Default for ApiVersions {
             ambassador_x: false,
             appmesh: "v1beta2".into(),
             plugin_binaries: Default::default(),
+            aws_verify_target_group: false,
+            alb_tag_key_resource_id: "ingress.k8s.aws/resource".into(),
+            target_group_binding_api_version: "elbv2.k8s.aws/v1beta1".into(),
         }
     }
 }

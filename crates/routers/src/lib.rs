@@ -18,7 +18,7 @@ pub mod kinds;
 pub mod router;
 
 pub use edits::Edits;
-pub use router::{TrafficRouter, View};
+pub use router::{Notice, Report, TrafficRouter, View};
 
 /// Declares each router's module (its folder) and lists its [`TrafficRouter`] in
 /// [`REGISTRY`], from one line per router: `<folder>::<type>`.

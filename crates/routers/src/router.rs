@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
-use sluice_api::rollout::{Rollout, RolloutTrafficRouting, SetHeaderRoute, SetMirrorRoute};
+use sluice_api::rollout::{
+    Rollout, RolloutStatus, RolloutTrafficRouting, SetHeaderRoute, SetMirrorRoute,
+};
 
 use crate::edits::Edits;
 use crate::kinds::{ApiVersions, ObjectRef, RouterKind};
@@ -100,6 +102,39 @@ impl<'a> View<'a> {
 
 /// A missing object, in the Kubernetes wording Argo's reference validation uses; `path` is
 /// relative to `trafficRouting`.
+/// Where a router's verification leaves what it found: the Rollout's status (for fields only
+/// that router writes, like `status.alb`) and events.
+pub struct Report<'s> {
+    pub status: &'s mut RolloutStatus,
+    pub events: Vec<Notice>,
+}
+
+/// One event a router asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Notice {
+    pub fn normal(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: false,
+            reason,
+            message,
+        }
+    }
+
+    pub fn warning(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: true,
+            reason,
+            message,
+        }
+    }
+}
+
 fn not_found(path: &str, key: &ObjectRef) -> String {
     format!(
         "{PATH}.{path}: Invalid value: \"{name}\": {plural}.{group} \"{name}\" not found",
@@ -212,14 +247,16 @@ pub trait TrafficRouter: Sync {
         Shares::default()
     }
 
-    /// Whether this router confirms the weights it was given (`weights.verified`).
-    fn verifies(&self) -> bool {
-        false
-    }
-
-    /// Whether the router's objects confirm the weight `desired` asks for: `Some(false)` holds
-    /// the step until they do; `None` when the router has nothing to say.
-    fn weight_verified(&self, _view: &View<'_>, _desired: &Desired) -> Option<bool> {
+    /// Whether the router's objects confirm the weight `desired` asks for
+    /// (`weights.verified`): `Some(false)` holds the step until they do; `None` when the
+    /// router has nothing to say. A router may record what it found in the status and say so
+    /// in events, through `report`.
+    fn weight_verified(
+        &self,
+        _view: &View<'_>,
+        _desired: &Desired,
+        _report: &mut Report<'_>,
+    ) -> Option<bool> {
         None
     }
 

@@ -22,7 +22,7 @@ use sluice_api::rollout::RolloutTrafficRouting;
 
 use crate::edits::Edits;
 use crate::kinds::{ApiVersions, ObjectRef, RouterKind};
-use crate::router::{Calls, PATH, TrafficRouter, View, widest};
+use crate::router::{Calls, PATH, Report, TrafficRouter, View, widest};
 use crate::{Desired, ObservedWeight, REGISTRY};
 
 pub struct RpcPlugins;
@@ -114,7 +114,12 @@ impl TrafficRouter for RpcPlugins {
     /// What the plugins' `VerifyWeight` said of the weight they were last told (the controller
     /// asks when it reads the object): not verified while a plugin that verifies has not been
     /// told the weight wanted, or says no; nothing from a plugin that does not verify.
-    fn weight_verified(&self, view: &View<'_>, desired: &Desired) -> Option<bool> {
+    fn weight_verified(
+        &self,
+        view: &View<'_>,
+        desired: &Desired,
+        _report: &mut Report<'_>,
+    ) -> Option<bool> {
         let mut out = None;
         for (key, _, _) in each(view) {
             let Some(object) = view.objects.get(&key) else {

@@ -53,8 +53,7 @@ pub struct ArgoFlags {
     pub ephemeral_metadata_update_pod_retries: Option<i64>,
 
     /// Set the default AWS TargetGroupBinding apiVersion that controller uses when verifying
-    /// target group weights [Argo's default: elbv2.k8s.aws/v1beta1]. Not used: Sluice does not
-    /// verify target groups (see --aws-verify-target-group); a warning is logged when given.
+    /// target group weights [default: elbv2.k8s.aws/v1beta1].
     #[arg(
         long = "aws-target-group-binding-api-version",
         value_name = "GROUP/VERSION"
@@ -62,8 +61,7 @@ pub struct ArgoFlags {
     pub aws_target_group_binding_api_version: Option<String>,
 
     /// Set the default AWS LoadBalancer tag key for resource ID that controller uses when
-    /// verifying target group weights [Argo's default: ingress.k8s.aws/resource]. Not used, as
-    /// the flag above; a warning is logged when given.
+    /// verifying target group weights [default: ingress.k8s.aws/resource].
     #[arg(long = "alb-tag-key-resource-id", value_name = "KEY")]
     pub alb_tag_key_resource_id: Option<String>,
 
@@ -169,18 +167,6 @@ impl ArgoFlags {
             if value.is_some() {
                 not_used(flag, why);
             }
-        }
-        if self.aws_target_group_binding_api_version.is_some() {
-            not_used(
-                "aws-target-group-binding-api-version",
-                "Sluice does not verify ALB target groups",
-            );
-        }
-        if self.alb_tag_key_resource_id.is_some() {
-            not_used(
-                "alb-tag-key-resource-id",
-                "Sluice does not verify ALB target groups",
-            );
         }
         if !self.alb_ingress_classes.is_empty() {
             not_used(
@@ -295,6 +281,13 @@ mod tests {
     fn every_argo_flag_is_accepted_at_once() {
         let a = parse(EVERY_ARGO_FLAG).unwrap();
         assert!(a.argo.analysis_only());
+        let versions = a.router_versions();
+        assert_eq!(versions.alb_tag_key_resource_id, "ingress.k8s.aws/resource");
+        assert!(!versions.aws_verify_target_group);
+        let custom = parse(&["--alb-tag-key-resource-id=k", "--aws-verify-target-group"]).unwrap();
+        let versions = custom.router_versions();
+        assert_eq!(versions.alb_tag_key_resource_id, "k");
+        assert!(versions.aws_verify_target_group);
         assert_eq!(a.client.context.as_deref(), Some("ctx"));
         assert_eq!(a.argo.alb_ingress_classes, ["alb"]);
         assert_eq!(a.argo.experiment_threads, Some(10));
@@ -351,8 +344,6 @@ mod tests {
             "--ingress-threads",
             "--ephemeral-metadata-threads",
             "--ephemeral-metadata-update-pod-retries",
-            "--aws-target-group-binding-api-version",
-            "--alb-tag-key-resource-id",
             "--alb-ingress-classes",
             "--nginx-ingress-classes",
         ] {

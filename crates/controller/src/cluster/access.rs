@@ -191,6 +191,15 @@ pub trait ClusterAccess: Send + Sync {
         uid: Option<&str>,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// With `--aws-verify-target-group`: how many of `service`'s endpoints the AWS target groups
+    /// bound to it have registered (`None` where AWS is not reached, as in the simulator).
+    fn target_registration(
+        &self,
+        _service: &Service,
+    ) -> impl Future<Output = Option<sluice_engine::target_registration::Registration>> + Send {
+        std::future::ready(None)
+    }
+
     /// Which API versions of the router kinds to speak (`--istio-api-version`,
     /// `--traffic-split-api-version`).
     fn router_versions(&self) -> ApiVersions {

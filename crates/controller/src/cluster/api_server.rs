@@ -510,9 +510,21 @@ impl ClusterAccess for KubeCluster {
         self.versions.clone()
     }
 
+    async fn target_registration(
+        &self,
+        service: &Service,
+    ) -> Option<sluice_engine::target_registration::Registration> {
+        Some(super::aws_target_groups::read(&self.client, &self.versions, service).await)
+    }
+
     async fn get_router_object(&self, target: &ObjectRef) -> Result<Option<Value>, WriteError> {
         if target.kind == RouterKind::RpcPlugin {
             return Ok(Some(self.router_plugins().read(target).await));
+        }
+        if target.kind == RouterKind::AwsLoadBalancer {
+            return Ok(Some(
+                super::aws_load_balancers::read(&self.client, target).await,
+            ));
         }
         let found = self.router_api(target).get_opt(&target.name).await?;
         found

@@ -5,6 +5,8 @@
 
 mod access;
 mod api_server;
+mod aws_load_balancers;
+mod aws_target_groups;
 pub mod requeue;
 pub mod router_plugins;
 #[cfg(test)]

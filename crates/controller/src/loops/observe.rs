@@ -60,6 +60,14 @@ pub async fn observe<W: ClusterAccess>(
         }
         Err(e) => return Err(e),
     };
+    let target_registration = match sluice_engine::target_registration::wanted(rollout, &services) {
+        Some(service)
+            if router_versions.aws_verify_target_group && older_pods_up(rollout, &replica_sets) =>
+        {
+            writer.target_registration(service).await
+        }
+        _ => None,
+    };
     // An experiment step's verdict is read like an analysis run's.
     let experiments = if Observed::has_experiment_steps(rollout) {
         writer.rollout_experiments(rollout).await?
@@ -79,7 +87,27 @@ pub async fn observe<W: ClusterAccess>(
         workload,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
+        target_registration,
         now,
+    })
+}
+
+/// Whether pods of another version than the current one are still wanted: only then is there
+/// something the target registration check could hold back (Argo asks AWS on every
+/// reconcile after a promotion; Sluice stops once the old pods are gone).
+fn older_pods_up(rollout: &Rollout, replica_sets: &[ReplicaSet]) -> bool {
+    let current = rollout
+        .status
+        .as_ref()
+        .and_then(|s| s.current_pod_hash.as_deref());
+    replica_sets.iter().any(|rs| {
+        let hash = rs
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(sluice_engine::labels::POD_TEMPLATE_HASH))
+            .map(String::as_str);
+        hash != current && rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0) > 0
     })
 }
 

@@ -362,6 +362,7 @@ impl World<'_> {
             && !u.aborted
             && post_passed
             && status.stable_rs.as_deref() != Some(hash.as_str())
+            && self.targets_registered(plan, events)
         {
             remove_pause(status, &PauseReason::BlueGreenPause);
             status.controller_pause = None;
@@ -378,10 +379,13 @@ impl World<'_> {
             remove_pause(status, &PauseReason::BlueGreenPause);
             status.controller_pause = None;
             status.promote_full = None;
-            if status.stable_rs.as_deref() != Some(hash.as_str()) && post_passed {
+            // With target-group verification the new pods become stable only once the load
+            // balancer has them registered: a later reconcile records it (above).
+            let verify_first = self.router_versions.aws_verify_target_group && !u.new_is_stable;
+            if status.stable_rs.as_deref() != Some(hash.as_str()) && post_passed && !verify_first {
                 events.push(completed);
             }
-            if post_passed || u.new_is_stable {
+            if (post_passed && !verify_first) || u.new_is_stable {
                 status.stable_rs = Some(hash.clone());
             }
             promoted = true;

@@ -177,6 +177,9 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
     ) -> bool {
+        if !self.targets_registered(plan, events) {
+            return false;
+        }
         let canary = self.spec.canary();
         let delay = canary.scale_down_delay_seconds.unwrap_or(DEFAULT_DELAY);
         let dynamic = canary.dynamic_stable_scale == Some(true);

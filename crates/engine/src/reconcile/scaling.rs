@@ -3,6 +3,7 @@
 //! the replica counts of the status.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::rollout::RolloutStatus;
@@ -79,6 +80,24 @@ impl World<'_> {
             ));
         }
         from != to
+    }
+
+    /// Whether the pods the Services moved away from may go: with `--aws-verify-target-group`,
+    /// only once the AWS target groups of the Service now selecting the new pods have every one
+    /// of them registered (Argo's events each time it looks; again in 10 s when not yet).
+    pub(super) fn targets_registered(&self, plan: &mut Plan, events: &mut Vec<Event>) -> bool {
+        let Some(registration) = self.target_registration else {
+            return true;
+        };
+        let (registered, said) = crate::target_registration::judge(registration);
+        events.extend(said);
+        if !registered {
+            crate::plan::set_requeue(&mut plan.requeue_after, Duration::from_secs(10));
+            plan.waits.push(crate::Wait::TargetsNotRegistered {
+                service: registration.service.clone(),
+            });
+        }
+        registered
     }
 
     /// Older ReplicaSets (neither new nor stable) go to zero, oldest first, as fast as

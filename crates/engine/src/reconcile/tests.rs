@@ -180,6 +180,7 @@ impl World {
             workload: self.workload.clone(),
             progress_held_since: self.progress_held_since,
             step_plugin_answers: Vec::new(),
+            target_registration: None,
             now: self.now,
         };
         let plan = self.decide(&mut observed);

@@ -24,6 +24,10 @@ use crate::plan::{Action, Event, Plan};
 use crate::steps;
 use sluice_routers::router::Calls;
 
+/// How soon a weight a router has not confirmed is looked at again (Argo's
+/// `ROLLOUT_VERIFY_RETRY_INTERVAL` default).
+const VERIFY_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the routers were told in this reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct TrafficDecision {
@@ -150,10 +154,12 @@ impl World<'_> {
             crate::plan::set_requeue(&mut plan.requeue_after, after);
         }
         plan.actions.extend(edited.actions);
-        decision.verified = match routers.weight_verified(&desired) {
-            Some(false) => Some(false),
-            said => said.or(routers.verify().then_some(true)),
-        };
+        decision.verified = routers.weight_verified(&desired, status, events);
+        if decision.verified == Some(false) {
+            // Argo looks again after ROLLOUT_VERIFY_RETRY_INTERVAL (10 s): nothing the
+            // controller watches changes when the load balancer catches up.
+            crate::plan::set_requeue(&mut plan.requeue_after, VERIFY_RETRY);
+        }
         decision.routed = Some((desired.weight, desired.stable_weight()));
         self.count_written_weights(plan, &desired);
         self.record_weights(status, events, &desired, previous, decision.verified);

@@ -37,6 +37,7 @@ pub(super) struct World<'a> {
     pub(super) experiments: &'a [sluice_api::experiment::Experiment],
     /// Answers of the step plugin calls made in this reconcile.
     pub(super) step_plugin_answers: &'a [crate::StepPluginAnswer],
+    pub(super) target_registration: Option<&'a crate::target_registration::Registration>,
     /// The weight the router objects give each pod-template hash right now (traffic routing
     /// only): no ReplicaSet is scaled below what it needs.
     pub(super) routed_hashes: BTreeMap<String, i32>,
@@ -86,6 +87,7 @@ impl<'a> World<'a> {
             router_versions: &observed.router_versions,
             experiments: &observed.experiments,
             step_plugin_answers: &observed.step_plugin_answers,
+            target_registration: observed.target_registration.as_ref(),
             routed_hashes: BTreeMap::new(),
             routed_canary_weight: 0,
             revision: 0,

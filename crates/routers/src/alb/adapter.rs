@@ -6,7 +6,7 @@ use sluice_api::rollout::{AlbTrafficRouting, RolloutTrafficRouting};
 
 use crate::edits::Edits;
 use crate::kinds::{ObjectRef, RouterKind};
-use crate::router::{Calls, PATH, Shares, SharesBy, TrafficRouter, View, widest};
+use crate::router::{Calls, PATH, Report, Shares, SharesBy, TrafficRouter, View, widest};
 use crate::{Desired, ObservedWeight};
 
 pub struct Alb;
@@ -60,13 +60,17 @@ impl TrafficRouter for Alb {
         routing.alb.is_some()
     }
 
+    /// The Ingresses, and what AWS says of their load balancers when that is to be verified.
     fn references(&self, view: &View<'_>) -> Vec<ObjectRef> {
-        config(view)
-            .map(super::ingresses)
-            .unwrap_or_default()
+        let ingresses = config(view).map(super::ingresses).unwrap_or_default();
+        let mut refs: Vec<ObjectRef> = ingresses
             .iter()
             .map(|ingress| view.named(RouterKind::Ingress, ingress))
-            .collect()
+            .collect();
+        if super::verify::wanted(view) {
+            refs.extend(ingresses.iter().map(|i| super::verify::key(view, i)));
+        }
+        refs
     }
 
     fn check(&self, view: &View<'_>, desired: &Desired) -> Result<(), String> {
@@ -91,9 +95,15 @@ impl TrafficRouter for Alb {
         }
     }
 
-    /// ALB verification needs the AWS API, which Sluice does not call: it never claims it.
-    fn verifies(&self) -> bool {
-        false
+    fn weight_verified(
+        &self,
+        view: &View<'_>,
+        desired: &Desired,
+        report: &mut Report<'_>,
+    ) -> Option<bool> {
+        let cfg = config(view)?;
+        let d = with_services(view, desired);
+        super::verify::verify(view, cfg, &super::ingresses(cfg), &d, report)
     }
 
     fn edit(&self, view: &View<'_>, calls: &Calls<'_>, edits: &mut Edits) -> Result<(), String> {

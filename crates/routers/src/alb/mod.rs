@@ -29,9 +29,9 @@
 //!   Rollout (Argo adds an empty one), removes every path of a removed route rather than the
 //!   first of each rule, and rules without `http` are skipped (Argo would crash on them).
 //!
-//! Verification: Sluice never calls AWS, so it never looks up the target groups. The ALB router
-//! therefore never claims `weights.verified`, and `status.alb`/`status.albs` stay unset, as in
-//! Argo when `--aws-verify-target-group` is off.
+//! Verification (`--aws-verify-target-group`): the controller asks AWS which weights the load
+//! balancer routes, and [`verify`] judges them as Argo does; without the flag `weights.verified`
+//! is never claimed and `status.alb`/`status.albs` are cleared, as in Argo.
 
 mod action;
 mod adapter;
@@ -44,6 +44,9 @@ mod managed;
 mod observed;
 mod remove;
 mod set_weight;
+pub mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 pub use adapter::Alb;
 pub use header_route::set_header_route;

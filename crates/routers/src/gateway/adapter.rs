@@ -10,7 +10,7 @@ use sluice_api::rollout::RolloutTrafficRouting;
 use super::{Config, PLUGIN_NAME, RouteKind};
 use crate::edits::Edits;
 use crate::kinds::ObjectRef;
-use crate::router::{Calls, PATH, Selection, TrafficRouter, View, widest};
+use crate::router::{Calls, PATH, Report, Selection, TrafficRouter, View, widest};
 use crate::{Desired, ObservedWeight};
 
 pub struct GatewayApi;
@@ -109,8 +109,13 @@ impl TrafficRouter for GatewayApi {
     }
 
     /// The plugin always says the weights are verified.
-    fn verifies(&self) -> bool {
-        true
+    fn weight_verified(
+        &self,
+        _view: &View<'_>,
+        _desired: &Desired,
+        _report: &mut Report<'_>,
+    ) -> Option<bool> {
+        Some(true)
     }
 
     fn edit(&self, view: &View<'_>, calls: &Calls<'_>, edits: &mut Edits) -> Result<(), String> {

@@ -155,7 +155,12 @@ fn a_plugin_that_verifies_holds_the_weight_until_it_confirms_it() {
     let verified = |object: Value, weight: i32| {
         let objects = BTreeMap::from([(key(), object)]);
         let view = View::of(&ro, &versions, &objects, Default::default()).unwrap();
-        RpcPlugins.weight_verified(&view, &desired(weight))
+        let mut status = Default::default();
+        let mut report = crate::Report {
+            status: &mut status,
+            events: Vec::new(),
+        };
+        RpcPlugins.weight_verified(&view, &desired(weight), &mut report)
     };
     // A plugin that does not verify says nothing.
     assert_eq!(verified(json!({"weight": 20, "verified": null}), 20), None);

@@ -202,6 +202,15 @@ fn words(f: &Facts<'_>, name: &str, wait: &Wait) -> (String, Option<String>) {
                 cmd(&format!("get rollout {name} -w"))
             )),
         ),
+        Wait::TargetsNotRegistered { service } => (
+            format!(
+                "the AWS target groups of Service {service} to register every new pod before the old pods go (--aws-verify-target-group)"
+            ),
+            Some(format!(
+                "To see what is missing: {}",
+                cmd(&format!("get rollout {name}"))
+            )),
+        ),
         Wait::ProgressDeadline { since, at } => (
             format!(
                 "progress: none since {} ({} ago); the progress deadline fires at {} (in {})",

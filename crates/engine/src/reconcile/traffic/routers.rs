@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use sluice_api::rollout::Rollout;
+use sluice_api::rollout::{Rollout, RolloutStatus};
 use sluice_routers::edits::Write;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 use sluice_routers::router::{Calls, Shares};
-use sluice_routers::{Desired, Edits, ObservedWeight, REGISTRY, TrafficRouter, View};
+use sluice_routers::{Desired, Edits, ObservedWeight, REGISTRY, Report, TrafficRouter, View};
 
 use crate::plan::{Action, Event};
 
@@ -129,17 +129,31 @@ impl<'a> Routers<'a> {
             .map(move |(r, view)| (r.observed_weight(view, desired), r.shares(view)))
     }
 
-    /// Whether a router confirms the weights it was given.
-    pub(crate) fn verify(&self) -> bool {
-        self.list.iter().any(|r| r.verifies())
-    }
-
     /// What the routers' objects say of the weight `desired` asks for: not verified when one
-    /// says no, verified when one says yes and none no, nothing otherwise.
-    pub(crate) fn weight_verified(&self, desired: &Desired) -> Option<bool> {
-        self.each()
-            .filter_map(|(r, view)| r.weight_verified(view, desired))
-            .reduce(|a, b| a && b)
+    /// says no, verified when one says yes and none no, nothing otherwise. What they found
+    /// goes into `status` and `events`.
+    pub(crate) fn weight_verified(
+        &self,
+        desired: &Desired,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+    ) -> Option<bool> {
+        let mut report = Report {
+            status,
+            events: Vec::new(),
+        };
+        let verdict = self
+            .each()
+            .filter_map(|(r, view)| r.weight_verified(view, desired, &mut report))
+            .reduce(|a, b| a && b);
+        events.extend(report.events.into_iter().map(|n| {
+            if n.warning {
+                Event::warning(n.reason, n.message)
+            } else {
+                Event::normal(n.reason, n.message)
+            }
+        }));
+        verdict
     }
 
     /// Every router's edits for one reconcile, as plan actions with their events and the

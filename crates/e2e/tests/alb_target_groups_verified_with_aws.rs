@@ -1,0 +1,312 @@
+//! `--aws-verify-target-group` against a real ELBv2 API (moto's server): the ALB canary of
+//! Argo's own end-to-end suite, its Ingress pointing at a load balancer with two target
+//! groups tagged as the AWS Load Balancer Controller tags them. The test plays that
+//! controller: it changes the listener's weights when it chooses.
+//!
+//! Proven:
+//! - after the first deploy `status.alb` and `status.albs` name the load balancer, the canary
+//!   and stable target groups (full names from their ARNs) and the Ingress, as Argo fills them;
+//! - a `setWeight` step whose weight the load balancer does not route yet is held:
+//!   `weights.verified` false, a `TargetGroupUnverified` warning with the current weight;
+//! - once the listener routes it, the step completes (`TargetGroupVerified`);
+//! - when AWS cannot be reached the step is held with `TargetGroupVerifyError` naming the
+//!   cause, and `weights.verified` false.
+
+use serde_json::{Value, json};
+use sluice_api::rollout::RolloutPhase;
+use sluice_aws::aws_credential_types::Credentials;
+use sluice_aws::elbv2;
+use sluice_aws::elbv2::types::{
+    Action, ActionTypeEnum, ForwardActionConfig, ProtocolEnum, Tag, TargetGroupTuple,
+    TargetTypeEnum,
+};
+use sluice_e2e::routing::*;
+use sluice_e2e::*;
+use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
+use sluice_testenv::moto::{Moto, REGION};
+
+const NAME: &str = "alb-canary";
+const INGRESS: &str = "alb-canary-ingress";
+const CANARY: &str = "alb-canary-desired";
+const STABLE: &str = "alb-canary-stable";
+
+/// The load balancer of the test, as AWS knows it.
+struct Aws {
+    elb: elbv2::Client,
+    dns_name: String,
+    listener: String,
+    canary_group: String,
+    stable_group: String,
+}
+
+impl Aws {
+    /// A load balancer with the canary and stable target groups of `namespace`'s Ingress, all
+    /// traffic on stable.
+    async fn create(moto: &Moto, namespace: &str) -> Aws {
+        let config = sluice_aws::loader()
+            .endpoint_url(moto.endpoint())
+            .region(elbv2::config::Region::new(REGION))
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "e2e"))
+            .load()
+            .await;
+        assert!(
+            sluice_aws::set_sdk_config(config.clone()),
+            "AWS configured once"
+        );
+        let elb = elbv2::Client::new(&config);
+        // moto's default VPC has a subnet per zone; a load balancer needs two.
+        let subnets = moto
+            .query(
+                "ec2",
+                &[("Action", "DescribeSubnets"), ("Version", "2016-11-15")],
+            )
+            .await
+            .expect("subnets");
+        let ids = xml_values(&subnets, "subnetId");
+        let vpc = xml_values(&subnets, "vpcId").remove(0);
+        let lb = elb
+            .create_load_balancer()
+            .name("sluice-e2e")
+            .set_subnets(Some(ids[..2].to_vec()))
+            .send()
+            .await
+            .expect("load balancer");
+        let lb = &lb.load_balancers()[0];
+        let mut groups = Vec::new();
+        for (name, service) in [("canary", CANARY), ("stable", STABLE)] {
+            let tg = elb
+                .create_target_group()
+                .name(name)
+                .protocol(ProtocolEnum::Http)
+                .port(80)
+                .vpc_id(&vpc)
+                .target_type(TargetTypeEnum::Ip)
+                .send()
+                .await
+                .expect("target group");
+            let arn = tg.target_groups()[0]
+                .target_group_arn()
+                .unwrap()
+                .to_string();
+            elb.add_tags()
+                .resource_arns(&arn)
+                .tags(
+                    Tag::builder()
+                        .key("ingress.k8s.aws/resource")
+                        .value(format!("{namespace}/{INGRESS}-{service}:80"))
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("tags");
+            groups.push(arn);
+        }
+        let (canary_group, stable_group) = (groups[0].clone(), groups[1].clone());
+        let listener = elb
+            .create_listener()
+            .load_balancer_arn(lb.load_balancer_arn().unwrap())
+            .protocol(ProtocolEnum::Http)
+            .port(80)
+            .default_actions(forward(&canary_group, &stable_group, 0))
+            .send()
+            .await
+            .expect("listener");
+        Aws {
+            dns_name: lb.dns_name().unwrap().to_string(),
+            listener: listener.listeners()[0].listener_arn().unwrap().to_string(),
+            elb,
+            canary_group,
+            stable_group,
+        }
+    }
+
+    /// What the load balancer controller does once it has applied the annotation: the
+    /// listener forwards `canary` % to the canary group.
+    async fn route(&self, canary: i32) {
+        self.elb
+            .modify_listener()
+            .listener_arn(&self.listener)
+            .default_actions(forward(&self.canary_group, &self.stable_group, canary))
+            .send()
+            .await
+            .expect("listener weights");
+    }
+}
+
+fn forward(canary_group: &str, stable_group: &str, canary: i32) -> Action {
+    let tuple = |arn: &str, weight: i32| {
+        TargetGroupTuple::builder()
+            .target_group_arn(arn)
+            .weight(weight)
+            .build()
+    };
+    Action::builder()
+        .r#type(ActionTypeEnum::Forward)
+        .forward_config(
+            ForwardActionConfig::builder()
+                .target_groups(tuple(canary_group, canary))
+                .target_groups(tuple(stable_group, 100 - canary))
+                .build(),
+        )
+        .build()
+}
+
+/// The text of every `<tag>` element, in order.
+fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    let open = format!("<{tag}>");
+    xml.split(&open)
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next().map(str::to_string))
+        .collect()
+}
+
+/// The Rollout as JSON, with the fields Argo writes.
+async fn raw(ns: &TestNamespace) -> Value {
+    json_of(
+        &router_api(ns, "argoproj.io", "v1alpha1", "Rollout", "rollouts")
+            .get(NAME)
+            .await
+            .unwrap(),
+    )
+}
+
+async fn wait_event(ns: &TestNamespace, reason: &str, message: &str) {
+    wait_for(&format!("event {reason}: {message}"), TIMEOUT, || async {
+        let events = rollout_events(ns, NAME).await;
+        anyhow::ensure!(
+            events
+                .iter()
+                .any(|(r, m)| r == reason && m.contains(message)),
+            "{events:?}"
+        );
+        Ok(())
+    })
+    .await
+    .unwrap();
+}
+
+/// Waits until the Rollout stands at step `index` with `weights.verified` = `verified`
+/// (`None`: absent).
+async fn wait_step(ns: &TestNamespace, index: i64, verified: Option<bool>) {
+    let verified = verified.map(Value::Bool);
+    wait_for(
+        &format!("step {index}, verified {verified:?}"),
+        TIMEOUT,
+        || async {
+            let ro = raw(ns).await;
+            let status = &ro["status"];
+            anyhow::ensure!(
+                status["currentStepIndex"] == json!(index)
+                    && status.pointer("/canary/weights/verified") == verified.as_ref(),
+                "{}",
+                status
+            );
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_waits_until_the_load_balancer_routes_its_weight() {
+    let moto = Moto::start().await.expect("moto's server");
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let ns = TestNamespace::create(&env, "alb-verify").await.unwrap();
+    let aws = Aws::create(&moto, ns.name()).await;
+
+    // Argo's ALB canary, with pauses that wait for a promotion.
+    let manifest = corpus_file("test/e2e/functional/alb-canary-rollout.yaml")
+        .replace("pause: {duration: 5s}", "pause: {}");
+    ns.apply_yaml(&manifest).await.unwrap();
+    // The load balancer the AWS Load Balancer Controller would have given the Ingress.
+    ingresses(&ns)
+        .patch_status(
+            INGRESS,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [
+                {"hostname": aws.dns_name}]}}})),
+        )
+        .await
+        .unwrap();
+    let mut args = controller_args(ns.name());
+    args.aws_verify_target_group = true;
+    let _controller = start_controller_with_args(env.client(), args);
+    let api = rollouts(&ns);
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+
+    // Filled once after the first deploy, as Argo does with nothing to verify.
+    wait_for("status.alb", TIMEOUT, || async {
+        let ro = raw(&ns).await;
+        anyhow::ensure!(ro["status"].get("albs").is_some(), "{}", ro["status"]);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let status = raw(&ns).await["status"].clone();
+    let full = |arn: &str, skip: usize| arn.split('/').skip(skip).collect::<Vec<_>>().join("/");
+    let lb_arn = status["alb"]["loadBalancer"]["arn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let alb = json!({
+        "loadBalancer": {"name": "sluice-e2e", "arn": lb_arn, "fullName": full(&lb_arn, 2)},
+        "canaryTargetGroup": {"name": "canary", "arn": aws.canary_group,
+            "fullName": full(&aws.canary_group, 1)},
+        "stableTargetGroup": {"name": "stable", "arn": aws.stable_group,
+            "fullName": full(&aws.stable_group, 1)},
+        "ingress": INGRESS,
+    });
+    assert_eq!(status["alb"], alb);
+    assert_eq!(status["albs"], json!([alb]));
+    // Argo keeps the ARN from its third `/` segment on: `<name>/<id>`.
+    assert!(full(&lb_arn, 2).starts_with("sluice-e2e/"), "{lb_arn}");
+
+    // setWeight 10: written to the Ingress, not yet routed by the load balancer.
+    set_image(&api, NAME, "nginx:1.20-alpine").await;
+    wait_step(&ns, 0, Some(false)).await;
+    wait_event(
+        &ns,
+        "TargetGroupUnverified",
+        &format!(
+            "Service {CANARY} (TargetGroup {}) not verified: canary weight 10 not yet set (current: 0)",
+            aws.canary_group
+        ),
+    )
+    .await;
+    // Held: past Argo's 10 s retry, still at the step.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    assert_eq!(raw(&ns).await["status"]["currentStepIndex"], json!(0));
+
+    // The load balancer catches up: the step completes, the pause is reached (where, as in
+    // Argo, there is no weight to verify and `verified` is left out).
+    aws.route(10).await;
+    wait_step(&ns, 1, None).await;
+    wait_event(
+        &ns,
+        "TargetGroupVerified",
+        &format!(
+            "Service {CANARY} (TargetGroup {}) verified: canary weight 10 set",
+            aws.canary_group
+        ),
+    )
+    .await;
+
+    // AWS unreachable: setWeight 20 is held, the cause in the event.
+    drop(moto);
+    promote(&api, NAME).await;
+    wait_step(&ns, 2, Some(false)).await;
+    wait_event(
+        &ns,
+        "TargetGroupVerifyError",
+        &format!("Failed to verify Service {CANARY} (TargetGroup unknown): dispatch failure"),
+    )
+    .await;
+    let events = rollout_events(&ns, NAME).await;
+    let error = events
+        .iter()
+        .find(|(r, _)| r == "TargetGroupVerifyError")
+        .unwrap();
+    assert!(error.1.to_lowercase().contains("connect"), "{error:?}");
+    assert_eq!(raw(&ns).await["status"]["currentStepIndex"], json!(2));
+}
