@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use aws_config::SdkConfig;
 use aws_credential_types::provider::ProvideCredentials as _;
+use aws_credential_types::provider::error::CredentialsError;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
 
@@ -37,10 +38,13 @@ pub async fn sign_request(
     let provider = config
         .credentials_provider()
         .ok_or("no AWS credentials provider configured")?;
-    let credentials = provider
-        .provide_credentials()
-        .await
-        .map_err(|e| format!("AWS credentials: {}", crate::error_message(&e)))?;
+    let credentials = provider.provide_credentials().await.map_err(|e| match e {
+        // Its own words are "the credential provider was not enabled".
+        CredentialsError::CredentialsNotLoaded(_) => "no AWS credentials found (environment, \
+            shared files, web identity, container or instance credentials)"
+            .to_string(),
+        e => format!("AWS credentials: {}", crate::error_message(&e)),
+    })?;
     let identity = credentials.into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
@@ -68,10 +72,14 @@ pub async fn sign_request(
 }
 
 /// The endpoint of `service` (its host prefix, `monitoring` for CloudWatch) in `region`:
-/// `AWS_ENDPOINT_URL` when the configuration has one, else AWS's public address.
+/// `AWS_ENDPOINT_URL` when the configuration has one, else AWS's public address (China's
+/// regions have a domain of their own).
 pub fn endpoint(config: &SdkConfig, host_prefix: &str, region: &str) -> String {
     match config.endpoint_url() {
         Some(url) => url.trim_end_matches('/').to_string(),
+        None if region.starts_with("cn-") => {
+            format!("https://{host_prefix}.{region}.amazonaws.com.cn")
+        }
         None => format!("https://{host_prefix}.{region}.amazonaws.com"),
     }
 }

@@ -10,6 +10,7 @@
 //!   kustomizations (the `sluice-render-manifests` binary, `make manifests`).
 //! - [`moto`]: moto's AWS API emulator (CloudWatch, ELBv2) for the AWS-backed features.
 //! - [`prometheus`]: a real Prometheus server scraping targets a test names.
+//! - [`sigv4_proxy`]: a proxy letting through only requests botocore finds correctly signed.
 
 pub mod fake_kubelet;
 pub mod fault_proxy;
@@ -20,3 +21,4 @@ mod loopback;
 pub mod manifests;
 pub mod moto;
 pub mod prometheus;
+pub mod sigv4_proxy;

@@ -183,6 +183,19 @@ impl Moto {
     }
 }
 
+/// The Python of moto's environment, which has botocore (AWS's Python SDK core).
+pub fn python() -> anyhow::Result<std::path::PathBuf> {
+    let server = match std::env::var("SLUICE_MOTO") {
+        Ok(path) => path,
+        Err(_) => install()?,
+    };
+    let python = std::path::Path::new(&server).with_file_name("python3");
+    if !python.exists() {
+        bail!("no python3 beside {server}");
+    }
+    Ok(python)
+}
+
 /// Runs `scripts/install-moto.sh` (a no-op once installed) and answers the binary's path.
 fn install() -> anyhow::Result<String> {
     let script =

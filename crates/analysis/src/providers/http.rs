@@ -45,8 +45,9 @@ pub(crate) fn with_headers(
     Ok(request)
 }
 
-/// Adds the credentials `authentication` asks for. OAuth2 client credentials are exchanged for
-/// a bearer token first; SigV4 signing is not available.
+/// Adds the credentials `authentication` asks for: OAuth2 client credentials are exchanged for
+/// a bearer token. SigV4 is Prometheus' own (it signs the finished request); the web provider
+/// ignores it, as Argo's does.
 pub(crate) async fn authenticate(
     client: &reqwest::Client,
     request: RequestBuilder,
@@ -56,13 +57,6 @@ pub(crate) async fn authenticate(
     let Some(auth) = authentication else {
         return Ok(request);
     };
-    if auth
-        .sigv4
-        .as_ref()
-        .is_some_and(|s| s != &Default::default())
-    {
-        return Err(ProviderError::new("sigv4 authentication is not supported"));
-    }
     match &auth.oauth2 {
         Some(oauth2) if oauth2.token_url.as_deref().is_some_and(|u| !u.is_empty()) => {
             let token = oauth2_token(client, oauth2, timeout).await?;

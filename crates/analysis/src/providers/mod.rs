@@ -8,6 +8,7 @@
 //! become phase `Error` with the reason as message; nothing here returns early with a Rust error,
 //! so a run always has a measurement to record. Secret values are redacted from the result.
 
+mod cloudwatch;
 mod datadog;
 mod graphite;
 mod http;
@@ -62,6 +63,7 @@ static REGISTRY: &[&dyn Registered] = &[
     &Adapter::<wavefront::Wavefront>::NEW,
     &Adapter::<skywalking::SkyWalking>::NEW,
     &Adapter::<kayenta::Kayenta>::NEW,
+    &Adapter::<cloudwatch::CloudWatch>::NEW,
     &Adapter::<plugin::Plugin>::NEW,
 ];
 
@@ -85,6 +87,8 @@ pub struct Providers {
     secrets: Arc<dyn SecretSource>,
     settings: ProviderSettings,
     plugins: Option<Arc<sluice_plugins::PluginHost>>,
+    /// The AWS configuration CloudWatch and SigV4 use; the process's when not given.
+    aws: Option<Arc<sluice_aws::SdkConfig>>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -111,6 +115,7 @@ impl Providers {
             secrets,
             settings,
             plugins: None,
+            aws: None,
         })
     }
 
@@ -122,6 +127,22 @@ impl Providers {
 
     pub(crate) fn plugins(&self) -> Option<&sluice_plugins::PluginHost> {
         self.plugins.as_deref()
+    }
+
+    /// The same providers, reaching AWS as `config` says (a test's endpoint and credentials)
+    /// instead of through the process's configuration.
+    pub fn with_aws(mut self, config: sluice_aws::SdkConfig) -> Self {
+        self.aws = Some(Arc::new(config));
+        self
+    }
+
+    /// The AWS configuration: the one given, else the process's, loaded from the default
+    /// chain on first use (so that a controller with no AWS metric never reads it).
+    pub(crate) async fn aws(&self) -> &sluice_aws::SdkConfig {
+        match &self.aws {
+            Some(config) => config,
+            None => sluice_aws::sdk_config().await,
+        }
     }
 
     /// Providers for a cluster: settings from the environment, Secrets from the API server.
@@ -275,10 +296,6 @@ mod tests {
         let p = providers(Default::default());
         let ctx = RunContext::new("run", "ns", "uid");
         let cases = [
-            (
-                json!({"cloudWatch": {"metricDataQueries": []}}),
-                "provider \"cloudWatch\" is not supported",
-            ),
             (
                 json!({"plugin": {"argoproj-labs/sample": {}}}),
                 "unable to start plugin system: unable to find plugin (argoproj-labs/sample): plugin argoproj-labs/sample not configured in configmap",

@@ -101,6 +101,24 @@ pub(crate) fn format_float(f: f64) -> String {
     }
 }
 
+/// A float as Go's `%v` writes it: the shortest digits, with an exponent of at least two digits
+/// (`1e+06`, `1.5e-05`) when the decimal exponent is below -4 or 6 and more; `NaN`, `+Inf`,
+/// `-Inf` as such.
+pub(crate) fn go_float(f: f64) -> String {
+    if !f.is_finite() {
+        return format_float(f);
+    }
+    // `{:e}` gives the shortest digits as `d.ddde<exp>`.
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        return format!("{f}");
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+}
+
 /// `[a,b,c]`, the way Argo writes a list of floats.
 pub(crate) fn format_floats(values: &[f64]) -> String {
     let items: Vec<String> = values.iter().copied().map(format_float).collect();
@@ -121,6 +139,31 @@ mod tests {
         assert_eq!(format_float(f64::NEG_INFINITY), "-Inf");
         assert_eq!(format_floats(&[]), "[]");
         assert_eq!(format_floats(&[0.5, 2.0]), "[0.5,2]");
+    }
+
+    #[test]
+    fn floats_as_go_prints_them_with_percent_v() {
+        let cases = [
+            (0.99, "0.99"),
+            (1.0, "1"),
+            (100.0, "100"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (1e6, "1e+06"),
+            (1e21, "1e+21"),
+            (0.0001, "0.0001"),
+            (0.000001, "1e-06"),
+            (0.000015, "1.5e-05"),
+            (-2.5e300, "-2.5e+300"),
+            (-0.0, "-0"),
+            (5e-324, "5e-324"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (f64::NAN, "NaN"),
+        ];
+        for (f, text) in cases {
+            assert_eq!(go_float(f), text, "{f:e}");
+        }
     }
 
     #[test]

@@ -16,9 +16,13 @@ pub(crate) fn providers(settings: ProviderSettings) -> Providers {
     providers_with(settings, MemorySecrets::new())
 }
 
+/// Providers with an AWS configuration holding nothing (no region, no credentials), so that
+/// no test reads the machine's AWS settings; the AWS tests give their own.
 pub(crate) fn providers_with(settings: ProviderSettings, secrets: MemorySecrets) -> Providers {
     install_crypto();
-    Providers::new(settings, Arc::new(secrets), None).unwrap()
+    Providers::new(settings, Arc::new(secrets), None)
+        .unwrap()
+        .with_aws(sluice_aws::SdkConfig::builder().build())
 }
 
 /// Serves `router` on 127.0.0.1 and returns its base URL (`http://127.0.0.1:<port>`).

@@ -7,7 +7,7 @@
 
 use expr::Value;
 
-use super::super::outcome::format_float;
+use super::super::outcome::go_float;
 
 /// One table's layout.
 #[derive(Default)]
@@ -116,23 +116,6 @@ pub(super) fn go_print(value: &Value) -> String {
     }
 }
 
-/// A float as Go's `%v` writes it: the shortest digits, with an exponent of at least two digits
-/// (`1e+06`, `1.5e-05`) when the decimal exponent is below -4 or 6 and more.
-fn go_float(f: f64) -> String {
-    if !f.is_finite() {
-        return format_float(f);
-    }
-    // `{:e}` gives the shortest digits as `d.ddde<exp>`.
-    let scientific = format!("{f:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if (-4..6).contains(&exponent) {
-        return format!("{f}");
-    }
-    let sign = if exponent < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
-}
-
 /// The rows of a CSV text: comma-separated, fields optionally in double quotes (a quote inside
 /// doubled), rows ending with LF or CRLF.
 fn rows(text: &str) -> Vec<Vec<String>> {
@@ -167,24 +150,6 @@ fn rows(text: &str) -> Vec<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn floats_as_go_prints_them() {
-        let cases = [
-            (0.99, "0.99"),
-            (1.0, "1"),
-            (123456.0, "123456"),
-            (1234567.0, "1.234567e+06"),
-            (1e6, "1e+06"),
-            (0.0001, "0.0001"),
-            (0.000015, "1.5e-05"),
-            (-2.5e300, "-2.5e+300"),
-            (f64::INFINITY, "+Inf"),
-        ];
-        for (f, text) in cases {
-            assert_eq!(go_float(f), text);
-        }
-    }
 
     #[test]
     fn times_as_go_prints_them() {

@@ -2,7 +2,8 @@
 //!
 //! As in Argo, a scalar result is a float and a vector a list of floats (`result[0]`), even
 //! with one element; a range query's matrix is flattened into one list (`all(result, ...)`).
-//! The value reads `0.99` for a scalar and `[0.99]` for a vector.
+//! The value reads `0.99` for a scalar and `[0.99]` for a vector. Queries to Amazon Managed
+//! Service for Prometheus are signed with SigV4 (see `sigv4`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +21,9 @@ use super::outcome::{Outcome, format_float, format_floats};
 use super::provider::{Env, Provider};
 use crate::expression::check_shape;
 use crate::redact::Redactor;
+use sigv4::Signer;
+
+mod sigv4;
 
 /// Metadata key of the query after argument substitution (on the metric result).
 pub const RESOLVED_PROMETHEUS_QUERY: &str = "ResolvedPrometheusQuery";
@@ -98,6 +102,11 @@ async fn measure(env: Env<'_>, q: Query<'_>) -> Result<Outcome, ProviderError> {
         query,
         range,
     } = q;
+    // Credentials first, as Argo finds them when it builds its client.
+    let signer = match sigv4::wanted(&address, prom.authentication.as_ref()) {
+        Some(sigv4) => Some(Signer::new(env.providers.aws().await, sigv4).await?),
+        None => None,
+    };
     let client = env.providers.http(prom.insecure.unwrap_or(false));
     let request = match range {
         None => {
@@ -117,9 +126,15 @@ async fn measure(env: Env<'_>, q: Query<'_>) -> Result<Outcome, ProviderError> {
     };
     let request = with_headers(request, prom.headers.as_deref().unwrap_or_default())?;
     let request = authenticate(client, request, prom.authentication.as_ref(), timeout).await?;
-    let response = request
+    let mut request = request
         .timeout(timeout)
-        .send()
+        .build()
+        .map_err(|e| request_error(&e, timeout))?;
+    if let Some(signer) = &signer {
+        signer.sign(&mut request).await?;
+    }
+    let response = client
+        .execute(request)
         .await
         .map_err(|e| request_error(&e, timeout))?;
     let status = response.status();

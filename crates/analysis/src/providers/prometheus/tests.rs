@@ -285,11 +285,11 @@ async fn configuration_errors() {
         ),
         (
             metric(
-                "http://h",
+                "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-1",
                 "q",
                 json!({"authentication": {"sigv4": {"region": "eu-west-1"}}}),
             ),
-            "sigv4 authentication is not supported",
+            "could not get SigV4 credentials: no AWS credentials provider configured",
         ),
         (
             metric(
