@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 pub use sluice_testenv::harness;
 
 pub mod argo_objects;
+pub mod aws;
 pub mod notify;
 pub mod plugins;
 pub mod process;

@@ -25,9 +25,10 @@ use sluice_engine::observed::TemplateKey;
 use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
-use crate::cache::{Caches, managed_by_key};
+use crate::cache::Caches;
 use crate::leader::fence::WriteGate;
 
+use super::cached::{cached_rollout_services, in_namespace, owned};
 use super::router_plugins::RouterPlugins;
 use super::{ClusterAccess, WriteError, controlled_by};
 /// [`ClusterAccess`] against a real API server.
@@ -240,54 +241,6 @@ fn uid_precondition(uid: Option<&str>) -> DeleteParams {
         }),
         ..Default::default()
     }
-}
-
-/// The cached objects of `namespace`, in name order (as the API server lists them). A scan of
-/// the whole cache: the Rollout loop reads through the indexed lookups instead.
-fn in_namespace<K: Resource + Clone>(cached: Vec<std::sync::Arc<K>>, namespace: &str) -> Vec<K> {
-    let mut found: Vec<K> = cached
-        .iter()
-        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .map(|o| (**o).clone())
-        .collect();
-    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
-    found
-}
-
-/// Cached objects found by their owner's uid, kept when in the owner's namespace.
-fn owned<K: Resource + Clone>(found: Vec<std::sync::Arc<K>>, namespace: &str) -> Vec<K> {
-    found
-        .iter()
-        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .map(|o| (**o).clone())
-        .collect()
-}
-
-/// The Services a Rollout wants, from the cache: those it names, by name, and those filed under
-/// its managed-by annotation, in name order.
-fn cached_rollout_services(caches: &Caches, rollout: &Rollout) -> Vec<Service> {
-    let ns = rollout.metadata.namespace.as_deref().unwrap_or_default();
-    let mut found = std::collections::BTreeMap::new();
-    for name in Observed::service_names(rollout) {
-        if let Some(svc) = caches
-            .services
-            .store()
-            .get(&StoreRef::new(&name).within(ns))
-        {
-            found.insert(name, svc);
-        }
-    }
-    if let Some(name) = rollout.metadata.name.as_deref() {
-        for svc in caches.services.find(&managed_by_key(ns, name)) {
-            let name = svc.metadata.name.clone().unwrap_or_default();
-            found.entry(name).or_insert(svc);
-        }
-    }
-    found
-        .into_values()
-        .filter(|svc| Observed::wants_service(rollout, svc))
-        .map(|svc| (*svc).clone())
-        .collect()
 }
 
 impl ClusterAccess for KubeCluster {

@@ -7,6 +7,7 @@ mod access;
 mod api_server;
 mod aws_load_balancers;
 mod aws_target_groups;
+mod cached;
 pub mod requeue;
 pub mod router_plugins;
 #[cfg(test)]
