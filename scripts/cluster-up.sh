@@ -80,9 +80,9 @@ free_port() {
 
 ensure_packages() {
   local missing=() pkg
-  # prometheus: the real server the analysis tests query; tmux: the terminal the --watch
-  # views are tested in.
-  for pkg in openssl jq curl util-linux prometheus tmux; do
+  # prometheus, graphite-web: real servers the analysis tests query; tmux: the terminal the
+  # --watch views are tested in.
+  for pkg in openssl jq curl util-linux prometheus tmux graphite-web; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return
@@ -169,7 +169,7 @@ start_kube_controller_manager() {
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
     --leader-elect=false --secure-port=0 \
-    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment \
+    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment,statefulset \
     --kube-api-qps=200 --kube-api-burst=400 \
     --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
 }

@@ -3,6 +3,7 @@
 //! - [`fake_kubelet`]: makes pods behave on a cluster that has no kubelet or scheduler; runs as
 //!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
 //! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
+//! - [`graphite`]: a real graphite-web serving its render API from whisper files.
 //! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
 //!   applying YAML, waiting for conditions.
 //! - [`http_stub`]: a local HTTP server whose answer a test sets (a metric source).
@@ -14,6 +15,7 @@
 
 pub mod fake_kubelet;
 pub mod fault_proxy;
+pub mod graphite;
 pub mod harness;
 pub mod http_stub;
 pub mod kubeconfig;

@@ -242,3 +242,38 @@ fn values_as_go_writes_them() {
     assert_eq!(go_percent_f(f64::INFINITY), "+Inf");
     assert_eq!(go_percent_f(f64::NAN), "NaN");
 }
+
+/// Against a real graphite-web (Debian's package): the render API's answer for a series
+/// written as carbon writes it gives a Successful, a Failed and an Error measurement.
+#[tokio::test]
+async fn against_a_real_graphite_web() {
+    let graphite = sluice_testenv::graphite::Graphite::start()
+        .await
+        .expect("graphite-web");
+    let now = jiff::Timestamp::now().as_second();
+    // Aligned on the series' 10 s resolution, within the last minute.
+    let at = now - now % 10 - 20;
+    graphite
+        .write("shop.web.success_rate", &[(99.5, at - 10), (98.25, at)])
+        .unwrap();
+    graphite
+        .write("shop.web.error_rate", &[(12.5, at)])
+        .unwrap();
+    let p = providers(Default::default());
+    let address = graphite.address();
+    let measure = |query: &'static str| {
+        let m = metric(&address, query, "result[0] >= 98", Some("result[0] < 50"));
+        let p = p.clone();
+        async move { p.measure(&ctx(), &m).await }
+    };
+    let ok = measure("target=shop.web.success_rate&from=-2min").await;
+    assert_eq!(ok.phase, Some(AnalysisPhase::Successful), "{ok:?}");
+    assert_eq!(ok.value.as_deref(), Some("[99.500000,98.250000]"));
+    let failed = measure("target=shop.web.error_rate&from=-2min").await;
+    assert_eq!(failed.phase, Some(AnalysisPhase::Failed), "{failed:?}");
+    assert_eq!(failed.value.as_deref(), Some("[12.500000]"));
+    // A function graphite-web does not know: its error answer is an Error measurement.
+    let error = measure("target=noSuchFunction(shop.web.error_rate)").await;
+    assert_eq!(error.phase, Some(AnalysisPhase::Error), "{error:?}");
+    assert!(error.message.is_some(), "{error:?}");
+}
