@@ -7,9 +7,11 @@ use std::time::Duration;
 use clap::{ArgAction, Args, Parser, Subcommand};
 
 mod create;
+mod dashboard;
 mod notifications;
 
 pub use create::{CreateAnalysisRunArgs, CreateArgs, CreateCommand};
+pub use dashboard::DashboardArgs;
 pub use notifications::{NotificationsArgs, NotificationsCommand, TemplateCommand, TriggerCommand};
 
 const ABOUT: &str = "Manage Sluice Rollouts (argoproj.io/v1alpha1) from kubectl";
@@ -195,6 +197,12 @@ pub enum Command {
     /// Say in plain words what a rollout waits for and why, and what moves it on
     #[command(long_about = EXPLAIN_LONG_ABOUT, after_help = EXPLAIN_EXAMPLES)]
     Explain(ExplainArgs),
+    /// Serve a web dashboard and Argo's dashboard API for the Rollouts, on 127.0.0.1:3100
+    #[command(
+        long_about = dashboard::DASHBOARD_LONG_ABOUT,
+        after_help = dashboard::DASHBOARD_EXAMPLES
+    )]
+    Dashboard(DashboardArgs),
     /// Print the version
     Version,
     /// Generate the autocompletion script for the specified shell

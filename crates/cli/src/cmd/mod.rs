@@ -4,6 +4,7 @@
 mod abort;
 mod create;
 mod create_analysis_run;
+mod dashboard;
 mod explain;
 mod get;
 mod get_experiment;
@@ -40,6 +41,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Completion { shell } => completion(shell),
         Command::Explain(args) => explain::run(&connect().await?, &args).await,
+        Command::Dashboard(args) => dashboard::run(&cli.global, &args).await,
         Command::Version => emit(&format!("kubectl-sluice {}\n", env!("CARGO_PKG_VERSION"))),
         Command::Lint(args) => lint::run(&args),
         Command::Create(args) => match &args.what {
@@ -137,13 +139,34 @@ fn rollouts(target: &Target) -> Api<Rollout> {
 }
 
 /// Makes a kube error readable: an API error becomes the server's message
-/// (`rollouts.argoproj.io "demo" not found`).
+/// (`rollouts.argoproj.io "demo" not found`), keeping its HTTP code for the dashboard to pass on.
 pub fn explain(err: kube::Error) -> anyhow::Error {
     match err {
-        kube::Error::Api(status) if !status.message.is_empty() => anyhow::anyhow!(status.message),
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            anyhow::Error::new(ServerRefusal {
+                code: status.code,
+                message: status.message,
+            })
+        }
         other => anyhow::Error::new(other),
     }
 }
+
+/// An answer of the API server that refused a request: its message, shown as it is, and its
+/// HTTP code.
+#[derive(Debug)]
+pub struct ServerRefusal {
+    pub code: u16,
+    pub message: String,
+}
+
+impl std::fmt::Display for ServerRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ServerRefusal {}
 
 /// Reads one Rollout.
 async fn get_rollout(api: &Api<Rollout>, name: &str) -> anyhow::Result<Rollout> {

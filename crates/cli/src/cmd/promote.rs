@@ -42,24 +42,30 @@ pub async fn run(target: &Target, args: &PromoteArgs) -> anyhow::Result<()> {
     } else {
         Promotion::Next
     };
-    let api = rollouts(target);
-    let rollout = get_rollout(&api, &args.name).await?;
-    let mut patches = promote_patches(&rollout, promotion)?;
-    if let Some(status) = &patches.status
-        && try_patch_status(&api, &args.name, status).await?.is_none()
-    {
-        // No status subresource: spec and status go in one patch of the object.
-        patches.spec = Some(patches.unified);
-    }
-    if let Some(spec) = &patches.spec {
-        merge_patch(&api, &args.name, spec).await?;
-    }
+    apply(target, &args.name, promotion).await?;
     let how = if promotion == Promotion::Full {
         "fully promoted"
     } else {
         "promoted"
     };
     emit(&format!("rollout '{}' {how}\n", args.name))
+}
+
+/// Promotes rollout `name` as requested. Shared by the command and the dashboard.
+pub async fn apply(target: &Target, name: &str, promotion: Promotion) -> anyhow::Result<()> {
+    let api = rollouts(target);
+    let rollout = get_rollout(&api, name).await?;
+    let mut patches = promote_patches(&rollout, promotion)?;
+    if let Some(status) = &patches.status
+        && try_patch_status(&api, name, status).await?.is_none()
+    {
+        // No status subresource: spec and status go in one patch of the object.
+        patches.spec = Some(patches.unified);
+    }
+    if let Some(spec) = &patches.spec {
+        merge_patch(&api, name, spec).await?;
+    }
+    Ok(())
 }
 
 /// The patches that promote `rollout` as requested.

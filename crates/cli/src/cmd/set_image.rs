@@ -21,18 +21,25 @@ const MAX_ATTEMPTS: usize = 5;
 const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
 pub async fn run(target: &Target, args: &SetImageArgs) -> anyhow::Result<()> {
-    let rollout = get_rollout(&rollouts(target), &args.name).await?;
+    apply(target, &args.name, &args.images).await?;
+    emit(&format!("rollout \"{}\" image updated\n", args.name))
+}
+
+/// Sets the images of rollout `name` (or of the Deployment its workloadRef names). Shared by
+/// the command and the dashboard.
+pub async fn apply(target: &Target, name: &str, images: &[ImageUpdate]) -> anyhow::Result<()> {
+    let rollout = get_rollout(&rollouts(target), name).await?;
     match &rollout.spec.workload_ref {
         None => {
             let resource = ApiResource::erase::<Rollout>(&());
             let api = Api::namespaced_with(target.client.clone(), &target.namespace, &resource);
-            update_template(&api, &args.name, &args.images)
+            update_template(&api, name, images)
                 .await
-                .with_context(|| format!("updating rollout {:?}", args.name))?;
+                .with_context(|| format!("updating rollout {name:?}"))?;
         }
         Some(workload) => {
             let kind = workload.kind.as_deref().unwrap_or_default();
-            let name = workload.name.as_deref().unwrap_or_default();
+            let target_name = workload.name.as_deref().unwrap_or_default();
             if kind != "Deployment" {
                 bail!(
                     "cannot set images through a workloadRef to a {kind:?}; only Deployments are supported"
@@ -40,17 +47,14 @@ pub async fn run(target: &Target, args: &SetImageArgs) -> anyhow::Result<()> {
             }
             let resource = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
             let api = Api::namespaced_with(target.client.clone(), &target.namespace, &resource);
-            update_template(&api, name, &args.images)
+            update_template(&api, target_name, images)
                 .await
                 .with_context(|| {
-                    format!(
-                        "updating deployment {name:?} referenced by rollout {:?}",
-                        args.name
-                    )
+                    format!("updating deployment {target_name:?} referenced by rollout {name:?}")
                 })?;
         }
     }
-    emit(&format!("rollout \"{}\" image updated\n", args.name))
+    Ok(())
 }
 
 /// Sets the images in `spec.template.spec` of the named object, retrying on conflicts.

@@ -14,7 +14,16 @@ use crate::info::is_controlled_by;
 use crate::kube_target::Target;
 
 pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
-    let name = &args.name;
+    emit(&apply(target, &args.name, args.to_revision).await?)
+}
+
+/// Rolls `name` back to `to_revision` (default: the one before the latest); returns what was
+/// done, in words. Shared by the command and the dashboard.
+pub async fn apply(
+    target: &Target,
+    name: &str,
+    to_revision: Option<i64>,
+) -> anyhow::Result<String> {
     let rollout = get_rollout(&rollouts(target), name).await?;
     let rs_api: Api<ReplicaSet> = Api::namespaced(target.client.clone(), &target.namespace);
     let mut params = ListParams::default();
@@ -30,7 +39,7 @@ pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter(|rs| is_controlled_by(&rs.metadata, &rollout.metadata))
         .collect();
-    let source = revision_to_restore(&replica_sets, args.to_revision, name)?;
+    let source = revision_to_restore(&replica_sets, to_revision, name)?;
     let revision = source.revision().unwrap_or(0);
     let template = restored_template(source)?;
     let patch = undo_patch(&template)?;
@@ -38,7 +47,7 @@ pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
     match &rollout.spec.workload_ref {
         None => {
             if same_template(rollout.spec.template.as_ref(), &template)? {
-                return emit(&skipped(revision));
+                return Ok(skipped(revision));
             }
             rollouts(target)
                 .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
@@ -62,7 +71,7 @@ pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("reading deployment {target_name:?}"))?;
             let current = deployment.spec.as_ref().map(|s| &s.template);
             if same_template(current, &template)? {
-                return emit(&skipped(revision));
+                return Ok(skipped(revision));
             }
             api.patch(
                 target_name,
@@ -74,7 +83,7 @@ pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
             .with_context(|| format!("patching deployment {target_name:?}"))?;
         }
     }
-    emit(&format!(
+    Ok(format!(
         "rollout '{name}' rolled back to revision {revision}\n"
     ))
 }

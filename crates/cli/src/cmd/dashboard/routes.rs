@@ -1,0 +1,223 @@
+//! The read side of the API, at the paths of Argo's dashboard: the infos of a namespace's
+//! Rollouts and of one Rollout, each also as a stream that sends a Rollout again whenever
+//! what it shows changes; the namespace and the version.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::Dashboard;
+use super::cache::Cache;
+use super::error::ApiError;
+use super::safety::Mode;
+use super::views;
+
+/// How long to wait for more changes before sending, so a burst is sent once.
+const SETTLE: Duration = Duration::from_millis(100);
+/// An empty line this often keeps proxies and browsers from closing a quiet stream (Argo's
+/// streams time out behind proxies); readers skip empty lines.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub async fn version() -> Json<Value> {
+    Json(json!({"rolloutsVersion": format!("v{}", env!("CARGO_PKG_VERSION"))}))
+}
+
+/// The namespace the dashboard opens on and the namespaces that have Rollouts.
+pub async fn namespace(State(app): State<Dashboard>) -> Json<Value> {
+    app.cache.ready().await;
+    let mut available: Vec<String> = app
+        .cache
+        .rollouts
+        .state()
+        .iter()
+        .filter_map(|r| r.metadata.namespace.clone())
+        .filter(|ns| app.scope.covers(ns))
+        .collect();
+    available.sort();
+    available.dedup();
+    Json(json!({"namespace": app.namespace, "availableNamespaces": available}))
+}
+
+/// What the page needs to know of the server (a Sluice addition to Argo's API).
+pub async fn settings(State(app): State<Dashboard>) -> Json<Value> {
+    Json(json!({
+        "readOnly": app.mode == Mode::ReadOnly,
+        "namespace": app.namespace,
+        "allNamespaces": matches!(app.scope, super::cache::Scope::All),
+    }))
+}
+
+pub async fn list(
+    State(app): State<Dashboard>,
+    Path(namespace): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.check_namespace(&namespace)?;
+    app.cache.ready().await;
+    let rollouts: Vec<Value> = views::list(&app.cache, &namespace, Timestamp::now())
+        .into_iter()
+        .map(|(_, info)| info)
+        .collect();
+    Ok(Json(json!({"rollouts": rollouts})))
+}
+
+pub async fn one(
+    State(app): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    app.check_namespace(&namespace)?;
+    app.cache.ready().await;
+    views::one(&app.cache, &namespace, &name, Timestamp::now())
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("rollouts.argoproj.io \"{name}\" not found"),
+            )
+        })
+}
+
+pub async fn watch_list(
+    State(app): State<Dashboard>,
+    Path(namespace): Path<String>,
+) -> Result<Response, ApiError> {
+    app.check_namespace(&namespace)?;
+    Ok(stream(Live::new(app.cache, namespace, None)))
+}
+
+pub async fn watch_one(
+    State(app): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    app.check_namespace(&namespace)?;
+    Ok(stream(Live::new(app.cache, namespace, Some(name))))
+}
+
+/// A stream of JSON lines as grpc-gateway sends a server stream: `{"result": ...}` each.
+fn stream(live: Live) -> Response {
+    let lines = futures::stream::unfold(live, |mut live| async move {
+        let line = live.next_line().await?;
+        Some((Ok::<_, Infallible>(line), live))
+    });
+    let mut response = Body::from_stream(lines).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Stops proxies that buffer responses (nginx) from holding the lines back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// One open watch: what it last sent of each Rollout, so that only changes are sent. It
+/// lives as long as the browser keeps the connection; dropping it ends its work.
+struct Live {
+    cache: Cache,
+    namespace: String,
+    /// One Rollout, or the whole namespace.
+    name: Option<String>,
+    changes: watch::Receiver<u64>,
+    sent: HashMap<String, Value>,
+    pending: VecDeque<Bytes>,
+    started: bool,
+}
+
+impl Live {
+    fn new(cache: Cache, namespace: String, name: Option<String>) -> Self {
+        let changes = cache.changes();
+        Self {
+            cache,
+            namespace,
+            name,
+            changes,
+            sent: HashMap::new(),
+            pending: VecDeque::new(),
+            started: false,
+        }
+    }
+
+    /// The next line to send: the current state first, then each change; `None` when the
+    /// watches have stopped.
+    async fn next_line(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(line) = self.pending.pop_front() {
+                return Some(line);
+            }
+            if self.started {
+                tokio::select! {
+                    changed = self.changes.changed() => changed.ok()?,
+                    () = tokio::time::sleep(KEEP_ALIVE) => return Some(Bytes::from_static(b"\n")),
+                }
+                tokio::time::sleep(SETTLE).await;
+            } else {
+                self.cache.ready().await;
+                self.started = true;
+            }
+            self.changes.borrow_and_update();
+            self.collect();
+        }
+    }
+
+    /// Queues a line for every Rollout whose info differs from what was last sent.
+    fn collect(&mut self) {
+        let now = Timestamp::now();
+        let current: Vec<(String, Value)> = match &self.name {
+            Some(name) => views::one(&self.cache, &self.namespace, name, now)
+                .map(|info| (name.clone(), info))
+                .into_iter()
+                .collect(),
+            None => views::list(&self.cache, &self.namespace, now),
+        };
+        let gone: Vec<String> = self
+            .sent
+            .keys()
+            .filter(|name| !current.iter().any(|(n, _)| n == *name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.sent.remove(&name);
+            if self.name.is_none() {
+                // Argo's stream never says a Rollout is gone; the page needs to know.
+                let info = json!({"objectMeta": {"name": name, "namespace": self.namespace}});
+                self.push(json!({"result": {"type": "Deleted", "rolloutInfo": info}}));
+            }
+        }
+        for (name, info) in current {
+            if self.sent.get(&name) == Some(&info) {
+                continue;
+            }
+            let line = match &self.name {
+                Some(_) => json!({"result": info}),
+                None => views::watch_event(info.clone()),
+            };
+            self.push(line);
+            self.sent.insert(name, info);
+        }
+    }
+
+    fn push(&mut self, line: Value) {
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        self.pending.push_back(Bytes::from(bytes));
+    }
+}
+
+/// The page and its files, for every path outside the API.
+pub async fn page(uri: axum::http::Uri) -> Response {
+    super::assets::file(uri.path())
+}
+
+/// An unknown API path: JSON, not the page.
+pub async fn no_such_api() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such API path")
+}
