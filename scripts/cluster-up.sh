@@ -81,8 +81,8 @@ free_port() {
 ensure_packages() {
   local missing=() pkg
   # prometheus, graphite-web: real servers the analysis tests query; tmux: the terminal the
-  # --watch views are tested in.
-  for pkg in openssl jq curl util-linux prometheus tmux graphite-web; do
+  # --watch views are tested in; chromium: the browser the dashboard is tested in.
+  for pkg in openssl jq curl util-linux prometheus tmux graphite-web chromium; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return

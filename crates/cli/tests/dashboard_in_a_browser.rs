@@ -1,0 +1,136 @@
+//! `dashboard` in a real browser: Debian's Chromium, headless, driven by playwright-core
+//! (crates/cli/dashboard-ui/tests/browser.mjs) against the local control plane and an
+//! in-process controller. The list shows the namespace's three Rollouts and filters them; a
+//! Rollout's page follows a canary to its first pause without a reload; a promote click moves
+//! it to the second pause; abort shows Degraded; a --read-only dashboard has no buttons and
+//! answers 403 to every change. Screenshots go to target/dashboard-screenshots/. About a
+//! minute; needs Node, /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they
+//! are missing).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::{canary_rollout, rollouts, setup, wait_phase};
+use sluice_testenv::harness::TestEnv;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn ui_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboard-ui")
+}
+
+/// Starts `kubectl-sluice dashboard` on a free port with `extra` flags; returns the process
+/// and the URL it printed.
+async fn start_dashboard(env: &TestEnv, namespace: &str, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-sluice"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["-n", namespace, "dashboard", "--port", "0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting kubectl-sluice dashboard");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("the dashboard prints its address")
+    .expect("reading the dashboard's output");
+    // `Sluice dashboard at http://127.0.0.1:PORT/ (namespace NS)`
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
+/// The UI's node_modules (playwright-core), installed from the lock file when missing.
+async fn ensure_node_modules() {
+    if ui_dir().join("node_modules/playwright-core").is_dir() {
+        return;
+    }
+    let status = Command::new("npm")
+        .arg("ci")
+        .current_dir(ui_dir())
+        .status()
+        .await
+        .expect("running npm ci");
+    assert!(status.success(), "npm ci in {} failed", ui_dir().display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_a_browser() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: `apt-get install chromium` (scripts/cluster-up.sh installs it)"
+    );
+    ensure_node_modules().await;
+    let (env, ns, _controller) = setup("cli-dashboard").await;
+    let steps = json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]);
+    ns.apply_yaml(&canary_rollout(
+        "checkout",
+        4,
+        "nginx:1.0",
+        steps,
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    for name in ["api", "web"] {
+        ns.apply_yaml(&canary_rollout(name, 1, "nginx:1.0", json!([]), json!({})))
+            .await
+            .unwrap();
+    }
+    let api = rollouts(&ns);
+    for name in ["checkout", "api", "web"] {
+        wait_phase(&api, name, RolloutPhase::Healthy, Duration::from_secs(90)).await;
+    }
+
+    let (_writable, url) = start_dashboard(&env, ns.name(), &[]).await;
+    let (_read_only, read_only_url) = start_dashboard(&env, ns.name(), &["--read-only"]).await;
+    let screenshots =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard-screenshots");
+    let started = std::time::Instant::now();
+    let status = Command::new("node")
+        .arg("tests/browser.mjs")
+        .current_dir(ui_dir())
+        .env("DASHBOARD_URL", &url)
+        .env("READONLY_URL", &read_only_url)
+        .env("NAMESPACE", ns.name())
+        .env("ROLLOUTS", "api,checkout,web")
+        .env("CANARY", "checkout")
+        .env("CANARY_IMAGE", "app=nginx:1.1")
+        .env("SCREENSHOTS", &screenshots)
+        .env("CHROMIUM", CHROMIUM)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .expect("running node");
+    eprintln!("browser checks took {:?}", started.elapsed());
+    assert!(
+        status.success(),
+        "the browser checks failed (screenshots in {})",
+        screenshots.display()
+    );
+
+    // What the page showed is what the cluster holds.
+    let checkout = api.get("checkout").await.unwrap();
+    let status = checkout.status.unwrap_or_default();
+    assert_eq!(status.abort, Some(true));
+    assert_eq!(
+        checkout.spec.template.unwrap().spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("nginx:1.1")
+    );
+}
