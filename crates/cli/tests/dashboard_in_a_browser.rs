@@ -1,14 +1,17 @@
 //! `dashboard` in a real browser: Debian's Chromium, headless, driven by playwright-core
-//! (crates/cli/dashboard-ui/tests/browser.mjs) against the local control plane and an
-//! in-process controller. The list shows the namespace's three Rollouts and filters them; a
-//! Rollout's page follows a canary to its first pause without a reload; a promote click moves
-//! it to the second pause; abort shows Degraded; a --read-only dashboard has no buttons and
-//! answers 403 to every change. Screenshots go to target/dashboard-screenshots/. About a
-//! minute; needs Node, /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they
-//! are missing).
+//! (crates/cli/dashboard-ui/tests/browser.mjs, which lists every check) against the local
+//! control plane and an in-process controller. The list shows the namespace's three Rollouts
+//! and filters them; a Rollout's page follows a canary through its steps without a reload: to
+//! its first pause, then (a promote click) through an analysis step whose measurements are
+//! drawn, to its second pause; through a dropped connection; a new image set from the page;
+//! abort shows Degraded; a --read-only dashboard has no buttons and answers 403 to every
+//! change. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
+//! /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they are missing).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
@@ -68,6 +71,23 @@ async fn ensure_node_modules() {
     assert!(status.success(), "npm ci in {} failed", ui_dir().display());
 }
 
+/// A metric source for the analysis step: `{"value": N}`, N growing by 7 from 10 with each
+/// request, so the chart has a slope. Returns its URL.
+async fn serve_metric() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicU32::new(0));
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            async move { axum::Json(json!({"value": 10 + 7 * n})) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_a_browser() {
     assert!(
@@ -76,7 +96,29 @@ async fn dashboard_in_a_browser() {
     );
     ensure_node_modules().await;
     let (env, ns, _controller) = setup("cli-dashboard").await;
-    let steps = json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 50}, {"pause": {}}]);
+    let metric = serve_metric().await;
+    ns.apply_yaml(
+        &json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisTemplate",
+            "metadata": {"name": "latency"},
+            "spec": {"metrics": [{
+                "name": "latency", "count": 3, "interval": "1s",
+                "successCondition": "result < 100",
+                "provider": {"web": {"url": metric, "jsonPath": "{$.value}"}}
+            }]}
+        })
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let steps = json!([
+        {"setWeight": 25},
+        {"pause": {}},
+        {"analysis": {"templates": [{"templateName": "latency"}]}},
+        {"setWeight": 50},
+        {"pause": {}}
+    ]);
     ns.apply_yaml(&canary_rollout(
         "checkout",
         4,
@@ -109,7 +151,7 @@ async fn dashboard_in_a_browser() {
         .env("NAMESPACE", ns.name())
         .env("ROLLOUTS", "api,checkout,web")
         .env("CANARY", "checkout")
-        .env("CANARY_IMAGE", "app=nginx:1.1")
+        .env("CANARY_IMAGES", "app=nginx:1.1,nginx:1.2")
         .env("SCREENSHOTS", &screenshots)
         .env("CHROMIUM", CHROMIUM)
         .kill_on_drop(true)
@@ -131,6 +173,6 @@ async fn dashboard_in_a_browser() {
         checkout.spec.template.unwrap().spec.unwrap().containers[0]
             .image
             .as_deref(),
-        Some("nginx:1.1")
+        Some("nginx:1.2")
     );
 }

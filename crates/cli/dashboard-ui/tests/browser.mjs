@@ -3,12 +3,16 @@
 // the namespace's Rollouts and the two dashboard servers and passes them in:
 //   DASHBOARD_URL   a dashboard that may write        READONLY_URL   one started --read-only
 //   NAMESPACE       the namespace of the Rollouts     ROLLOUTS       their names, comma-separated
-//   CANARY          a Healthy canary with steps [setWeight 25, pause, setWeight 50, pause]
-//   CANARY_IMAGE    CONTAINER=IMAGE:TAG to update it to     SCREENSHOTS   a directory
-//   CHROMIUM        the browser [default /usr/bin/chromium]
+//   CANARY          a Healthy canary with the steps [setWeight 25, pause, analysis (3
+//                   measurements), setWeight 50, pause]
+//   CANARY_IMAGES   CONTAINER=IMAGE:TAG,IMAGE:TAG: the two images it is updated to
+//   SCREENSHOTS     a directory                       CHROMIUM  the browser [/usr/bin/chromium]
+// The browser reaches the writable dashboard through a TCP proxy of this script, which can
+// drop every connection and refuse new ones, as a network or a restarted server would.
 // Each check prints `ok - ...`; the first failure ends the run with a non-zero code.
 import { chromium } from 'playwright-core';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -17,12 +21,13 @@ const env = (name) => {
   if (!value) throw new Error(`${name} is not set`);
   return value;
 };
-const url = env('DASHBOARD_URL').replace(/\/$/, '');
+const direct = env('DASHBOARD_URL').replace(/\/$/, '');
 const readOnlyUrl = env('READONLY_URL').replace(/\/$/, '');
 const namespace = env('NAMESPACE');
 const names = env('ROLLOUTS').split(',');
 const canary = env('CANARY');
-const [container, newImage] = env('CANARY_IMAGE').split('=');
+const [container, images] = env('CANARY_IMAGES').split('=');
+const [firstImage, secondImage] = images.split(',');
 const screenshots = env('SCREENSHOTS');
 mkdirSync(screenshots, { recursive: true });
 
@@ -38,6 +43,47 @@ const check = (condition, what) => {
   ok(what);
 };
 
+/// A TCP proxy to `url` on a free port: `drop()` closes every connection and refuses new
+/// ones until `restore()`.
+async function proxy(url) {
+  const { hostname, port } = new URL(url);
+  const open = new Set();
+  let refusing = false;
+  const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(Number(port), hostname);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+    };
+    open.add(client);
+    client.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    drop() {
+      refusing = true;
+      for (const socket of open) socket.destroy();
+    },
+    restore() {
+      refusing = false;
+    },
+    close() {
+      server.close();
+    },
+  };
+}
+
+const split = (image) => [image.slice(0, image.lastIndexOf(':')), image.slice(image.lastIndexOf(':') + 1)];
+const network = await proxy(direct);
+const url = network.url;
 const profile = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -85,26 +131,57 @@ try {
   const phase = page.getByTestId('phase');
   const step = page.getByTestId('step');
   await phase.filter({ hasText: 'Healthy' }).waitFor();
-  check((await page.getByTestId('steps').locator('li').count()) === 4, 'the Rollout page lists the 4 steps');
+  check((await page.getByTestId('steps').locator('li').count()) === 5, 'the Rollout page lists the 5 steps');
   check((await page.getByTestId('action-promote').count()) === 1, 'the writable dashboard shows the action buttons');
 
   // A new image through the API: the page follows the canary to its first pause.
-  const [image, tag] = [newImage.slice(0, newImage.lastIndexOf(':')), newImage.slice(newImage.lastIndexOf(':') + 1)];
+  const [image, tag] = split(firstImage);
   const set = await fetch(`${url}/api/v1/rollouts/${namespace}/${canary}/set/${container}/${image}/${tag}`, { method: 'PUT' });
   check(set.status === 200, `PUT .../set/${container}/${image}/${tag} answers 200`);
-  await step.filter({ hasText: /^1\/4$/ }).waitFor();
+  await step.filter({ hasText: /^1\/5$/ }).waitFor();
   await phase.filter({ hasText: 'Paused' }).waitFor();
-  check((await page.getByTestId('current-step').textContent()) === 'Pause until promoted', 'the page shows step 1/4, Paused, the pause marked current');
+  check((await page.getByTestId('current-step').textContent()) === 'Pause until promoted', 'the page shows step 1/5, Paused, the pause marked current');
   await page.screenshot({ path: join(screenshots, 'dashboard-rollout-paused.png'), fullPage: true });
 
-  // Promote, confirmed in the dialog: the canary moves on to the second pause.
+  // Promote, confirmed in the dialog: the canary goes through its analysis step (the page
+  // shows it running) to the second pause, and the run's three measurements are drawn.
   await page.getByTestId('action-promote').click();
   await page.getByTestId('confirm-dialog').waitFor();
   await page.getByTestId('confirm').click();
-  await step.filter({ hasText: /^3\/4$/ }).waitFor();
+  await step.filter({ hasText: /^2\/5$/ }).waitFor();
+  ok('a promote click advances the canary to its analysis step, 2/5');
+  await step.filter({ hasText: /^4\/5$/ }).waitFor();
   await phase.filter({ hasText: 'Paused' }).waitFor();
-  check(true, 'a promote click advances the canary to step 3/4');
-  await page.screenshot({ path: join(screenshots, 'dashboard-rollout-promoted.png'), fullPage: true });
+  ok('the page follows it to the second pause, 4/5');
+  const run = page.getByTestId('analysisrun');
+  await run.filter({ hasText: 'Successful' }).waitFor();
+  const dots = await page.getByTestId('measurement-chart').locator('circle').count();
+  check(dots === 3, `the AnalysisRun's 3 measurements are drawn (${dots})`);
+  await page.screenshot({ path: join(screenshots, 'dashboard-rollout-analysis.png'), fullPage: true });
+
+  // The connection drops and stays down while the Rollout is promoted to the end: the page
+  // says so, reconnects by itself and shows the Rollout as it now is.
+  network.drop();
+  await page.getByTestId('live').filter({ hasText: 'reconnecting' }).waitFor();
+  ok('a dropped connection shows as reconnecting');
+  const promoted = await fetch(`${direct}/api/v1/rollouts/${namespace}/${canary}/promote`, { method: 'PUT' });
+  check(promoted.status === 200, 'PUT .../promote answers 200');
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  network.restore();
+  await page.getByTestId('live').filter({ hasText: 'live' }).waitFor();
+  await phase.filter({ hasText: 'Healthy' }).waitFor();
+  await step.filter({ hasText: /^5\/5$/ }).waitFor();
+  ok('the page reconnects and shows the finished update, Healthy at 5/5');
+
+  // A new image set from the page, confirmed: a new update, at its first pause.
+  const [secondRepo] = split(secondImage);
+  await page.getByTestId('set-image-container').selectOption(container);
+  await page.getByTestId('set-image-value').fill(secondImage);
+  await page.getByTestId('action-set-image').click();
+  await page.getByTestId('confirm').click();
+  await step.filter({ hasText: /^1\/5$/ }).waitFor();
+  await phase.filter({ hasText: 'Paused' }).waitFor();
+  check((await page.getByTestId('revision').count()) === 3, `setting ${secondRepo}'s new tag from the page starts revision 3, paused at 1/5`);
 
   // Cancel leaves it alone; abort, confirmed, shows Degraded.
   await page.getByTestId('action-abort').click();
@@ -113,7 +190,7 @@ try {
   await page.getByTestId('action-abort').click();
   await page.getByTestId('confirm').click();
   await phase.filter({ hasText: 'Degraded' }).waitFor();
-  check(true, 'abort shows Degraded');
+  ok('abort shows Degraded');
   await page.screenshot({ path: join(screenshots, 'dashboard-rollout-aborted.png'), fullPage: true });
   check(await page.evaluate(() => window.sluiceNoReload === true), 'all of it without a reload of the page');
   check(failedRequests.length === 0, `no request failed (${failedRequests.join(', ')})`);
@@ -126,12 +203,14 @@ try {
   const buttons = await readOnly.locator('[data-testid^=action-]').count();
   check(buttons === 0, `read-only mode shows no action buttons (${buttons})`);
   await readOnly.screenshot({ path: join(screenshots, 'dashboard-read-only.png'), fullPage: true });
-  for (const path of ['promote', 'abort', 'retry', 'restart', 'undo/1', `set/${container}/${image}/${tag}`]) {
+  const [repo, newTag] = split(secondImage);
+  for (const path of ['promote', 'abort', 'retry', 'restart', 'undo/1', `set/${container}/${repo}/${newTag}`]) {
     const answer = await fetch(`${readOnlyUrl}/api/v1/rollouts/${namespace}/${canary}/${path}`, { method: 'PUT' });
     const body = await answer.json();
     check(answer.status === 403 && /read-only/.test(body.message), `read-only PUT .../${path} answers 403: ${body.message}`);
   }
 } finally {
+  network.close();
   await context.close();
   rmSync(profile, { recursive: true, force: true });
 }
