@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins test sim bench soak bench-engine
+.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins test sim bench soak bench-engine dashboard-ui
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -37,6 +37,9 @@ define with_cluster
 	fi; \
 	scripts/cluster-up.sh && $(1)
 endef
+
+dashboard-ui: ## Build the dashboard page into crates/cli/dashboard-ui/dist (type check, bundle, size budget); commit dist/ with its sources
+	cd crates/cli/dashboard-ui && npm ci && npm run build
 
 test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane (stopped again if this started it; KEEP_CLUSTER=1 keeps it)
 	$(CARGO) fmt --all -- --check
