@@ -86,6 +86,18 @@ export function listPage(main: HTMLElement, namespace: string): () => void {
     }
   };
   render();
+  // A stream's first lines are every Rollout: drawn once per frame, not once per line, so
+  // that a namespace of a thousand Rollouts is drawn a few times rather than a thousand.
+  let drawing = false;
+  const redraw = () => {
+    if (drawing) return;
+    drawing = true;
+    requestAnimationFrame(() => {
+      drawing = false;
+      render();
+    });
+  };
+  let opened = false;
   return watch(
     `${rolloutsPath(namespace)}/info/watch`,
     (result) => {
@@ -93,14 +105,17 @@ export function listPage(main: HTMLElement, namespace: string): () => void {
       const name = event.rolloutInfo.objectMeta.name;
       if (event.type === 'Deleted') rollouts.delete(name);
       else rollouts.set(name, event.rolloutInfo);
-      loaded = true;
-      render();
+      redraw();
     },
     (open) => {
       liveState(open);
-      // On each (re)connection the whole list is read again: a Rollout deleted while the
-      // stream was down must not linger, and an empty namespace must show as empty.
-      if (open) void reload();
+      if (!open) return;
+      loaded = true;
+      redraw();
+      // The stream sends every Rollout when it opens, but not those deleted while it was
+      // down: after a reconnection the list is read whole again.
+      if (opened) void reload();
+      opened = true;
     },
   );
 }

@@ -16,6 +16,8 @@ use crate::info::{
 
 /// One Rollout. `runs` are the namespace's AnalysisRuns, read for their measurements.
 pub fn rollout_info(rollout: &Rollout, info: &RolloutInfo, runs: &[AnalysisRun]) -> Value {
+    // Argo's objectMeta carries no labels or annotations: they can be large (kubectl's
+    // last-applied-configuration) and would be sent to every tab for each Rollout.
     let meta = &rollout.metadata;
     let status = rollout.status.as_ref();
     let mut replica_sets = Vec::new();
@@ -56,8 +58,6 @@ pub fn rollout_info(rollout: &Rollout, info: &RolloutInfo, runs: &[AnalysisRun])
             "resourceVersion": meta.resource_version.clone().unwrap_or_default(),
             "generation": meta.generation.unwrap_or(0),
             "creationTimestamp": time(info.created),
-            "labels": meta.labels.clone().unwrap_or_default(),
-            "annotations": meta.annotations.clone().unwrap_or_default(),
         },
         "status": info.phase.as_str(),
         "message": info.message,
