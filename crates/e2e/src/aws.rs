@@ -9,6 +9,7 @@ use sluice_aws::elbv2::types::{
     Action, ActionTypeEnum, ForwardActionConfig, ProtocolEnum, Tag, TargetDescription,
     TargetGroupTuple, TargetTypeEnum,
 };
+use sluice_testenv::harness::{TestEnv, TestNamespace};
 use sluice_testenv::moto::{Moto, REGION};
 
 const INGRESS: &str = "alb-canary-ingress";
@@ -103,6 +104,27 @@ impl Aws {
             canary_group,
             stable_group,
         }
+    }
+
+    /// Gives the corpus Ingress this load balancer (as the AWS Load Balancer Controller does
+    /// in the Ingress's status) and starts a controller verifying with AWS.
+    pub async fn verifying_controller(
+        &self,
+        env: &TestEnv,
+        ns: &TestNamespace,
+    ) -> crate::RunningController {
+        crate::routing::ingresses(ns)
+            .patch_status(
+                INGRESS,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"status": {"loadBalancer": {
+                    "ingress": [{"hostname": self.dns_name}]}}})),
+            )
+            .await
+            .expect("the Ingress's load balancer");
+        let mut args = crate::controller_args(ns.name());
+        args.aws_verify_target_group = true;
+        crate::start_controller_with_args(env.client(), args)
     }
 
     /// What the load balancer controller does once it has applied the annotation: the

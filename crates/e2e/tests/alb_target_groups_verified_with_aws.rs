@@ -84,18 +84,7 @@ async fn a_step_waits_until_the_load_balancer_routes_its_weight() {
         .replace("pause: {duration: 5s}", "pause: {}");
     ns.apply_yaml(&manifest).await.unwrap();
     // The load balancer the AWS Load Balancer Controller would have given the Ingress.
-    ingresses(&ns)
-        .patch_status(
-            INGRESS,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [
-                {"hostname": aws.dns_name}]}}})),
-        )
-        .await
-        .unwrap();
-    let mut args = controller_args(ns.name());
-    args.aws_verify_target_group = true;
-    let _controller = start_controller_with_args(env.client(), args);
+    let _controller = aws.verifying_controller(&env, &ns).await;
     let api = rollouts(&ns);
     wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
 

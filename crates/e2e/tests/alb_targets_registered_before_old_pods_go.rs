@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Endpoints;
-use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::aws::Aws;
 use sluice_e2e::routing::*;
@@ -19,7 +18,6 @@ use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
 use sluice_testenv::moto::Moto;
 
 const NAME: &str = "alb-canary";
-const INGRESS: &str = "alb-canary-ingress";
 const STABLE: &str = "alb-canary-stable";
 
 async fn wait_event(ns: &TestNamespace, reason: &str, message: &str) {
@@ -76,18 +74,7 @@ spec:
     ))
     .await
     .unwrap();
-    ingresses(&ns)
-        .patch_status(
-            INGRESS,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [
-                {"hostname": aws.dns_name}]}}})),
-        )
-        .await
-        .unwrap();
-    let mut args = controller_args(ns.name());
-    args.aws_verify_target_group = true;
-    let _controller = start_controller_with_args(env.client(), args);
+    let _controller = aws.verifying_controller(&env, &ns).await;
     let api = rollouts(&ns);
     wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
 

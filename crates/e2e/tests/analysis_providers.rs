@@ -1,6 +1,6 @@
 //! Datadog and New Relic metrics measured by the controller against local servers that speak
 //! each service's documented request and response format, credentials read from Secrets as
-//! Argo names them.
+//! Argo names them; Graphite metrics against a real graphite-web.
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
@@ -220,4 +220,71 @@ async fn new_relic_nrql_metric_uses_the_profile_secret_and_judges_the_first_row(
     let _ = Api::<Secret>::namespaced(env.client(), CONTROLLER_NAMESPACE)
         .delete(&profile, &Default::default())
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphite_metrics_measured_against_a_real_graphite_web() {
+    let (_env, ns, _controller) = setup("graphite").await;
+    let graphite = sluice_testenv::graphite::Graphite::start()
+        .await
+        .expect("graphite-web");
+    let now = jiff::Timestamp::now().as_second();
+    let at = now - now % 10 - 20;
+    graphite
+        .write(
+            "shop.checkout.success_rate",
+            &[(99.5, at - 10), (98.25, at)],
+        )
+        .unwrap();
+    graphite
+        .write("shop.checkout.degraded", &[(91.0, at)])
+        .unwrap();
+    let metric = |query: &str| {
+        json!({
+            "name": "graphite",
+            "successCondition": "all(result, # >= 98)",
+            "failureCondition": "any(result, # < 98)",
+            "provider": {"graphite": {"address": graphite.address(), "query": query}}
+        })
+    };
+    let cases = [
+        (
+            "graphite-good",
+            "target=shop.checkout.success_rate&from=-2min",
+            AnalysisPhase::Successful,
+            Some("[99.500000,98.250000]"),
+        ),
+        (
+            "graphite-bad",
+            "target=shop.checkout.degraded&from=-2min",
+            AnalysisPhase::Failed,
+            Some("[91.000000]"),
+        ),
+        // A function graphite-web does not have: its error answer.
+        (
+            "graphite-error",
+            "target=noSuchFunction(shop.checkout.degraded)",
+            AnalysisPhase::Error,
+            None,
+        ),
+    ];
+    for (name, query, want, value) in cases {
+        ns.apply_yaml(&run(name, metric(query))).await.unwrap();
+        let done = wait_run(&ns, name).await;
+        assert_eq!(
+            phase(&done),
+            Some(want.clone()),
+            "{name}: {:?}",
+            done.status
+        );
+        let status = done.status.unwrap();
+        let measured = &status.metric_results.as_ref().unwrap()[0]
+            .measurements
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(measured.value.as_deref(), value, "{name}");
+        if want == AnalysisPhase::Error {
+            assert!(measured.message.is_some(), "{name}: {measured:?}");
+        }
+    }
 }
