@@ -4,8 +4,8 @@
 //! and filters them; a Rollout's page follows a canary through its steps without a reload: to
 //! its first pause, then (a promote click) through an analysis step whose measurements are
 //! drawn, to its second pause; through a dropped connection; a new image set from the page;
-//! abort shows Degraded; a --read-only dashboard has no buttons and answers 403 to every
-//! change. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
+//! abort shows Degraded; a --read-only dashboard of all namespaces has no buttons and answers
+//! 403 to every change. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
 //! /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they are missing).
 
 use std::path::{Path, PathBuf};
@@ -139,7 +139,8 @@ async fn dashboard_in_a_browser() {
     }
 
     let (_writable, url) = start_dashboard(&env, ns.name(), &[]).await;
-    let (_read_only, read_only_url) = start_dashboard(&env, ns.name(), &["--read-only"]).await;
+    let (_read_only, read_only_url) =
+        start_dashboard(&env, ns.name(), &["--read-only", "-A"]).await;
     let screenshots =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard-screenshots");
     let started = std::time::Instant::now();

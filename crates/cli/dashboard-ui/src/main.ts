@@ -1,7 +1,7 @@
 // The page's entry: reads the server's settings, then shows the page the path names
 // (/rollouts/NS or /rollout/NS/NAME), stopping the previous page's stream on each change.
 
-import { settings as readSettings } from './api';
+import { getJson, settings as readSettings } from './api';
 import { h, show } from './dom';
 import { listPage } from './list';
 import { rolloutPage } from './rollout';
@@ -16,13 +16,12 @@ function route(path: string, settings: Settings): void {
   const main = document.getElementById('main');
   if (!main) return;
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
-  const namespaceLabel = document.getElementById('namespace');
   if (parts[0] === 'rollout' && parts.length === 3) {
-    if (namespaceLabel) namespaceLabel.textContent = `namespace ${parts[1]}`;
+    void showNamespace(parts[1], settings);
     document.title = `${parts[2]} · Sluice Rollouts`;
     stop = rolloutPage(main, parts[1], parts[2], settings);
   } else if (parts[0] === 'rollouts' && parts.length === 2) {
-    if (namespaceLabel) namespaceLabel.textContent = `namespace ${parts[1]}`;
+    void showNamespace(parts[1], settings);
     document.title = `${parts[1]} · Sluice Rollouts`;
     stop = listPage(main, parts[1]);
   } else if (parts.length === 0) {
@@ -30,6 +29,31 @@ function route(path: string, settings: Settings): void {
   } else {
     show(main, h('p', {}, 'No such page. ', h('a', { href: '/' }, 'The Rollouts')));
   }
+}
+
+/// The namespace in the bar: with -A, a choice among the namespaces that have Rollouts.
+async function showNamespace(namespace: string, settings: Settings): Promise<void> {
+  const label = document.getElementById('namespace');
+  if (!label) return;
+  if (!settings.allNamespaces) {
+    label.textContent = `namespace ${namespace}`;
+    return;
+  }
+  const info = await getJson<{ availableNamespaces: string[] | null }>('/api/v1/namespace').catch(() => ({ availableNamespaces: [] }));
+  const names = [...new Set([namespace, ...(info.availableNamespaces ?? [])])].sort();
+  show(
+    label,
+    'namespace ',
+    h(
+      'select',
+      {
+        'aria-label': 'Namespace',
+        'data-testid': 'namespace-select',
+        onchange: (event: Event) => navigate(`/rollouts/${encodeURIComponent((event.target as HTMLSelectElement).value)}`),
+      },
+      names.map((n) => h('option', { value: n, selected: n === namespace }, n)),
+    ),
+  );
 }
 
 async function start(): Promise<void> {

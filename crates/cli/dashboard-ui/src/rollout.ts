@@ -2,7 +2,7 @@
 // with the current one marked, revisions with their ReplicaSets and pods, AnalysisRuns with
 // their measurements, and Experiments. Redrawn from the Rollout's watch stream.
 
-import { liveState, put, rolloutsPath, watch } from './api';
+import { getJson, liveState, put, rolloutsPath, watch } from './api';
 import { measurementChart } from './chart';
 import { confirmAction } from './confirm';
 import { h, phase, show, toast } from './dom';
@@ -13,6 +13,23 @@ export function rolloutPage(main: HTMLElement, namespace: string, name: string, 
   const base = `${rolloutsPath(namespace)}/${encodeURIComponent(name)}`;
   show(main, h('p', { class: 'muted' }, `Loading ${name}…`));
   let last: RolloutInfo | undefined;
+  // `explain`'s answer, read again whenever what the Rollout shows moves on.
+  let explained = { key: '', text: '' };
+  const explain = (info: RolloutInfo) => {
+    const key = info.status === 'Healthy' ? '' : [info.status, info.step, info.message, info.updated, info.available].join('|');
+    if (key === explained.key) return;
+    explained = { key, text: '' };
+    if (!key) return;
+    getJson<{ text: string }>(`${base}/explain`)
+      .then(({ text }) => {
+        if (explained.key !== key) return;
+        explained.text = text;
+        if (last) render(last);
+      })
+      .catch(() => {
+        // Shown without the answer: the Rollout's own message still says what is going on.
+      });
+  };
   const act = async (title: string, detail: string, path: string, body: unknown = {}) => {
     if (!(await confirmAction(title, detail, title))) return;
     try {
@@ -28,6 +45,7 @@ export function rolloutPage(main: HTMLElement, namespace: string, name: string, 
       main,
       h('p', { class: 'crumbs' }, h('a', { href: `/rollouts/${encodeURIComponent(namespace)}`, 'data-testid': 'back' }, `← Rollouts in ${namespace}`)),
       summary(info),
+      explained.text ? h('section', { class: 'explain' }, h('h2', {}, 'What it waits for'), h('pre', { 'data-testid': 'explain' }, explained.text)) : null,
       settings.readOnly ? h('p', { class: 'muted', 'data-testid': 'read-only' }, 'Read-only: this dashboard makes no changes.') : actions(info, act),
       info.steps.length > 0 ? steps(info) : null,
       revisions(info, settings.readOnly, act),
@@ -37,7 +55,10 @@ export function rolloutPage(main: HTMLElement, namespace: string, name: string, 
   };
   return watch(
     `${base}/info/watch`,
-    (result) => render(result as RolloutInfo),
+    (result) => {
+      render(result as RolloutInfo);
+      explain(result as RolloutInfo);
+    },
     (open) => {
       liveState(open);
       if (!open && !last) show(main, h('p', { class: 'muted' }, `Waiting for rollout ${name} in ${namespace}…`));

@@ -1,7 +1,7 @@
 // Drives the dashboard in Debian's Chromium, headless, against a live control plane and a
 // running controller. Started by crates/cli/tests/dashboard_in_a_browser.rs, which creates
 // the namespace's Rollouts and the two dashboard servers and passes them in:
-//   DASHBOARD_URL   a dashboard that may write        READONLY_URL   one started --read-only
+//   DASHBOARD_URL   a dashboard that may write        READONLY_URL   one started --read-only -A
 //   NAMESPACE       the namespace of the Rollouts     ROLLOUTS       their names, comma-separated
 //   CANARY          a Healthy canary with the steps [setWeight 25, pause, analysis (3
 //                   measurements), setWeight 50, pause]
@@ -141,6 +141,9 @@ try {
   await step.filter({ hasText: /^1\/5$/ }).waitFor();
   await phase.filter({ hasText: 'Paused' }).waitFor();
   check((await page.getByTestId('current-step').textContent()) === 'Pause until promoted', 'the page shows step 1/5, Paused, the pause marked current');
+  const explained = page.getByTestId('explain');
+  await explained.filter({ hasText: 'step 2/5 is a pause without a duration' }).waitFor();
+  check((await explained.textContent()).includes(`kubectl sluice promote ${canary}`), "the page shows explain's answer: a promotion awaited, and the command");
   await page.screenshot({ path: join(screenshots, 'dashboard-rollout-paused.png'), fullPage: true });
 
   // Promote, confirmed in the dialog: the canary goes through its analysis step (the page
@@ -200,6 +203,8 @@ try {
   await readOnly.goto(`${readOnlyUrl}/rollout/${namespace}/${canary}`);
   await readOnly.getByTestId('phase').filter({ hasText: 'Degraded' }).waitFor();
   await readOnly.getByTestId('read-only').waitFor();
+  const namespaces = await readOnly.getByTestId('namespace-select').locator('option').allTextContents();
+  check(namespaces.includes(namespace), `with -A the bar offers the namespaces with Rollouts, ${namespace} among them`);
   const buttons = await readOnly.locator('[data-testid^=action-]').count();
   check(buttons === 0, `read-only mode shows no action buttons (${buttons})`);
   await readOnly.screenshot({ path: join(screenshots, 'dashboard-read-only.png'), fullPage: true });

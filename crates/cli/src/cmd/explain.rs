@@ -21,7 +21,15 @@ use crate::kube_target::Target;
 pub use words::{Facts, explain_text};
 
 pub async fn run(target: &Target, args: &ExplainArgs) -> anyhow::Result<()> {
-    let rollout = get_rollout(&rollouts(target), &args.name).await?;
+    let argv0 = std::env::args_os().next();
+    let command = crate::cli::invoked_name(argv0.as_deref());
+    emit(&text(target, &args.name, command).await?)
+}
+
+/// What rollout `name` waits for, in words, with the commands (`command ...`) that move it
+/// on. Shared by the command and the dashboard.
+pub async fn text(target: &Target, name: &str, command: &str) -> anyhow::Result<String> {
+    let rollout = get_rollout(&rollouts(target), name).await?;
     let params = match label_selector(&rollout) {
         Some(selector) => ListParams::default().labels(&selector),
         None => ListParams::default(),
@@ -41,7 +49,7 @@ pub async fn run(target: &Target, args: &ExplainArgs) -> anyhow::Result<()> {
     let observed = observe(&cluster, &rollout, replica_sets, now)
         .await
         .map_err(|e| anyhow!("{e}"))
-        .with_context(|| format!("reading the objects of rollout {:?}", args.name))?;
+        .with_context(|| format!("reading the objects of rollout {name:?}"))?;
     let plan = sluice_engine::reconcile(&observed);
     // Pods only for the words: which are not ready, and since when.
     let pods: Vec<Pod> = Api::<Pod>::namespaced(target.client.clone(), &target.namespace)
@@ -50,9 +58,7 @@ pub async fn run(target: &Target, args: &ExplainArgs) -> anyhow::Result<()> {
         .map_err(api_error)
         .context("listing pods")?
         .items;
-    let argv0 = std::env::args_os().next();
-    let command = crate::cli::invoked_name(argv0.as_deref());
-    emit(&explain_text(&Facts {
+    Ok(explain_text(&Facts {
         rollout: &rollout,
         status: &plan.status,
         waits: &plan.waits,

@@ -104,6 +104,10 @@ fn router(dashboard: Dashboard) -> Router {
         .route(&format!("{rollouts}/info/watch"), get(routes::watch_list))
         .route(&format!("{rollouts}/{{name}}/info"), get(routes::one))
         .route(
+            &format!("{rollouts}/{{name}}/explain"),
+            get(routes::explain),
+        )
+        .route(
             &format!("{rollouts}/{{name}}/info/watch"),
             get(routes::watch_one),
         )

@@ -85,6 +85,21 @@ pub async fn one(
         })
 }
 
+/// `explain`'s answer for a Rollout (a Sluice addition): what it waits for and why. Read
+/// fresh on each request, with the user's client, as the command reads it.
+pub async fn explain(
+    State(app): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    app.check_namespace(&namespace)?;
+    let target = crate::kube_target::Target {
+        client: app.client.clone(),
+        namespace,
+    };
+    let text = super::super::explain::text(&target, &name, "kubectl sluice").await?;
+    Ok(Json(json!({"text": text})))
+}
+
 pub async fn watch_list(
     State(app): State<Dashboard>,
     Path(namespace): Path<String>,
