@@ -5,7 +5,8 @@
 //! its first pause, then (a promote click) through an analysis step whose measurements are
 //! drawn, to its second pause; through a dropped connection; a new image set from the page;
 //! abort shows Degraded; a --read-only dashboard of all namespaces has no buttons and answers
-//! 403 to every change. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
+//! 403 to every change; a dashboard started with the token of a user who may only read shows
+//! the Rollout, and the API server's 403 comes back for a change. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
 //! /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they are missing).
 
 use std::path::{Path, PathBuf};
@@ -14,10 +15,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::PostParams;
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::{canary_rollout, rollouts, setup, wait_phase};
-use sluice_testenv::harness::TestEnv;
+use sluice_testenv::harness::{TestEnv, TestNamespace};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
@@ -88,6 +92,45 @@ async fn serve_metric() -> String {
     url
 }
 
+/// A service account of `ns` that may read what the dashboard shows but change nothing, and
+/// a token of it.
+async fn viewer_token(ns: &TestNamespace) -> String {
+    let read = json!(["get", "list", "watch"]);
+    for manifest in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "viewer"}}),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "viewer"},
+            "rules": [
+                {"apiGroups": ["argoproj.io"], "resources": ["rollouts", "analysisruns", "experiments"], "verbs": read},
+                {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": read},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": read}
+            ]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "viewer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "viewer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": ns.name()}]
+        }),
+    ] {
+        ns.apply_yaml(&manifest.to_string()).await.unwrap();
+    }
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let answer: TokenRequest = ns
+        .api::<ServiceAccount>()
+        .create_subresource("token", "viewer", &PostParams::default(), &request)
+        .await
+        .unwrap();
+    answer.status.expect("a token").token
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_in_a_browser() {
     assert!(
@@ -141,6 +184,9 @@ async fn dashboard_in_a_browser() {
     let (_writable, url) = start_dashboard(&env, ns.name(), &[]).await;
     let (_read_only, read_only_url) =
         start_dashboard(&env, ns.name(), &["--read-only", "-A"]).await;
+    // The viewer's own identity: the API server, not the dashboard, refuses its changes.
+    let token = viewer_token(&ns).await;
+    let (_viewer, viewer_url) = start_dashboard(&env, ns.name(), &["--token", &token]).await;
     let screenshots =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard-screenshots");
     let started = std::time::Instant::now();
@@ -149,6 +195,7 @@ async fn dashboard_in_a_browser() {
         .current_dir(ui_dir())
         .env("DASHBOARD_URL", &url)
         .env("READONLY_URL", &read_only_url)
+        .env("VIEWER_URL", &viewer_url)
         .env("NAMESPACE", ns.name())
         .env("ROLLOUTS", "api,checkout,web")
         .env("CANARY", "checkout")

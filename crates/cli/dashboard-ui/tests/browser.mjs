@@ -2,6 +2,7 @@
 // running controller. Started by crates/cli/tests/dashboard_in_a_browser.rs, which creates
 // the namespace's Rollouts and the two dashboard servers and passes them in:
 //   DASHBOARD_URL   a dashboard that may write        READONLY_URL   one started --read-only -A
+//   VIEWER_URL      one started with the token of a user who may read but not change
 //   NAMESPACE       the namespace of the Rollouts     ROLLOUTS       their names, comma-separated
 //   CANARY          a Healthy canary with the steps [setWeight 25, pause, analysis (3
 //                   measurements), setWeight 50, pause]
@@ -23,6 +24,7 @@ const env = (name) => {
 };
 const direct = env('DASHBOARD_URL').replace(/\/$/, '');
 const readOnlyUrl = env('READONLY_URL').replace(/\/$/, '');
+const viewerUrl = env('VIEWER_URL').replace(/\/$/, '');
 const namespace = env('NAMESPACE');
 const names = env('ROLLOUTS').split(',');
 const canary = env('CANARY');
@@ -214,6 +216,14 @@ try {
     const body = await answer.json();
     check(answer.status === 403 && /read-only/.test(body.message), `read-only PUT .../${path} answers 403: ${body.message}`);
   }
+
+  // The user's own identity: a user who may only read sees the Rollout, and the API server
+  // refuses its change with a 403 that the dashboard passes on.
+  const seen = await fetch(`${viewerUrl}/api/v1/rollouts/${namespace}/${canary}/info`);
+  check(seen.status === 200 && (await seen.json()).status === 'Degraded', "a reader's dashboard shows the Rollout");
+  const refused = await fetch(`${viewerUrl}/api/v1/rollouts/${namespace}/${canary}/retry`, { method: 'PUT' });
+  const refusal = await refused.json();
+  check(refused.status === 403 && /forbidden/.test(refusal.message) && /viewer/.test(refusal.message), `its retry is refused by the cluster's RBAC, 403: ${refusal.message}`);
 } finally {
   network.close();
   await context.close();
