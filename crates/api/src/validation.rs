@@ -50,6 +50,7 @@ mod canary;
 mod int_or_percent;
 mod rollout;
 mod selector;
+mod stateful_set;
 mod steps;
 mod traffic;
 
@@ -64,7 +65,14 @@ use crate::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 /// would report. Empty means valid.
 pub fn validate_rollout(rollout: &Rollout) -> Vec<String> {
     let mut problems = Problems::default();
-    rollout::check_spec(&rollout.spec, &mut problems);
+    // A Rollout driving a StatefulSet takes its template, selector and replicas from it:
+    // what cannot map onto a partitioned update is refused first, then the rest of the spec
+    // is checked as for a `workloadRef`.
+    let stateful_set = crate::rollout::stateful_set_name(rollout);
+    if let Some(name) = stateful_set {
+        stateful_set::check(&rollout.spec, name, &mut problems);
+    }
+    rollout::check_spec(&rollout.spec, stateful_set.is_some(), &mut problems);
     problems.into_messages()
 }
 

@@ -249,6 +249,22 @@ impl RolloutSpec {
     }
 }
 
+/// Sluice's opt-in (outside `argoproj.io`, so Argo ignores it): the Rollout drives the
+/// partitioned rolling update of the StatefulSet of its namespace this names, instead of
+/// ReplicaSets of its own (docs/statefulsets.md).
+pub const STATEFULSET_ANNOTATION: &str = "rollouts.sluice.dev/statefulset";
+
+/// The StatefulSet a Rollout drives ([`STATEFULSET_ANNOTATION`]), if it opted in. An empty
+/// value names none but still opts in: validation reports it.
+pub fn stateful_set_name(rollout: &crate::Rollout) -> Option<&str> {
+    rollout
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(STATEFULSET_ANNOTATION)
+        .map(String::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,13 +14,17 @@ use crate::rollout::{WorkloadRef, WorkloadRefScaleDown};
 /// Kinds a `workloadRef` may point at.
 const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "ReplicaSet", "PodTemplate"];
 
-pub(super) fn check_spec(spec: &RolloutSpec, problems: &mut Problems) {
+/// `external_template`: the template, selector and replicas are another object's (a
+/// StatefulSet's), as with a `workloadRef`.
+pub(super) fn check_spec(spec: &RolloutSpec, external_template: bool, problems: &mut Problems) {
     // Argo resolves the referenced workload before it validates anything else.
     if let Some(workload) = &spec.workload_ref {
         check_workload_kind(workload, problems);
     }
     argo_non_negative(problems, "spec.replicas", Some(spec.replicas.unwrap_or(1)));
-    check_selector_and_template(spec, problems);
+    if !external_template {
+        check_selector_and_template(spec, problems);
+    }
     argo_non_negative(problems, "spec.minReadySeconds", spec.min_ready_seconds);
     argo_non_negative(
         problems,
@@ -249,7 +253,7 @@ fn check_pod_spec(template: &PodTemplateSpec, problems: &mut Problems) {
 }
 
 /// A template that carries nothing (as left behind by tools that always write the field).
-fn is_empty_template(template: &PodTemplateSpec) -> bool {
+pub(super) fn is_empty_template(template: &PodTemplateSpec) -> bool {
     template == &PodTemplateSpec::default()
 }
 
