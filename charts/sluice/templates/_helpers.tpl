@@ -77,6 +77,15 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
 - apiGroups: [""]
   resources: [podtemplates]
   verbs: [get, list, watch]
+# rollouts.sluice.dev/statefulset: the StatefulSet a Rollout drives is watched (metadata only),
+# read, and updated (its partition; on abort its template) carrying the resourceVersion read;
+# its ControllerRevisions are listed for the stable revision's template.
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, update]
+- apiGroups: [apps]
+  resources: [controllerrevisions]
+  verbs: [list]
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, patch]

@@ -112,6 +112,7 @@ fn observed(
         router_versions: Default::default(),
         experiments: Vec::new(),
         workload: None,
+        stateful_set: None,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration: None,

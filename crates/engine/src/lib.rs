@@ -13,6 +13,7 @@ pub mod pod_hash;
 pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;
+pub mod statefulset;
 pub mod step_plugins;
 pub mod steps;
 pub mod target_registration;

@@ -47,6 +47,9 @@ pub struct Observed {
     /// The object the Rollout's `spec.workloadRef` names ([`crate::workload::target`]), as
     /// read; `None` without a reference or when it is absent (the engine reports that).
     pub workload: Option<serde_json::Value>,
+    /// The StatefulSet a Rollout with `rollouts.sluice.dev/statefulset` drives, and its
+    /// ControllerRevisions; `None` for any other Rollout.
+    pub stateful_set: Option<StatefulSetObserved>,
     /// Since when the controller has held back a status change that only reports progress
     /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
     /// cluster's. `None` when nothing is held.
@@ -59,6 +62,17 @@ pub struct Observed {
     /// [`crate::target_registration::wanted`] names a Service and older pods are still up).
     pub target_registration: Option<crate::target_registration::Registration>,
     pub now: Timestamp,
+}
+
+/// A StatefulSet and its ControllerRevisions, as the controller read them for a Rollout that
+/// opted in ([`crate::statefulset::STATEFULSET`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatefulSetObserved {
+    /// The StatefulSet the annotation names; `None` when it does not exist.
+    pub stateful_set: Option<serde_json::Value>,
+    /// The ControllerRevisions of the namespace that the StatefulSet controls: each holds a
+    /// template the StatefulSet had (`data.spec.template`), which an abort restores.
+    pub revisions: Vec<serde_json::Value>,
 }
 
 /// Which template a reference names: namespaced AnalysisTemplate or ClusterAnalysisTemplate.

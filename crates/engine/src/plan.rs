@@ -129,10 +129,21 @@ pub enum Action {
         from: i32,
         to: i32,
     },
+    /// Replace the StatefulSet a Rollout drives (`rollouts.sluice.dev/statefulset`) with its
+    /// edited copy: its partition, or on abort its template set back to the stable
+    /// revision's. The copy carries the resourceVersion it was read at, so a StatefulSet
+    /// changed since (a user's edit) is read again rather than overwritten.
+    UpdateStatefulSet {
+        name: String,
+        object: Box<serde_json::Value>,
+    },
     /// Delete an Experiment of a ReplicaSet that is gone (its ReplicaSets, Services and runs
     /// go with it, through their owner references).
     DeleteExperiment { name: String, uid: Option<String> },
 }
+
+/// The event of a write of a StatefulSet a Rollout drives (its partition or template).
+pub const UPDATED_STATEFUL_SET: &str = "UpdatedStatefulSet";
 
 /// Event severity, as Kubernetes names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +185,7 @@ impl Event {
                 | "CreatingCanaryIngress"
                 | "PatchingCanaryIngress"
                 | "TrafficSplitCreated"
+                | UPDATED_STATEFUL_SET
         ) || (self.reason.starts_with("Updated") && self.reason.ends_with("Route"))
     }
 

@@ -74,6 +74,10 @@ pub fn supports(rollout: &sluice_api::Rollout) -> Result<(), String> {
     if let Some(problem) = first_problem(rollout) {
         return Err(problem);
     }
+    // What a StatefulSet cannot do is refused by validation; the rest needs the StatefulSet.
+    if crate::statefulset::stateful_set_name(rollout).is_some() {
+        return Ok(());
+    }
     // A template a `workloadRef` names is another object: any template stands for it here.
     let mut stand_in = rollout.clone();
     if stand_in.spec.workload_ref.is_some() {
@@ -98,6 +102,10 @@ pub struct Settings {
 
 /// [`reconcile`], with the controller's [`Settings`].
 pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
+    // A Rollout driving a StatefulSet has no ReplicaSets: its own, smaller, decision.
+    if crate::statefulset::stateful_set_name(&observed.rollout).is_some() {
+        return crate::statefulset::reconcile(observed);
+    }
     let now = whole_seconds(observed.now);
     let ro = &observed.rollout;
     let name = ro.metadata.name.as_deref().unwrap_or_default();

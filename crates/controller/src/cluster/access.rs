@@ -12,6 +12,7 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::statefulset::StatefulSetObserved;
 use sluice_engine::workload::WorkloadTarget;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
@@ -262,6 +263,28 @@ pub trait ClusterAccess: Send + Sync {
         _object: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send {
         let message = format!("deployment {namespace}/{name}: not writable here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Reads the StatefulSet a Rollout drives (`rollouts.sluice.dev/statefulset`) and the
+    /// ControllerRevisions it controls; a missing one reads as `stateful_set: None`.
+    fn get_stateful_set(
+        &self,
+        _namespace: &str,
+        _name: &str,
+    ) -> impl Future<Output = Result<StatefulSetObserved, WriteError>> + Send {
+        std::future::ready(Ok(StatefulSetObserved::default()))
+    }
+
+    /// Replaces the StatefulSet a Rollout drives with its edited copy (partition, template);
+    /// the copy carries the resourceVersion it was read at, so a stale one is refused.
+    fn replace_stateful_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("statefulset {namespace}/{name}: not writable here");
         async move { Err(WriteError::Api(message)) }
     }
 

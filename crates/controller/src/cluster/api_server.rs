@@ -22,6 +22,7 @@ use sluice_api::analysis::{
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::statefulset::StatefulSetObserved;
 use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
@@ -559,6 +560,23 @@ impl ClusterAccess for KubeCluster {
             Api::namespaced_with(self.client.clone(), namespace, &resource);
         api.replace(name, &post_params(), &object).await?;
         Ok(())
+    }
+
+    async fn get_stateful_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<StatefulSetObserved, WriteError> {
+        super::stateful_sets::read(&self.client, namespace, name).await
+    }
+
+    async fn replace_stateful_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        super::stateful_sets::replace(&self.client, namespace, name, object, &post_params()).await
     }
 
     async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {

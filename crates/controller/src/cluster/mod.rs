@@ -10,6 +10,7 @@ mod aws_target_groups;
 mod cached;
 pub mod requeue;
 pub mod router_plugins;
+mod stateful_sets;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -192,6 +192,14 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             } => {
                 writer.replace_deployment(ns, deployment, object).await?;
             }
+            Action::UpdateStatefulSet {
+                name: stateful_set,
+                object,
+            } => {
+                writer
+                    .replace_stateful_set(ns, stateful_set, object)
+                    .await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

@@ -28,6 +28,13 @@ pub async fn observe<W: ClusterAccess>(
         Some(target) => writer.get_workload(&target).await?,
         None => None,
     };
+    // A Rollout driving a StatefulSet reads it (and its revisions) fresh: they decide the
+    // steps.
+    let stateful_set = match sluice_engine::statefulset::stateful_set_name(rollout) {
+        Some(name) if !name.is_empty() => Some(writer.get_stateful_set(&ns, name).await?),
+        Some(_) => Some(Default::default()),
+        None => None,
+    };
     // What pods are needed, and which, is decided on the template the Rollout takes from its
     // workload.
     let resolved = sluice_engine::workload::resolve(rollout, workload.as_ref())
@@ -85,6 +92,7 @@ pub async fn observe<W: ClusterAccess>(
         router_versions,
         experiments,
         workload,
+        stateful_set,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PodTemplate, Service};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -35,7 +35,8 @@ mod triggers;
 
 pub use triggers::ExperimentTriggers;
 use triggers::{
-    referencing_rollouts, rollout_keys, rollouts_of_service, rollouts_of_workload, tell_experiments,
+    referencing_rollouts, rollout_keys, rollouts_of_service, rollouts_of_stateful_set,
+    rollouts_of_workload, tell_experiments,
 };
 
 use crate::loops::apply::apply_plan_counting;
@@ -197,6 +198,14 @@ pub async fn run_with(
     )
     .default_backoff()
     .touched_objects();
+    // The StatefulSets Rollouts drive (`rollouts.sluice.dev/statefulset`): metadata only, as
+    // for workloads; every change (a pod replaced or ready moves its status) wakes them.
+    let stateful_set_stream = watcher(
+        api_in::<PartialObjectMeta<StatefulSet>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
     let caches = Caches {
         services: svc_cache,
         analysis_runs: run_cache,
@@ -267,6 +276,10 @@ pub async fn run_with(
         .watches_stream(
             pod_template_stream,
             rollouts_of_workload(ro_cache.clone(), WorkloadKind::PodTemplate),
+        )
+        .watches_stream(
+            stateful_set_stream,
+            rollouts_of_stateful_set(ro_cache.clone()),
         )
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads));
     let controller = match cluster_templates {

@@ -161,11 +161,8 @@ impl World {
 
     fn reconcile(&mut self) -> Plan {
         // Pods only when the observe step would list them.
-        let pods = if Observed::needs_pods(&self.ro, &self.rss, self.now) {
-            self.pods.clone()
-        } else {
-            Vec::new()
-        };
+        let needs_pods = Observed::needs_pods(&self.ro, &self.rss, self.now);
+        let pods = self.pods.iter().filter(|_| needs_pods).cloned().collect();
         let mut observed = Observed {
             rollout: self.ro.clone(),
             replica_sets: self.rss.clone(),
@@ -177,6 +174,7 @@ impl World {
             router_versions: Default::default(),
             experiments: self.experiments.clone(),
             workload: self.workload.clone(),
+            stateful_set: None,
             progress_held_since: self.progress_held_since,
             step_plugin_answers: Vec::new(),
             target_registration: None,
@@ -370,6 +368,7 @@ impl World {
                     self.experiments
                         .retain(|e| e.metadata.name.as_ref() != Some(name));
                 }
+                Action::UpdateStatefulSet { .. } => panic!("no StatefulSet in these tests"),
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
                 }

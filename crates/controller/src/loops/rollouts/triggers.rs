@@ -11,6 +11,7 @@ use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
 use sluice_engine::labels::MANAGED_BY;
 use sluice_engine::observed::TemplateKey;
+use sluice_engine::statefulset::stateful_set_name;
 use sluice_engine::workload::{WORKLOAD_GENERATION, WorkloadKind};
 
 use crate::cache::{CachedReplicaSet, IndexedStore};
@@ -48,7 +49,27 @@ pub(super) fn rollout_keys(ro: &Rollout) -> Vec<String> {
         .map(|name| service_key(ns, name))
         .chain(templates.iter().map(|key| template_key(ns, key)))
         .chain(workload.map(|t| workload_key(t.kind, &t.namespace, &t.name)))
+        .chain(stateful_set_name(ro).map(|name| stateful_set_key(ns, name)))
         .collect()
+}
+
+/// The key of the Rollouts driving StatefulSet `name` of `namespace`.
+pub(super) fn stateful_set_key(namespace: &str, name: &str) -> String {
+    format!("StatefulSet/{namespace}/{name}")
+}
+
+/// Maps a StatefulSet (only its metadata is watched) to the Rollouts that drive it: any
+/// change, of its template or of its status (a pod replaced, ready), may move a step on.
+pub(super) fn rollouts_of_stateful_set<T>(
+    rollouts: IndexedStore<Rollout>,
+) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+where
+    T: Resource,
+{
+    move |sts: T| {
+        let namespace = sts.namespace().unwrap_or_default();
+        rollouts.refs(&stateful_set_key(&namespace, &sts.name_any()))
+    }
 }
 
 /// The key of the Rollouts whose `workloadRef` names this object.

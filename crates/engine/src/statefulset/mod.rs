@@ -1,0 +1,31 @@
+//! A Rollout that drives a StatefulSet's partitioned rolling update as its canary steps
+//! (Sluice only, opt-in with the annotation `rollouts.sluice.dev/statefulset: <name>`; see
+//! docs/statefulsets.md). The StatefulSet is the user's: its template is what they edit, and
+//! the StatefulSet controller replaces the pods. The Rollout only sets
+//! `spec.updateStrategy.rollingUpdate.partition` (`setWeight`), and on abort the template back
+//! to the stable revision's; it never creates a ReplicaSet.
+//!
+//! - `model`: the StatefulSet and its ControllerRevisions as read, the partition arithmetic;
+//! - `decide`: the entry point: the spec checks, adoption, a new update, abort, completion;
+//! - `steps`: the step machine of an update in progress (`setWeight`, `pause`);
+//! - `status`: the counts, conditions and phase the Rollout reports.
+//!
+//! The partition is closed (`= replicas`) whenever every pod runs the current revision, so
+//! that a template edit updates no pod before a step asks for it.
+
+mod decide;
+mod model;
+mod status;
+mod steps;
+#[cfg(test)]
+mod tests;
+
+pub use crate::observed::StatefulSetObserved;
+pub use decide::reconcile;
+pub use model::{partition_for, revision_hash};
+pub use sluice_api::rollout::{STATEFULSET_ANNOTATION as STATEFULSET, stateful_set_name};
+
+/// How soon a Rollout waiting on the StatefulSet's pods looks again, besides the watch of
+/// StatefulSets that wakes it on each change.
+pub const POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+pub use crate::plan::UPDATED_STATEFUL_SET;

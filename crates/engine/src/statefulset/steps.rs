@@ -1,0 +1,212 @@
+//! The steps of an update in progress: `setWeight` sets the partition and completes once the
+//! pods at and above it run the update revision and are ready; `pause` pauses as for any
+//! canary (timed, or until promoted); past the last step (or on `promote --full`) the
+//! partition goes to 0 and the update completes once every pod runs the new revision.
+
+use std::time::Duration;
+
+use sluice_api::rollout::{
+    CanaryStepAction, PauseCondition, PauseReason, RolloutPause, RolloutStatus,
+};
+
+use super::POD_RECHECK;
+use super::decide::Update;
+use super::model::{find_revision, partition_for, revision_number};
+use crate::plan::{Event, Plan, set_requeue};
+use crate::steps;
+use crate::waits::Wait;
+
+impl Update<'_> {
+    /// Advances the update as far as the StatefulSet allows in this reconcile.
+    pub(super) fn step_machine(&mut self, plan: &mut Plan, update: &str) {
+        if self.ro.spec.paused == Some(true) {
+            // Paused by a user: nothing moves.
+            plan.waits.push(Wait::PausedByUser);
+            return;
+        }
+        let replicas = self.sts.replicas();
+        let steps_len = steps::steps(self.canary).len() as i32;
+        loop {
+            let status = &mut plan.status;
+            let index = status.current_step_index.unwrap_or(0).max(0);
+            let promote_full = status.promote_full == Some(true);
+            let past = index >= steps_len || promote_full;
+            let weight = if past {
+                100
+            } else {
+                steps::weight_at(self.canary, index)
+            };
+            let wanted = partition_for(replicas, weight);
+            if self.edit.partition.is_none() && self.sts.partition() != Some(wanted) {
+                self.edit.partition = Some(wanted);
+            }
+            let at_partition = self.edit.partition.is_none() && self.sts.at_partition(wanted);
+            if past {
+                if at_partition && self.sts.all_updated() {
+                    self.complete(status, update, steps_len, promote_full);
+                    self.close_partition_when_settled();
+                } else {
+                    self.wait_for_pods(plan, wanted);
+                }
+                return;
+            }
+            let Some(step) = steps::current_step(self.canary, index) else {
+                return;
+            };
+            let done = match step.action() {
+                Some(CanaryStepAction::SetWeight(_)) => {
+                    if !at_partition {
+                        self.wait_for_pods(plan, wanted);
+                    }
+                    at_partition
+                }
+                Some(CanaryStepAction::Pause(pause)) => self.pause_step(plan, pause, index),
+                // Refused by validation: never reached.
+                _ => false,
+            };
+            if !done {
+                return;
+            }
+            let status = &mut plan.status;
+            remove_pause(status);
+            status.controller_pause = None;
+            status.current_step_index = Some(index + 1);
+            self.events.push(Event::normal(
+                "RolloutStepCompleted",
+                format!(
+                    "Rollout step {}/{steps_len} completed ({})",
+                    index + 1,
+                    describe(step.action())
+                ),
+            ));
+        }
+    }
+
+    /// The update revision is now the stable one.
+    fn complete(&mut self, status: &mut RolloutStatus, update: &str, steps_len: i32, full: bool) {
+        let why = if full {
+            "Full promotion requested".to_string()
+        } else {
+            format!("Completed all {steps_len} canary steps")
+        };
+        let revision = revision_number(find_revision(self.revisions, self.sts.name(), update));
+        status.stable_rs = Some(update.to_string());
+        status.promote_full = None;
+        status.current_step_index = Some(steps_len);
+        self.events.push(Event::normal(
+            "RolloutCompleted",
+            format!("Rollout completed update to revision {revision} ({update}): {why}"),
+        ));
+    }
+
+    fn wait_for_pods(&self, plan: &mut Plan, partition: i32) {
+        let replicas = self.sts.replicas();
+        set_requeue(&mut plan.requeue_after, POD_RECHECK);
+        plan.waits.push(Wait::PodsNotAvailable {
+            replica_set: format!(
+                "StatefulSet {} (ordinals {partition} and above on the update revision)",
+                self.sts.name()
+            ),
+            wanted: replicas,
+            available: self.sts.ready(),
+        });
+    }
+
+    /// A pause step, as for any canary: it pauses the Rollout (`CanaryPauseStep`), and is
+    /// done when its duration has run out or when a user cleared the pause conditions
+    /// (`promote`). Returns whether it is done.
+    fn pause_step(&mut self, plan: &mut Plan, pause: &RolloutPause, index: i32) -> bool {
+        let status = &mut plan.status;
+        let existing = status
+            .pause_conditions
+            .iter()
+            .flatten()
+            .find(|p| p.reason == Some(PauseReason::CanaryPauseStep))
+            .cloned();
+        let any_pause = status
+            .pause_conditions
+            .as_ref()
+            .is_some_and(|p| !p.is_empty());
+        if status.controller_pause == Some(true) && !any_pause {
+            // The controller paused and somebody cleared the conditions: promoted.
+            return true;
+        }
+        let duration = pause.duration().and_then(Result::ok);
+        let until = |started: jiff::Timestamp, d: Duration| {
+            jiff::SignedDuration::try_from(d)
+                .ok()
+                .and_then(|d| started.checked_add(d).ok())
+        };
+        let Some(existing) = existing else {
+            status
+                .pause_conditions
+                .get_or_insert_with(Vec::new)
+                .push(PauseCondition {
+                    reason: Some(PauseReason::CanaryPauseStep),
+                    start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        self.now,
+                    )),
+                });
+            status.controller_pause = Some(true);
+            self.events.push(Event::normal(
+                "RolloutPaused",
+                format!(
+                    "Rollout is paused ({})",
+                    PauseReason::CanaryPauseStep.as_str()
+                ),
+            ));
+            if let Some(d) = duration {
+                set_requeue(&mut plan.requeue_after, d);
+            }
+            plan.waits.push(Wait::PauseStep {
+                step: index,
+                until: duration.and_then(|d| until(self.now, d)),
+            });
+            return false;
+        };
+        let Some(duration) = duration else {
+            plan.waits.push(Wait::PauseStep {
+                step: index,
+                until: None,
+            });
+            return false;
+        };
+        let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
+        let elapsed = Duration::try_from(self.now.duration_since(started)).unwrap_or_default();
+        if elapsed >= duration {
+            return true;
+        }
+        set_requeue(&mut plan.requeue_after, duration - elapsed);
+        plan.waits.push(Wait::PauseStep {
+            step: index,
+            until: until(started, duration),
+        });
+        false
+    }
+}
+
+fn remove_pause(status: &mut RolloutStatus) {
+    if let Some(p) = status.pause_conditions.as_mut() {
+        p.retain(|c| c.reason != Some(PauseReason::CanaryPauseStep));
+        if p.is_empty() {
+            status.pause_conditions = None;
+        }
+    }
+}
+
+/// A step as `RolloutStepCompleted` names it.
+fn describe(action: Option<CanaryStepAction<'_>>) -> String {
+    match action {
+        Some(CanaryStepAction::SetWeight(w)) => format!("setWeight: {w}"),
+        Some(CanaryStepAction::Pause(p)) => match &p.duration {
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i)) => {
+                format!("pause: {i}")
+            }
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => {
+                format!("pause: {s}")
+            }
+            None => "pause".into(),
+        },
+        _ => "step".into(),
+    }
+}
