@@ -38,6 +38,9 @@
 //!   `templateName`, `scaleDownDelaySeconds` not negative; analyses list templates, each named,
 //!   with well-formed arguments, dry-run and retention entries (and, outside steps, argument
 //!   field paths the downward API supports).
+//! - a Rollout with `rollouts.sluice.dev/statefulset` (it drives a StatefulSet): what a
+//!   partitioned update cannot do is refused first, naming the field (`stateful_set.rs`), and
+//!   its template, selector and replicas are the StatefulSet's, not checked here.
 //!
 //! AnalysisTemplates, ClusterAnalysisTemplates and AnalysisRuns keep Sluice's own wording,
 //! `<field path>: <message>`.

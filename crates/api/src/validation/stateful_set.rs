@@ -37,6 +37,13 @@ pub(super) fn check(spec: &RolloutSpec, name: &str, problems: &mut Problems) {
     if spec.replicas.is_some() {
         forbid(problems, "spec.replicas", FROM_STATEFUL_SET);
     }
+    if spec.restart_at.is_some() {
+        forbid(
+            problems,
+            "spec.restartAt",
+            "restart the StatefulSet's pods with `kubectl rollout restart statefulset`, a new revision the steps roll out",
+        );
+    }
     let Some(strategy) = spec.strategy.as_ref() else {
         return;
     };
@@ -172,6 +179,10 @@ mod tests {
                 json!({"strategy": {"canary": {"canaryService": "c", "stableService": "s",
                     "trafficRouting": {"nginx": {"stableIngress": "i"}}}}}),
                 "spec.strategy.canary.trafficRouting: Forbidden: routers split traffic",
+            ),
+            (
+                json!({"restartAt": "2026-01-01T00:00:00Z", "strategy": {"canary": {}}}),
+                "spec.restartAt: Forbidden: restart the StatefulSet's pods",
             ),
             (
                 json!({"replicas": 3, "strategy": {"canary": {}}}),
