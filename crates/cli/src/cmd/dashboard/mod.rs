@@ -2,13 +2,15 @@
 //!
 //! One module per job: `safety` decides from the flags whether changes are allowed, `cache`
 //! watches the objects once for the whole process, `views` and `argo_json` turn them into
-//! Argo's `RolloutInfo` JSON, `routes` serves it (also as live streams), `actions` makes the
-//! changes, `assets` holds the built page and `error` shapes failures as grpc-gateway does.
+//! Argo's `RolloutInfo` JSON, `routes` serves it (also as live streams, gzipped by
+//! `compress`), `actions` makes the changes, `assets` holds the built page and `error` shapes
+//! failures as grpc-gateway does.
 
 mod actions;
 mod argo_json;
 mod assets;
 mod cache;
+mod compress;
 mod error;
 mod routes;
 mod safety;

@@ -2,14 +2,14 @@
 //! Rollouts and of one Rollout, each also as a stream that sends a Rollout again whenever
 //! what it shows changes; the namespace and the version.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::Dashboard;
 use super::cache::Cache;
+use super::compress::{self, Chunks};
 use super::error::ApiError;
 use super::safety::Mode;
 use super::views;
@@ -59,24 +60,26 @@ pub async fn settings(State(app): State<Dashboard>) -> Json<Value> {
 pub async fn list(
     State(app): State<Dashboard>,
     Path(namespace): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     app.check_namespace(&namespace)?;
     app.cache.ready().await;
     let rollouts: Vec<Value> = views::list(&app.cache, &namespace, Timestamp::now())
         .into_iter()
         .map(|(_, info)| info)
         .collect();
-    Ok(Json(json!({"rollouts": rollouts})))
+    Ok(compress::json(&json!({"rollouts": rollouts}), &headers))
 }
 
 pub async fn one(
     State(app): State<Dashboard>,
     Path((namespace, name)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     app.check_namespace(&namespace)?;
     app.cache.ready().await;
     views::one(&app.cache, &namespace, &name, Timestamp::now())
-        .map(Json)
+        .map(|info| compress::json(&info, &headers))
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -103,24 +106,29 @@ pub async fn explain(
 pub async fn watch_list(
     State(app): State<Dashboard>,
     Path(namespace): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     app.check_namespace(&namespace)?;
-    Ok(stream(Live::new(app.cache, namespace, None)))
+    let chunks = Chunks::new(compress::accepts_gzip(&headers));
+    Ok(stream(Live::new(app.cache, namespace, None, chunks)))
 }
 
 pub async fn watch_one(
     State(app): State<Dashboard>,
     Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     app.check_namespace(&namespace)?;
-    Ok(stream(Live::new(app.cache, namespace, Some(name))))
+    let chunks = Chunks::new(compress::accepts_gzip(&headers));
+    Ok(stream(Live::new(app.cache, namespace, Some(name), chunks)))
 }
 
 /// A stream of JSON lines as grpc-gateway sends a server stream: `{"result": ...}` each.
 fn stream(live: Live) -> Response {
+    let gzipped = live.chunks.gzipped();
     let lines = futures::stream::unfold(live, |mut live| async move {
-        let line = live.next_line().await?;
-        Some((Ok::<_, Infallible>(line), live))
+        let chunk = live.next_chunk().await?;
+        Some((Ok::<_, Infallible>(chunk), live))
     });
     let mut response = Body::from_stream(lines).into_response();
     let headers = response.headers_mut();
@@ -131,6 +139,9 @@ fn stream(live: Live) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Stops proxies that buffer responses (nginx) from holding the lines back.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if gzipped {
+        compress::mark_gzipped(headers);
+    }
     response
 }
 
@@ -143,12 +154,13 @@ struct Live {
     name: Option<String>,
     changes: watch::Receiver<u64>,
     sent: HashMap<String, Value>,
-    pending: VecDeque<Bytes>,
+    pending: Vec<u8>,
+    chunks: Chunks,
     started: bool,
 }
 
 impl Live {
-    fn new(cache: Cache, namespace: String, name: Option<String>) -> Self {
+    fn new(cache: Cache, namespace: String, name: Option<String>, chunks: Chunks) -> Self {
         let changes = cache.changes();
         Self {
             cache,
@@ -156,22 +168,24 @@ impl Live {
             name,
             changes,
             sent: HashMap::new(),
-            pending: VecDeque::new(),
+            pending: Vec::new(),
+            chunks,
             started: false,
         }
     }
 
-    /// The next line to send: the current state first, then each change; `None` when the
-    /// watches have stopped.
-    async fn next_line(&mut self) -> Option<Bytes> {
+    /// The next lines to send, as one chunk: the current state first, then the changes;
+    /// `None` when the watches have stopped.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(line) = self.pending.pop_front() {
-                return Some(line);
+            if !self.pending.is_empty() {
+                let lines = std::mem::take(&mut self.pending);
+                return Some(self.chunks.encode(&lines));
             }
             if self.started {
                 tokio::select! {
                     changed = self.changes.changed() => changed.ok()?,
-                    () = tokio::time::sleep(KEEP_ALIVE) => return Some(Bytes::from_static(b"\n")),
+                    () = tokio::time::sleep(KEEP_ALIVE) => return Some(self.chunks.encode(b"\n")),
                 }
                 tokio::time::sleep(SETTLE).await;
             } else {
@@ -221,9 +235,8 @@ impl Live {
     }
 
     fn push(&mut self, line: Value) {
-        let mut bytes = line.to_string().into_bytes();
-        bytes.push(b'\n');
-        self.pending.push_back(Bytes::from(bytes));
+        self.pending.extend_from_slice(line.to_string().as_bytes());
+        self.pending.push(b'\n');
     }
 }
 
