@@ -21,8 +21,8 @@ use tokio::sync::watch;
 
 use super::super::warn;
 
-/// How long a first request waits for the watches to have listed once; after that it is
-/// answered from what they have (a kind the user may not list stays empty).
+/// How long the first requests wait for the watches to have listed once; after that every
+/// request is answered from what they have (a kind the user may not list stays empty).
 const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// Which namespaces the dashboard serves.
@@ -51,6 +51,9 @@ pub struct Cache {
     pub runs: Store<AnalysisRun>,
     pub experiments: Store<Experiment>,
     changes: watch::Receiver<u64>,
+    /// Set once the watches have listed, or [`READY_WAIT`] has passed: later requests do not
+    /// wait again for a kind that cannot be listed.
+    settled: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl Cache {
@@ -89,19 +92,25 @@ impl Cache {
             runs,
             experiments,
             changes,
+            settled: Arc::default(),
         }
     }
 
-    /// Waits (a bounded time) until every watch has listed once.
+    /// Waits (a bounded time, and only until this has once returned) until every watch has
+    /// listed once.
     pub async fn ready(&self) {
-        let all = async {
-            let _ = self.rollouts.wait_until_ready().await;
-            let _ = self.replica_sets.wait_until_ready().await;
-            let _ = self.pods.wait_until_ready().await;
-            let _ = self.runs.wait_until_ready().await;
-            let _ = self.experiments.wait_until_ready().await;
-        };
-        let _ = tokio::time::timeout(READY_WAIT, all).await;
+        self.settled
+            .get_or_init(|| async {
+                let all = async {
+                    let _ = self.rollouts.wait_until_ready().await;
+                    let _ = self.replica_sets.wait_until_ready().await;
+                    let _ = self.pods.wait_until_ready().await;
+                    let _ = self.runs.wait_until_ready().await;
+                    let _ = self.experiments.wait_until_ready().await;
+                };
+                let _ = tokio::time::timeout(READY_WAIT, all).await;
+            })
+            .await;
     }
 
     /// A receiver that wakes on every change of any watched object.
