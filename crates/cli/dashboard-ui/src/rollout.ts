@@ -83,7 +83,7 @@ function summary(info: RolloutInfo): HTMLElement {
       field('Step', stepText(info), 'step'),
       field('Weight', weightText(info), 'weight'),
       field('Replicas', `${info.desired} desired, ${info.current} current, ${info.updated} updated, ${info.ready} ready, ${info.available} available`),
-      field('Images', images(info).join(', ')),
+      field('Images', images(info).join(', '), 'rollout-images'),
       field('Restarted', info.restartedAt),
     ),
   );

@@ -224,6 +224,15 @@ try {
   const refused = await fetch(`${viewerUrl}/api/v1/rollouts/${namespace}/${canary}/retry`, { method: 'PUT' });
   const refusal = await refused.json();
   check(refused.status === 403 && /forbidden/.test(refusal.message) && /viewer/.test(refusal.message), `its retry is refused by the cluster's RBAC, 403: ${refusal.message}`);
+
+  // Back on the writable page: roll back to revision 2, whose template is the stable one's,
+  // so the aborted update is over and the Rollout is Healthy on its first new image again.
+  await page.bringToFront();
+  await page.getByTestId('action-undo-2').click();
+  await page.getByTestId('confirm').click();
+  await phase.filter({ hasText: 'Healthy' }).waitFor();
+  const shownImages = await page.getByTestId('rollout-images').textContent();
+  check(shownImages === firstImage, `rolling back to revision 2 from the page makes it Healthy on ${shownImages}`);
 } finally {
   network.close();
   await context.close();
