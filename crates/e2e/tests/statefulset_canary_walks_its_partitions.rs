@@ -291,7 +291,8 @@ async fn statefulset_canary_walks_its_partitions() {
     let reverted = sample_until(&ns, Some(&c), "aborted", |s| s.image == "nginx:1.20-alpine").await;
     let reverted = reverted.last().unwrap();
     assert_eq!(reverted.partition, Some(3), "{reverted:?}");
-    assert_eq!(reverted.phase, Some(RolloutPhase::Degraded));
+    // The status is written right after the StatefulSet.
+    wait_phase(&api, NAME, RolloutPhase::Degraded, TIMEOUT).await;
     // Ordinal 3 rolls back to the stable revision, the others are not touched; once all are
     // on it, the partition closes for the next update. The Rollout stays aborted.
     let seen = sample_until(&ns, Some(&c), "rolled back", |s| {
