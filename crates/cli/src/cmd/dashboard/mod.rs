@@ -19,6 +19,7 @@ mod views;
 use anyhow::Context as _;
 use axum::Router;
 use axum::http::StatusCode;
+use axum::response::IntoResponse as _;
 use axum::routing::{any, get, put};
 use kube::Client;
 
@@ -90,7 +91,25 @@ pub async fn run(global: &GlobalArgs, args: &DashboardArgs) -> anyhow::Result<()
     emit(&format!(
         "Sluice dashboard at http://{address}/ ({served}{writes})\n"
     ))?;
-    axum::serve(listener, router(dashboard))
+    let bound = args.address;
+    let router = router(dashboard).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            let host = request
+                .headers()
+                .get(axum::http::header::HOST)
+                .and_then(|h| h.to_str().ok());
+            if !safety::host_allowed(host, bound) {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "this dashboard answers only requests to localhost or 127.0.0.1 \
+                     (the Host header names another machine)",
+                )
+                .into_response();
+            }
+            next.run(request).await
+        },
+    ));
+    axum::serve(listener, router)
         .await
         .context("serving the dashboard")
 }
