@@ -114,6 +114,8 @@ function actions(info: RolloutInfo, act: Act): HTMLElement {
     button('Abort', 'action-abort', () => void act('Abort', `Abort the update of ${name} and go back to the stable version?`, 'abort')),
     button('Retry', 'action-retry', () => void act('Retry', `Start the aborted update of ${name} again?`, 'retry')),
     button('Restart', 'action-restart', () => void act('Restart', `Restart every pod of ${name}, a few at a time?`, 'restart')),
+    button('Pause', 'action-pause', () => void act('Pause', `Pause ${name} where it is, until resumed?`, 'pause')),
+    button('Resume', 'action-resume', () => void act('Resume', `Lift the pause you put on ${name}?`, 'resume')),
     h('span', { class: 'set-image' }, container, image, button('Set image', 'action-set-image', setImage)),
   );
 }

@@ -178,6 +178,16 @@ try {
   await step.filter({ hasText: /^5\/5$/ }).waitFor();
   ok('the page reconnects and shows the finished update, Healthy at 5/5');
 
+  // The user's own pause from the page, then lifted: Paused, then Healthy again.
+  await page.getByTestId('action-pause').click();
+  await page.getByTestId('confirm').click();
+  await phase.filter({ hasText: 'Paused' }).waitFor();
+  ok('a pause click pauses the Rollout');
+  await page.getByTestId('action-resume').click();
+  await page.getByTestId('confirm').click();
+  await phase.filter({ hasText: 'Healthy' }).waitFor();
+  ok('a resume click lifts the pause, Healthy again');
+
   // A new image set from the page, confirmed: a new update, at its first pause.
   const [secondRepo] = split(secondImage);
   await page.getByTestId('set-image-container').selectOption(container);
@@ -211,7 +221,7 @@ try {
   check(buttons === 0, `read-only mode shows no action buttons (${buttons})`);
   await readOnly.screenshot({ path: join(screenshots, 'dashboard-read-only.png'), fullPage: true });
   const [repo, newTag] = split(secondImage);
-  for (const path of ['promote', 'abort', 'retry', 'restart', 'undo/1', `set/${container}/${repo}/${newTag}`]) {
+  for (const path of ['promote', 'abort', 'retry', 'restart', 'pause', 'resume', 'undo/1', `set/${container}/${repo}/${newTag}`]) {
     const answer = await fetch(`${readOnlyUrl}/api/v1/rollouts/${namespace}/${canary}/${path}`, { method: 'PUT' });
     const body = await answer.json();
     check(answer.status === 403 && /read-only/.test(body.message), `read-only PUT .../${path} answers 403: ${body.message}`);

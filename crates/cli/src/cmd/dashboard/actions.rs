@@ -1,5 +1,6 @@
 //! The write side of the API, at the paths of Argo's dashboard: promote, abort, retry,
-//! restart, undo and set image, each done by the CLI command of the same name with the
+//! restart, undo and set image, and Sluice's own pause and resume (Argo's API has no path
+//! for them), each done by the CLI command of the same name with the
 //! user's own client (so the cluster's RBAC decides), and answered with the Rollout as it
 //! is afterwards, as Argo answers.
 
@@ -12,7 +13,8 @@ use axum::http::StatusCode;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::super::{abort, get_rollout, merge_patch, merge_patch_status, promote, restart, retry};
+use super::super::{abort, get_rollout, merge_patch, merge_patch_status, pause as paused, promote};
+use super::super::{restart, retry};
 use super::super::{rollouts, set_image, undo};
 use super::Dashboard;
 use super::error::ApiError;
@@ -86,6 +88,26 @@ pub async fn retry(
 ) -> Answer {
     let target = app.writer(&namespace)?;
     merge_patch_status(&rollouts(&target), &name, &retry::retry_patch()).await?;
+    rollout_now(&target, &name).await
+}
+
+/// `kubectl sluice pause`: the user's own pause (`spec.paused`).
+pub async fn pause(
+    State(app): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Answer {
+    let target = app.writer(&namespace)?;
+    merge_patch(&rollouts(&target), &name, &paused::paused_patch(true)).await?;
+    rollout_now(&target, &name).await
+}
+
+/// `kubectl sluice resume`: the user's pause lifted.
+pub async fn resume(
+    State(app): State<Dashboard>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Answer {
+    let target = app.writer(&namespace)?;
+    merge_patch(&rollouts(&target), &name, &paused::paused_patch(false)).await?;
     rollout_now(&target, &name).await
 }
 

@@ -137,6 +137,8 @@ fn router(dashboard: Dashboard) -> Router {
             put(actions::promote),
         )
         .route(&format!("{rollouts}/{{name}}/abort"), put(actions::abort))
+        .route(&format!("{rollouts}/{{name}}/pause"), put(actions::pause))
+        .route(&format!("{rollouts}/{{name}}/resume"), put(actions::resume))
         .route(&format!("{rollouts}/{{name}}/retry"), put(actions::retry))
         .route(
             &format!("{rollouts}/{{name}}/restart"),
