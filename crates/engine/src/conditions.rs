@@ -87,6 +87,96 @@ pub fn has_reason(
     find(conditions, type_).is_some_and(|c| c.reason.as_deref() == Some(reason))
 }
 
+/// `Available`: whether the Rollout has its minimum of available pods.
+pub fn set_available(conditions: &mut Vec<RolloutCondition>, available: bool, now: Timestamp) {
+    let (status, message) = if available {
+        (TRUE, "Rollout has minimum availability")
+    } else {
+        (FALSE, "Rollout does not have minimum availability")
+    };
+    set(
+        conditions,
+        RolloutConditionType::Available,
+        status,
+        AVAILABLE_REASON,
+        message,
+        now,
+        false,
+    );
+}
+
+/// `Paused`: set while paused; once lifted it says so, with `RolloutResumed`, unless an abort
+/// lifted it (the abort says so itself).
+pub fn set_paused(
+    conditions: &mut Vec<RolloutCondition>,
+    paused: bool,
+    aborted: bool,
+    now: Timestamp,
+    events: &mut Vec<crate::Event>,
+) {
+    if paused {
+        set(
+            conditions,
+            RolloutConditionType::Paused,
+            TRUE,
+            ROLLOUT_PAUSED,
+            "Rollout is paused",
+            now,
+            false,
+        );
+        return;
+    }
+    let Some(was) = find(conditions, RolloutConditionType::Paused) else {
+        return;
+    };
+    let was_paused = was.status == Some(sluice_api::common::ConditionStatus::True);
+    if was_paused && !aborted {
+        events.push(crate::Event::normal("RolloutResumed", "Rollout is resumed"));
+    }
+    set(
+        conditions,
+        RolloutConditionType::Paused,
+        FALSE,
+        ROLLOUT_RESUMED,
+        "Rollout is resumed",
+        now,
+        false,
+    );
+}
+
+/// `Completed`, and `Healthy` when completed with every pod available.
+pub fn set_completed(
+    conditions: &mut Vec<RolloutCondition>,
+    completed: bool,
+    all_available: bool,
+    now: Timestamp,
+) {
+    let status = if completed { TRUE } else { FALSE };
+    set(
+        conditions,
+        RolloutConditionType::Completed,
+        status,
+        ROLLOUT_COMPLETED,
+        ROLLOUT_COMPLETED,
+        now,
+        false,
+    );
+    let (status, message) = if completed && all_available {
+        (TRUE, "Rollout is healthy")
+    } else {
+        (FALSE, "Rollout is not healthy")
+    };
+    set(
+        conditions,
+        RolloutConditionType::Healthy,
+        status,
+        ROLLOUT_HEALTHY,
+        message,
+        now,
+        false,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,6 @@ use crate::waits::Wait;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
 use super::World;
@@ -58,28 +57,11 @@ impl World<'_> {
                 .as_ref()
                 .is_some_and(|p| !p.is_empty());
 
-        // Available.
-        if available >= r - self.spec.limits.max_unavailable {
-            c::set(
-                &mut conds,
-                Cond::Available,
-                TRUE,
-                c::AVAILABLE_REASON,
-                "Rollout has minimum availability",
-                now,
-                false,
-            );
-        } else {
-            c::set(
-                &mut conds,
-                Cond::Available,
-                FALSE,
-                c::AVAILABLE_REASON,
-                "Rollout does not have minimum availability",
-                now,
-                false,
-            );
-        }
+        c::set_available(
+            &mut conds,
+            available >= r - self.spec.limits.max_unavailable,
+            now,
+        );
 
         // Progressing, and the progress deadline.
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
@@ -165,68 +147,8 @@ impl World<'_> {
             wait = self.check_deadline(status, &mut conds, events, requeue, progress.revision);
         }
 
-        // Paused.
-        if paused {
-            c::set(
-                &mut conds,
-                Cond::Paused,
-                TRUE,
-                c::ROLLOUT_PAUSED,
-                "Rollout is paused",
-                now,
-                false,
-            );
-        } else if c::find(&conds, Cond::Paused).is_some() {
-            // A pause lifted by a promote, a resume or the end of a timed step; an abort lifts
-            // it too, but says so itself.
-            let was_paused = c::find(&conds, Cond::Paused)
-                .is_some_and(|p| p.status == Some(ConditionStatus::True));
-            if was_paused && !progress.aborted {
-                events.push(Event::normal("RolloutResumed", "Rollout is resumed"));
-            }
-            c::set(
-                &mut conds,
-                Cond::Paused,
-                FALSE,
-                c::ROLLOUT_RESUMED,
-                "Rollout is resumed",
-                now,
-                false,
-            );
-        }
-
-        // Completed and Healthy.
-        let completed_status = if completed { TRUE } else { FALSE };
-        c::set(
-            &mut conds,
-            Cond::Completed,
-            completed_status,
-            c::ROLLOUT_COMPLETED,
-            c::ROLLOUT_COMPLETED,
-            now,
-            false,
-        );
-        if completed && available >= r {
-            c::set(
-                &mut conds,
-                Cond::Healthy,
-                TRUE,
-                c::ROLLOUT_HEALTHY,
-                "Rollout is healthy",
-                now,
-                false,
-            );
-        } else {
-            c::set(
-                &mut conds,
-                Cond::Healthy,
-                FALSE,
-                c::ROLLOUT_HEALTHY,
-                "Rollout is not healthy",
-                now,
-                false,
-            );
-        }
+        c::set_paused(&mut conds, paused, progress.aborted, now, events);
+        c::set_completed(&mut conds, completed, available >= r, now);
         status.conditions = Some(conds);
         wait
     }

@@ -3,7 +3,6 @@
 //! them, so that `kubectl sluice get rollout`, the phase and Argo CD's health read the same.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use sluice_api::common::ConditionStatus;
 use sluice_api::rollout::{RolloutConditionType as Cond, RolloutStatus};
 
 use super::decide::Update;
@@ -50,20 +49,7 @@ impl Update<'_> {
             || self.ro.spec.paused == Some(true);
         let mut conds = status.conditions.take().unwrap_or_default();
 
-        let (available_status, message) = if available >= replicas {
-            (TRUE, "Rollout has minimum availability")
-        } else {
-            (FALSE, "Rollout does not have minimum availability")
-        };
-        c::set(
-            &mut conds,
-            Cond::Available,
-            available_status,
-            c::AVAILABLE_REASON,
-            message,
-            now,
-            false,
-        );
+        c::set_available(&mut conds, available >= replicas, now);
 
         let progressing = format!("StatefulSet \"{name}\" revision {pod_hash}");
         if aborted {
@@ -114,65 +100,8 @@ impl Update<'_> {
             );
         }
 
-        if paused {
-            c::set(
-                &mut conds,
-                Cond::Paused,
-                TRUE,
-                c::ROLLOUT_PAUSED,
-                "Rollout is paused",
-                now,
-                false,
-            );
-        } else if c::find(&conds, Cond::Paused).is_some() {
-            let was_paused = c::find(&conds, Cond::Paused)
-                .is_some_and(|p| p.status == Some(ConditionStatus::True));
-            if was_paused && !aborted {
-                self.events
-                    .push(Event::normal("RolloutResumed", "Rollout is resumed"));
-            }
-            c::set(
-                &mut conds,
-                Cond::Paused,
-                FALSE,
-                c::ROLLOUT_RESUMED,
-                "Rollout is resumed",
-                now,
-                false,
-            );
-        }
-
-        let completed_status = if completed { TRUE } else { FALSE };
-        c::set(
-            &mut conds,
-            Cond::Completed,
-            completed_status,
-            c::ROLLOUT_COMPLETED,
-            c::ROLLOUT_COMPLETED,
-            now,
-            false,
-        );
-        if completed && available >= replicas {
-            c::set(
-                &mut conds,
-                Cond::Healthy,
-                TRUE,
-                c::ROLLOUT_HEALTHY,
-                "Rollout is healthy",
-                now,
-                false,
-            );
-        } else {
-            c::set(
-                &mut conds,
-                Cond::Healthy,
-                FALSE,
-                c::ROLLOUT_HEALTHY,
-                "Rollout is not healthy",
-                now,
-                false,
-            );
-        }
+        c::set_paused(&mut conds, paused, aborted, now, &mut self.events);
+        c::set_completed(&mut conds, completed, available >= replicas, now);
         status.conditions = Some(conds);
     }
 }
