@@ -25,9 +25,15 @@ STARTED_CLUSTER=0
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
-  # Stop everything even when the terminal or a pipe reading our output is already gone.
+  # Stop everything even when the terminal or a pipe reading our output is already gone
+  # (`make demo | tee log` and Ctrl-C ends tee too): with SIGPIPE ignored a write to a gone
+  # pipe fails instead of killing us, and once one fails everything, the scripts called
+  # below included, writes to /dev/null instead of failing on each line.
   trap '' PIPE
   set +e
+  if ! { printf '\n'; } 2>/dev/null; then
+    exec >/dev/null 2>&1
+  fi
   if [[ -n $CLI ]]; then
     kill -TERM "$CLI" 2>/dev/null || true
   fi
