@@ -7,6 +7,7 @@ pub mod ephemeral;
 pub mod experiment;
 pub mod labels;
 pub mod observed;
+mod pause;
 pub mod phase;
 pub mod plan;
 pub mod pod_hash;
@@ -17,6 +18,7 @@ pub mod statefulset;
 pub mod step_plugins;
 pub mod steps;
 pub mod target_registration;
+mod update_analysis;
 pub mod waits;
 pub mod workload;
 

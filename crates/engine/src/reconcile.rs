@@ -27,7 +27,6 @@ mod coalesce;
 mod experiment_step;
 mod history;
 mod metadata;
-mod pause;
 mod ping_pong;
 mod prepare;
 mod progress;
@@ -279,7 +278,7 @@ impl World<'_> {
         };
         self.routed_hashes = traffic::routed_hashes(self, &routers);
         self.routed_canary_weight = traffic::routed_canary_weight(self, &routers);
-        self.check_analysis_templates()?;
+        self.runs().check_analysis_templates()?;
         self.release_unnamed_services(plan);
         let old = plan.status.clone();
         let mut status_value = std::mem::take(&mut plan.status);
@@ -431,7 +430,7 @@ impl World<'_> {
             status.controller_pause = None;
         }
         analysis.record_started(status);
-        self.settle_analysis_runs(plan, &analysis);
+        self.runs().settle_analysis_runs(plan, &analysis);
         let progressed = outcome.scaled
             || outcome.advanced
             || counts_of_status(status) != counts_of_status(&old);

@@ -1,551 +1,39 @@
-//! Analysis during an update: which AnalysisRuns a Rollout needs now, creating them, and what
-//! their verdicts do to the update.
-//!
-//! - Failed or Error aborts the update.
-//! - Inconclusive pauses it (`InconclusiveAnalysisRun`) on that run: no new run is created and
-//!   the update is held (a timed pause step may still run out) until a user resumes or aborts.
-//!   A resume measures again with a new run, as Argo does; a retry after an abort too.
-//! - The current run of a role is the one the status records; a finished run it does not
-//!   record belongs to an earlier attempt.
-//! - Runs that are no longer needed are terminated; finished ones beyond the history limits
-//!   are deleted.
+//! Analysis during a ReplicaSet update: the verdicts of the runs the update uses now (the
+//! runs themselves, and what a verdict does, are `crate::update_analysis`'s).
 
-use std::collections::BTreeSet;
-
-use sluice_api::analysis::AnalysisRun;
-use sluice_api::common::AnalysisPhase;
-use sluice_api::rollout::{
-    CanaryStepAction, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
-};
+use sluice_api::rollout::{CanaryStepAction, RolloutStatus};
 
 use super::World;
-use super::pause::{add_pause, has_pause};
 use super::spec::Strategy;
-use crate::analysis::{self as build, RunKind};
-use crate::labels::{POD_TEMPLATE_HASH, REVISION};
-use crate::observed::{AnalysisTemplates, TemplateKey};
-use crate::plan::{Action, Event, Plan};
+use crate::plan::Event;
 use crate::steps;
-
-/// Default number of finished successful and unsuccessful runs kept per Rollout.
-const DEFAULT_RUN_HISTORY_LIMIT: usize = 5;
-
-/// The part a run plays in the update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    Step(i32),
-    Background,
-    PrePromotion,
-    PostPromotion,
-}
-
-impl Role {
-    fn kind(self) -> RunKind {
-        match self {
-            Role::Step(index) => RunKind::Step { index },
-            Role::Background => RunKind::Background,
-            Role::PrePromotion => RunKind::PrePromotion,
-            Role::PostPromotion => RunKind::PostPromotion,
-        }
-    }
-
-    /// How Argo names the analysis in abort messages.
-    fn describe(self) -> &'static str {
-        match self {
-            Role::Step(_) => "Step-based analysis",
-            Role::Background => "Background analysis",
-            Role::PrePromotion => "Blue/green pre-promotion analysis",
-            Role::PostPromotion => "Blue/green post-promotion analysis",
-        }
-    }
-}
-
-/// What a run's state means for the update.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Verdict {
-    /// No run yet.
-    Missing,
-    /// Measuring.
-    Pending,
-    /// Successful.
-    Passed,
-    /// Inconclusive: the update is paused on it.
-    Inconclusive,
-    /// Failed or Error: the update is aborted.
-    Failed,
-}
-
-impl Verdict {
-    /// Whether the update may go past this analysis.
-    pub(super) fn passed(&self) -> bool {
-        matches!(self, Verdict::Passed)
-    }
-}
-
-/// The analysis bookkeeping of one reconcile.
-#[derive(Debug, Default)]
-pub(super) struct AnalysisState {
-    /// Runs the update still waits on or measures with: never terminated.
-    needed: BTreeSet<String>,
-    /// Why the update was aborted by an analysis, for the Progressing condition.
-    pub(super) abort_message: Option<String>,
-    /// A user resumed an update paused on an Inconclusive run in this reconcile: the
-    /// analysis measures again.
-    pub(super) resumed: bool,
-    /// Runs created in this reconcile, by role.
-    started: Vec<(Role, String)>,
-    /// Runs of an aborted attempt to mark at a retry, with their resourceVersions.
-    superseded: Vec<(String, Option<String>)>,
-}
-
-impl AnalysisState {
-    /// Records the runs created in this reconcile in the status at once, so that the next
-    /// reconcile knows them as the current runs of their roles.
-    pub(super) fn record_started(&self, status: &mut RolloutStatus) {
-        for (role, name) in &self.started {
-            *record_slot(status, *role) = Some(RolloutAnalysisRunStatus {
-                name: Some(name.clone()),
-                status: Some(AnalysisPhase::Pending),
-                message: None,
-            });
-        }
-    }
-}
-
-fn phase(run: &AnalysisRun) -> Option<&AnalysisPhase> {
-    run.status.as_ref().and_then(|s| s.phase.as_ref())
-}
-
-fn label<'r>(run: &'r AnalysisRun, key: &str) -> Option<&'r str> {
-    run.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-}
-
-fn annotation<'r>(run: &'r AnalysisRun, key: &str) -> Option<&'r str> {
-    run.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-}
-
-fn run_name(run: &AnalysisRun) -> &str {
-    run.metadata.name.as_deref().unwrap_or_default()
-}
-
-fn is_finished(run: &AnalysisRun) -> bool {
-    phase(run).is_some_and(AnalysisPhase::is_completed)
-}
-
-/// The status record of the run a role uses.
-fn record_slot(status: &mut RolloutStatus, role: Role) -> &mut Option<RolloutAnalysisRunStatus> {
-    match role {
-        Role::Step(_) => {
-            &mut status
-                .canary
-                .get_or_insert_with(Default::default)
-                .current_step_analysis_run_status
-        }
-        Role::Background => {
-            &mut status
-                .canary
-                .get_or_insert_with(Default::default)
-                .current_background_analysis_run_status
-        }
-        Role::PrePromotion => {
-            &mut status
-                .blue_green
-                .get_or_insert_with(Default::default)
-                .pre_promotion_analysis_run_status
-        }
-        Role::PostPromotion => {
-            &mut status
-                .blue_green
-                .get_or_insert_with(Default::default)
-                .post_promotion_analysis_run_status
-        }
-    }
-}
-
-/// Annotation on the AnalysisRuns of an aborted attempt, set when the update is retried: they
-/// are history, never the current run of the retried update (which measures afresh, as Argo
-/// does). Its value is the time of the retry.
-pub const SUPERSEDED_BY_RETRY: &str = "rollouts.sluice.dev/superseded-by-retry";
-
-/// When the update was aborted, if this reconcile follows a retry: the abort was lifted while
-/// `abortedAt` still records it. Runs created by then belong to the aborted attempt.
-pub(super) fn retried_after(status: &RolloutStatus) -> Option<jiff::Timestamp> {
-    if status.abort == Some(true) {
-        return None;
-    }
-    status.aborted_at.as_ref().map(|t| t.0)
-}
-
-fn created(run: &AnalysisRun) -> Option<jiff::Timestamp> {
-    run.metadata.creation_timestamp.as_ref().map(|t| t.0)
-}
-
-/// A run of an aborted attempt: marked so at a retry, or created before the abort being
-/// retried now.
-fn superseded(run: &AnalysisRun, retried_after: Option<jiff::Timestamp>) -> bool {
-    annotation(run, SUPERSEDED_BY_RETRY).is_some()
-        || retried_after.is_some_and(|at| created(run).is_none_or(|c| c <= at))
-}
+#[cfg(test)]
+pub(super) use crate::update_analysis::SUPERSEDED_BY_RETRY;
+pub(super) use crate::update_analysis::{
+    AnalysisState, Role, UpdateRuns, Verdict, inconclusive_run,
+};
 
 impl<'a> World<'a> {
-    /// The run playing `role` for the current pod template and revision, if there is one: the
-    /// newest of the run the status records for the role and the runs not asked to terminate
-    /// (one whose record was lost, or one created by a reconcile that saw the Rollout newer
-    /// than this one did). Runs of an aborted attempt are never current after a retry.
-    pub(super) fn analysis_run(
-        &self,
-        role: Role,
-        revision: i64,
-        recorded: Option<&str>,
-        retried_after: Option<jiff::Timestamp>,
-    ) -> Option<&'a AnalysisRun> {
-        self.role_runs(role, revision)
-            .into_iter()
-            .filter(|r| !superseded(r, retried_after))
-            .filter(|r| Some(run_name(r)) == recorded || r.spec.terminate != Some(true))
-            .max_by_key(|r| (created(r), run_name(r).to_string()))
-    }
-
-    /// At a retry, marks the runs of the aborted attempt (see [`SUPERSEDED_BY_RETRY`]).
-    pub(super) fn supersede_aborted_runs(
-        &self,
-        revision: i64,
-        status: &RolloutStatus,
-        state: &mut AnalysisState,
-    ) {
-        let Some(at) = retried_after(status) else {
-            return;
-        };
-        let revision = revision.to_string();
-        for run in self.analysis_runs.iter() {
-            let ours = label(run, POD_TEMPLATE_HASH) == Some(self.spec.pod_hash.as_str())
-                && annotation(run, REVISION) == Some(revision.as_str());
-            if ours
-                && annotation(run, SUPERSEDED_BY_RETRY).is_none()
-                && created(run).is_none_or(|c| c <= at)
-            {
-                state.superseded.push((
-                    run_name(run).to_string(),
-                    run.metadata.resource_version.clone(),
-                ));
-            }
-        }
-    }
-
-    /// The runs made for `role` for the current pod template and revision.
-    fn role_runs(&self, role: Role, revision: i64) -> Vec<&'a AnalysisRun> {
-        let kind = role.kind();
-        let revision = revision.to_string();
-        self.analysis_runs
-            .iter()
-            .filter(|r| label(r, crate::analysis::ROLLOUT_TYPE) == Some(kind.label()))
-            .filter(|r| label(r, POD_TEMPLATE_HASH) == Some(self.spec.pod_hash.as_str()))
-            .filter(|r| match role {
-                Role::Step(i) => {
-                    label(r, crate::analysis::STEP_INDEX) == Some(i.to_string().as_str())
-                }
-                _ => true,
-            })
-            .filter(|r| annotation(r, REVISION) == Some(revision.as_str()))
-            .filter(|r| r.metadata.deletion_timestamp.is_none())
-            .collect()
-    }
-
-    /// Reads the verdict of the run playing `role`, and acts on it: abort on Failed or Error,
-    /// pause on Inconclusive (or measure again when a user resumed). Records the run in the
-    /// status and marks it needed.
-    pub(super) fn analysis_verdict(
-        &self,
-        role: Role,
-        revision: i64,
-        status: &mut RolloutStatus,
-        events: &mut Vec<Event>,
-        state: &mut AnalysisState,
-    ) -> Verdict {
-        let previous = record_slot(status, role).clone();
-        let recorded = previous.as_ref().and_then(|p| p.name.as_deref());
-        let Some(run) = self.analysis_run(role, revision, recorded, retried_after(status)) else {
-            *record_slot(status, role) = None;
-            return Verdict::Missing;
-        };
-        let name = run_name(run).to_string();
-        state.needed.insert(name.clone());
-        let message = run
-            .status
-            .as_ref()
-            .and_then(|s| s.message.clone())
-            .filter(|m| !m.is_empty());
-        *record_slot(status, role) = Some(RolloutAnalysisRunStatus {
-            name: Some(name.clone()),
-            status: phase(run).cloned().or(Some(AnalysisPhase::Pending)),
-            message: message.clone(),
-        });
-        match phase(run) {
-            Some(AnalysisPhase::Successful) => Verdict::Passed,
-            Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
-                let phase_name = match phase(run) {
-                    Some(AnalysisPhase::Failed) => "failed",
-                    _ => "error",
-                };
-                let detail = message.unwrap_or_else(|| format!("AnalysisRun {name}"));
-                if status.abort != Some(true) {
-                    status.abort = Some(true);
-                    events.push(Event::warning(
-                        "AnalysisRunFailed",
-                        format!("{} phase {phase_name}: {detail}", role.describe()),
-                    ));
-                }
-                // Argo names the analysis and both phases, whichever of them it was.
-                state.abort_message = Some(format!(
-                    "{} phase error/failed: {}",
-                    role.describe(),
-                    run.status
-                        .as_ref()
-                        .and_then(|s| s.message.as_deref())
-                        .unwrap_or_default()
-                ));
-                Verdict::Failed
-            }
-            Some(AnalysisPhase::Inconclusive) => {
-                let reason = PauseReason::InconclusiveAnalysisRun;
-                if has_pause(status, &reason) {
-                    return Verdict::Inconclusive;
-                }
-                // The rollout had paused on this very run, and the pause is gone while the
-                // controller's pause flag is still up and no pause step or blue-green pause
-                // holds it: a user resumed (promote, Argo CD's Resume). Argo measures again
-                // with a new run; an unchanged metric pauses the update once more.
-                let seen_inconclusive = previous.as_ref().is_some_and(|p| {
-                    p.name.as_deref() == Some(name.as_str())
-                        && p.status == Some(AnalysisPhase::Inconclusive)
-                });
-                let resumed = status.controller_pause == Some(true)
-                    && !has_pause(status, &PauseReason::CanaryPauseStep)
-                    && !has_pause(status, &PauseReason::BlueGreenPause);
-                if seen_inconclusive && resumed {
-                    state.needed.remove(&name);
-                    *record_slot(status, role) = None;
-                    state.resumed = true;
-                    return Verdict::Missing;
-                }
-                events.push(add_pause(status, reason, self.now));
-                Verdict::Inconclusive
-            }
-            _ => Verdict::Pending,
-        }
-    }
-
-    /// Creates the run for `role` from the Rollout's `analysis`, once. Returns whether it did;
-    /// a run that cannot be built (a template is missing) is reported by
-    /// [`World::check_analysis_templates`] before any decision is made.
-    pub(super) fn start_analysis(
-        &self,
-        role: Role,
-        analysis: &RolloutAnalysis,
-        revision: i64,
-        plan: &mut Plan,
-        events: &mut Vec<Event>,
-        state: &mut AnalysisState,
-    ) -> bool {
-        let Ok(run) = self.build_run(role, analysis, revision) else {
-            return false;
-        };
-        let name = run_name(&run).to_string();
-        state.needed.insert(name.clone());
-        state.started.push((role, name.clone()));
-        events.push(Event::normal(
-            "AnalysisRunRunning",
-            format!("{} {name} created", role.describe()),
-        ));
-        plan.actions
-            .push(Action::CreateAnalysisRun { run: Box::new(run) });
-        true
-    }
-
-    fn build_run(
-        &self,
-        role: Role,
-        analysis: &RolloutAnalysis,
-        revision: i64,
-    ) -> Result<AnalysisRun, String> {
-        let template = resolve_rollout_analysis(analysis, self.analysis_templates)?;
-        let existing: BTreeSet<&str> = self.analysis_runs.iter().map(run_name).collect();
-        let revision = revision.to_string();
-        let mut run = build::build_analysis_run(build::RunRequest {
-            rollout: self.ro,
-            analysis,
-            template,
-            kind: role.kind(),
-            latest_pod_hash: &self.spec.pod_hash,
-            stable_pod_hash: self.stable_hash_for_args(),
-            revision: &revision,
-        })?;
-        // A name taken by an earlier run (a retry of the same revision) gets a suffix.
-        let base = run_name(&run).to_string();
-        let mut n = 1;
-        while existing.contains(run_name(&run)) {
-            run.metadata.name = Some(build::collision_name(&base, n));
-            n += 1;
-        }
-        Ok(run)
-    }
-
-    /// The stable pod hash for `podTemplateHashValue: Stable`.
-    fn stable_hash_for_args(&self) -> Option<&str> {
-        self.ro
+    /// The Rollout's runs, for the update to the new ReplicaSet's pod-template hash.
+    pub(super) fn runs(&self) -> UpdateRuns<'a> {
+        let stable_hash = self
+            .ro
             .status
             .as_ref()
             .and_then(|s| s.stable_rs.as_deref())
-            .or_else(|| self.stable_hash())
-    }
-
-    /// Every template the Rollout's analyses need is present and they merge: otherwise the
-    /// spec is invalid, and nothing is decided. The problem reads as Argo's controller reports
-    /// it (a field error at the analysis's `templates`), found in its order.
-    pub(super) fn check_analysis_templates(&self) -> Result<(), String> {
-        for (path, analysis) in analyses_by_field(self.ro) {
-            let refs = analysis.templates.as_deref().unwrap_or_default();
-            let missing = refs
-                .iter()
-                .map(TemplateKey::of)
-                .find(|key| !self.analysis_templates.contains_key(key));
-            if let Some(key) = missing {
-                return Err(format!(
-                    "{path}: Invalid value: {:?}: {}",
-                    key.name,
-                    build::not_found(key.cluster_scope, &key.name)
-                ));
-            }
-            if let Err(e) = resolve_rollout_analysis(analysis, self.analysis_templates) {
-                // Argo shows the names of the templates, namespaced ones first, as Go prints a
-                // list of strings.
-                let names: Vec<&str> = [false, true]
-                    .into_iter()
-                    .flat_map(|cluster| {
-                        refs.iter()
-                            .filter(move |r| r.is_cluster_scoped() == cluster)
-                            .map(|r| r.template_name.as_deref().unwrap_or_default())
-                    })
-                    .collect();
-                return Err(format!(
-                    "{path}: Invalid value: \"templateNames: [{}]\": {e}",
-                    names.join(" ")
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Terminates the runs of this Rollout that nothing waits on any more, and deletes
-    /// finished ones beyond the history limits.
-    pub(super) fn settle_analysis_runs(&self, plan: &mut Plan, state: &AnalysisState) {
-        for (name, resource_version) in &state.superseded {
-            let annotations =
-                [(SUPERSEDED_BY_RETRY.to_string(), Some(self.now.to_string()))].into();
-            plan.actions.push(Action::AnnotateAnalysisRun {
-                name: name.clone(),
-                resource_version: resource_version.clone(),
-                annotations,
+            .or_else(|| {
+                self.stable_rs
+                    .and_then(|rs| crate::observed::ReplicaSetExt::pod_hash(rs))
             });
-        }
-        for run in self.analysis_runs.iter() {
-            let name = run_name(run);
-            let terminating = run.spec.terminate == Some(true);
-            if !state.needed.contains(name) && !is_finished(run) && !terminating {
-                plan.actions.push(Action::TerminateAnalysisRun {
-                    name: name.to_string(),
-                });
-            }
-        }
-        let limits = self.ro.spec.analysis.as_ref();
-        let keep_ok = limits
-            .and_then(|l| l.successful_run_history_limit)
-            .map_or(DEFAULT_RUN_HISTORY_LIMIT, |n| n.max(0) as usize);
-        let keep_bad = limits
-            .and_then(|l| l.unsuccessful_run_history_limit)
-            .map_or(DEFAULT_RUN_HISTORY_LIMIT, |n| n.max(0) as usize);
-        let mut finished: Vec<&AnalysisRun> = self
-            .analysis_runs
-            .iter()
-            .filter(|r| is_finished(r) && !state.needed.contains(run_name(r)))
-            .collect();
-        // Newest first.
-        finished.sort_by_key(|r| {
-            std::cmp::Reverse((
-                r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                run_name(r).to_string(),
-            ))
-        });
-        let (ok, bad): (Vec<&AnalysisRun>, Vec<&AnalysisRun>) = finished
-            .into_iter()
-            .partition(|r| phase(r) == Some(&AnalysisPhase::Successful));
-        for run in ok.iter().skip(keep_ok).chain(bad.iter().skip(keep_bad)) {
-            plan.actions.push(Action::DeleteAnalysisRun {
-                name: run_name(run).to_string(),
-                uid: run.metadata.uid.clone(),
-            });
+        UpdateRuns {
+            ro: self.ro,
+            now: self.now,
+            pod_hash: &self.spec.pod_hash,
+            stable_hash,
+            runs: self.analysis_runs,
+            templates: self.analysis_templates,
         }
     }
-}
-
-/// The merged template of one of the Rollout's analyses, from the observed templates.
-/// The Rollout's analyses with the path of their `templates`, in the order Argo's controller
-/// looks their templates up: blue-green pre- then post-promotion, canary steps, then the
-/// background analysis.
-fn analyses_by_field(ro: &sluice_api::Rollout) -> Vec<(String, &RolloutAnalysis)> {
-    let Some(strategy) = ro.spec.strategy.as_ref() else {
-        return Vec::new();
-    };
-    let mut analyses = Vec::new();
-    if let Some(bg) = &strategy.blue_green {
-        for (field, analysis) in [
-            ("prePromotionAnalysis", &bg.pre_promotion_analysis),
-            ("postPromotionAnalysis", &bg.post_promotion_analysis),
-        ] {
-            if let Some(analysis) = analysis {
-                analyses.push((
-                    format!("spec.strategy.blueGreen.{field}.templates"),
-                    analysis,
-                ));
-            }
-        }
-    } else if let Some(canary) = &strategy.canary {
-        for (i, step) in canary.steps.iter().flatten().enumerate() {
-            if let Some(analysis) = &step.analysis {
-                analyses.push((
-                    format!("spec.strategy.canary.steps[{i}].analysis.templates"),
-                    analysis,
-                ));
-            }
-        }
-        if let Some(background) = &canary.analysis {
-            analyses.push((
-                "spec.strategy.canary.analysis.templates".to_owned(),
-                &background.analysis,
-            ));
-        }
-    }
-    analyses
-}
-
-fn resolve_rollout_analysis(
-    analysis: &RolloutAnalysis,
-    templates: &AnalysisTemplates,
-) -> Result<sluice_api::analysis::AnalysisTemplateSpec, String> {
-    let refs = analysis.templates.clone().unwrap_or_default();
-    if refs.is_empty() {
-        return Err("an analysis names no templates".into());
-    }
-    let resolved = build::resolve_nested(&refs, |r| templates.get(&TemplateKey::of(r)).cloned())?;
-    build::merge_templates(&resolved)
 }
 
 /// The verdicts of the runs the update may wait on; `Missing` where there is none.
@@ -580,7 +68,7 @@ impl World<'_> {
         events: &mut Vec<Event>,
         state: &mut AnalysisState,
     ) -> Verdicts {
-        self.supersede_aborted_runs(revision, status, state);
+        self.runs().supersede_aborted_runs(revision, status, state);
         let mut v = Verdicts::default();
         match &self.spec.strategy {
             Strategy::Canary(canary) => {
@@ -588,25 +76,45 @@ impl World<'_> {
                 let at_analysis_step = steps::current_step(canary, index)
                     .is_some_and(|s| matches!(s.action(), Some(CanaryStepAction::Analysis(_))));
                 if at_analysis_step {
-                    v.step =
-                        self.analysis_verdict(Role::Step(index), revision, status, events, state);
+                    v.step = self.runs().analysis_verdict(
+                        Role::Step(index),
+                        revision,
+                        status,
+                        events,
+                        state,
+                    );
                 } else if let Some(c) = status.canary.as_mut() {
                     c.current_step_analysis_run_status = None;
                 }
                 if canary.analysis.is_some() {
-                    v.background =
-                        self.analysis_verdict(Role::Background, revision, status, events, state);
+                    v.background = self.runs().analysis_verdict(
+                        Role::Background,
+                        revision,
+                        status,
+                        events,
+                        state,
+                    );
                 }
                 v.experiment = self.experiment_verdict(revision, status, events, state);
             }
             Strategy::BlueGreen(bg) => {
                 if bg.pre_promotion_analysis.is_some() {
-                    v.pre_promotion =
-                        self.analysis_verdict(Role::PrePromotion, revision, status, events, state);
+                    v.pre_promotion = self.runs().analysis_verdict(
+                        Role::PrePromotion,
+                        revision,
+                        status,
+                        events,
+                        state,
+                    );
                 }
                 if bg.post_promotion_analysis.is_some() {
-                    v.post_promotion =
-                        self.analysis_verdict(Role::PostPromotion, revision, status, events, state);
+                    v.post_promotion = self.runs().analysis_verdict(
+                        Role::PostPromotion,
+                        revision,
+                        status,
+                        events,
+                        state,
+                    );
                 }
             }
         }

@@ -13,13 +13,13 @@ use k8s_openapi::api::core::v1::Service;
 use sluice_api::rollout::{BlueGreenStatus, BlueGreenStrategy, PauseReason, RolloutStatus};
 
 use super::analysis::{AnalysisState, Role, Verdict};
-use super::pause::{add_pause, has_pause, remove_pause};
 use super::scale_down_delay::within_scale_down_delay;
 use super::spec::Strategy;
 use super::world::World;
 use super::{Outcome, Update};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
+use crate::pause::{add_pause, has_pause, remove_pause};
 use crate::plan::{Action, Event, Plan, set_requeue};
 
 /// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds`.
@@ -447,7 +447,8 @@ impl World<'_> {
             && !u.new_is_stable
             && self.saturated(f.new_target)
         {
-            self.start_analysis(Role::PrePromotion, pre, u.revision, plan, events, analysis);
+            self.runs()
+                .start_analysis(Role::PrePromotion, pre, u.revision, plan, events, analysis);
         }
         verdict.passed()
     }
@@ -557,7 +558,7 @@ impl World<'_> {
             && !u.new_is_stable
             && status.stable_rs.as_deref() != Some(f.hash.as_str())
         {
-            self.start_analysis(
+            self.runs().start_analysis(
                 Role::PostPromotion,
                 post,
                 u.revision,

@@ -9,13 +9,13 @@ use sluice_api::rollout::{
     CanaryStepAction, PauseReason, ReplicaProgressThresholdType, RolloutPause, RolloutStatus,
 };
 
-use super::analysis::{AnalysisState, Role, Verdict};
-use super::pause::{add_pause, has_pause, remove_pause};
+use super::analysis::{AnalysisState, Role, Verdict, inconclusive_run};
 use super::prepare::step_kind;
 use super::scaling::counts_of;
 use super::traffic::Routers;
 use super::{Outcome, Update, World};
 use crate::observed::ReplicaSetExt;
+use crate::pause::{add_pause, has_pause, remove_pause};
 use crate::plan::{Event, Plan, set_requeue};
 use crate::replicas::{self, BasicCanaryInputs};
 use crate::steps;
@@ -297,7 +297,7 @@ impl World<'_> {
                             let unpaused =
                                 status.pause_conditions.as_ref().is_none_or(Vec::is_empty);
                             if unpaused {
-                                self.start_analysis(
+                                self.runs().start_analysis(
                                     Role::Step(step_index),
                                     a,
                                     revision,
@@ -348,7 +348,7 @@ impl World<'_> {
                 && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
                 && status.pause_conditions.as_ref().is_none_or(Vec::is_empty)
             {
-                self.start_analysis(
+                self.runs().start_analysis(
                     Role::Background,
                     &bga.analysis,
                     revision,
@@ -478,18 +478,6 @@ impl World<'_> {
             false
         }
     }
-}
-
-/// The run whose Inconclusive verdict holds the update: the step's, else the background one.
-fn inconclusive_run(status: &RolloutStatus) -> String {
-    let canary = status.canary.as_ref();
-    let step = canary.and_then(|c| c.current_step_analysis_run_status.as_ref());
-    let background = canary.and_then(|c| c.current_background_analysis_run_status.as_ref());
-    step.filter(|r| r.status == Some(sluice_api::common::AnalysisPhase::Inconclusive))
-        .or(background)
-        .or(step)
-        .and_then(|r| r.name.clone())
-        .unwrap_or_default()
 }
 
 /// Human description of a step for `RolloutStepCompleted` events.

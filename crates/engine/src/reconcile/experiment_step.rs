@@ -30,9 +30,9 @@ use sluice_routers::Destination;
 
 use super::World;
 use super::analysis::{AnalysisState, Verdict};
-use super::pause::{add_pause, has_pause};
 use crate::labels::{POD_TEMPLATE_HASH, REVISION};
 use crate::observed::ReplicaSetExt;
+use crate::pause::{add_pause, has_pause};
 use crate::plan::{Action, Event, Plan};
 use crate::steps;
 

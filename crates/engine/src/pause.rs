@@ -7,7 +7,7 @@ use sluice_api::rollout::{PauseCondition, PauseReason, RolloutStatus};
 use crate::plan::Event;
 
 /// Whether the status holds a pause condition for `reason`.
-pub(super) fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
+pub(crate) fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
     status
         .pause_conditions
         .iter()
@@ -16,7 +16,7 @@ pub(super) fn has_pause(status: &RolloutStatus, reason: &PauseReason) -> bool {
 }
 
 /// Removes the pause condition for `reason`; no conditions left reads as none.
-pub(super) fn remove_pause(status: &mut RolloutStatus, reason: &PauseReason) {
+pub(crate) fn remove_pause(status: &mut RolloutStatus, reason: &PauseReason) {
     if let Some(p) = status.pause_conditions.as_mut() {
         p.retain(|c| c.reason.as_ref() != Some(reason));
         if p.is_empty() {
@@ -27,7 +27,7 @@ pub(super) fn remove_pause(status: &mut RolloutStatus, reason: &PauseReason) {
 
 /// The controller pauses the Rollout for `reason` (from `now`), as Argo does: the condition, the
 /// controller's pause flag, and the `RolloutPaused` event that says why.
-pub(super) fn add_pause(status: &mut RolloutStatus, reason: PauseReason, now: Timestamp) -> Event {
+pub(crate) fn add_pause(status: &mut RolloutStatus, reason: PauseReason, now: Timestamp) -> Event {
     let message = format!("Rollout is paused ({})", reason.as_str());
     status
         .pause_conditions
