@@ -1,7 +1,8 @@
 //! The canary step machine's read side: which step we are on, what weight it asks for, and
 //! the hash that tells whether the step list changed under a running rollout.
 
-use sluice_api::rollout::{CanaryStep, CanaryStrategy};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sluice_api::rollout::{CanaryStep, CanaryStepAction, CanaryStrategy};
 
 /// `status.currentStepHash`: hash of the step list as JSON. Our step types serialize their
 /// fields in Argo's declaration order, so the bytes match for the same steps.
@@ -38,6 +39,39 @@ pub fn weight_at(canary: &CanaryStrategy, index: i32) -> i32 {
         .find_map(|s| s.set_weight)
         .unwrap_or(0)
         .clamp(0, 100)
+}
+
+/// The name of a step's kind, as in the spec.
+pub fn step_kind(action: &CanaryStepAction<'_>) -> &'static str {
+    match action {
+        CanaryStepAction::SetWeight(_) => "setWeight",
+        CanaryStepAction::Pause(_) => "pause",
+        CanaryStepAction::Experiment(_) => "experiment",
+        CanaryStepAction::Analysis(_) => "analysis",
+        CanaryStepAction::SetCanaryScale(_) => "setCanaryScale",
+        CanaryStepAction::SetHeaderRoute(_) => "setHeaderRoute",
+        CanaryStepAction::SetMirrorRoute(_) => "setMirrorRoute",
+        CanaryStepAction::Plugin(_) => "plugin",
+    }
+}
+
+/// Human description of a step for `RolloutStepCompleted` events.
+pub fn describe(action: Option<CanaryStepAction<'_>>) -> String {
+    match action {
+        Some(CanaryStepAction::SetWeight(w)) => format!("setWeight: {w}"),
+        Some(CanaryStepAction::Pause(p)) => match &p.duration {
+            Some(d) => format!(
+                "pause: {}",
+                match d {
+                    IntOrString::Int(i) => i.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                }
+            ),
+            None => "pause".into(),
+        },
+        Some(other) => step_kind(&other).into(),
+        None => "empty".into(),
+    }
 }
 
 #[cfg(test)]

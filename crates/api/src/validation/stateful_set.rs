@@ -85,7 +85,6 @@ pub(super) fn check(spec: &RolloutSpec, name: &str, problems: &mut Problems) {
             "dynamicStableScale",
             NO_SURGE,
         ),
-        (canary.analysis.is_some(), "analysis", NOT_YET),
         (
             canary.anti_affinity.is_some(),
             "antiAffinity",
@@ -104,11 +103,15 @@ pub(super) fn check(spec: &RolloutSpec, name: &str, problems: &mut Problems) {
                 "experiment",
                 "an experiment runs ReplicaSets of its own; a StatefulSet's would need volume claims of their own",
             )),
-            Some(CanaryStepAction::Analysis(_)) => Some(("analysis", NOT_YET)),
             Some(CanaryStepAction::Plugin(_)) => Some(("plugin", NOT_YET)),
             Some(CanaryStepAction::SetHeaderRoute(_)) => Some(("setHeaderRoute", NOT_YET)),
             Some(CanaryStepAction::SetMirrorRoute(_)) => Some(("setMirrorRoute", NOT_YET)),
-            Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::Pause(_)) | None => None,
+            Some(
+                CanaryStepAction::SetWeight(_)
+                | CanaryStepAction::Pause(_)
+                | CanaryStepAction::Analysis(_),
+            )
+            | None => None,
         };
         if let Some((field, detail)) = refused {
             forbid(
@@ -139,9 +142,11 @@ mod tests {
 
     #[test]
     fn a_rollout_without_template_selector_or_replicas_is_valid() {
-        let steps = json!([{"setWeight": 25}, {"pause": {}}, {"pause": {"duration": "2s"}}]);
+        let steps = json!([{"setWeight": 25}, {"pause": {}}, {"pause": {"duration": "2s"}},
+            {"analysis": {"templates": [{"templateName": "t"}]}}]);
+        let background = json!({"templates": [{"templateName": "b"}], "startingStep": 1});
         assert_eq!(
-            problems(json!({"strategy": {"canary": {"steps": steps}}})),
+            problems(json!({"strategy": {"canary": {"steps": steps, "analysis": background}}})),
             Vec::<String>::new()
         );
     }
@@ -172,8 +177,8 @@ mod tests {
             ),
             (
                 json!({"strategy": {"canary": {"steps": [
-                    {"analysis": {"templates": [{"templateName": "t"}]}}]}}}),
-                "spec.strategy.canary.steps[0].analysis: Forbidden: not supported yet",
+                    {"plugin": {"name": "p"}}]}}}),
+                "spec.strategy.canary.steps[0].plugin: Forbidden: not supported yet",
             ),
             (
                 json!({"strategy": {"canary": {"canaryService": "c", "stableService": "s",

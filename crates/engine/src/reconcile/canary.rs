@@ -4,13 +4,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sluice_api::rollout::{
     CanaryStepAction, PauseReason, ReplicaProgressThresholdType, RolloutPause, RolloutStatus,
 };
 
 use super::analysis::{AnalysisState, Role, Verdict, inconclusive_run};
-use super::prepare::step_kind;
 use super::scaling::counts_of;
 use super::traffic::Routers;
 use super::{Outcome, Update, World};
@@ -252,7 +250,7 @@ impl World<'_> {
                     "Rollout step {}/{} completed ({})",
                     step_index + 1,
                     steps_len,
-                    describe_step(step.action())
+                    crate::steps::describe(step.action())
                 ),
             ));
             return true;
@@ -336,7 +334,7 @@ impl World<'_> {
                             "Rollout step {}/{} completed ({})",
                             step_index + 1,
                             steps_len,
-                            describe_step(step.action())
+                            crate::steps::describe(step.action())
                         ),
                     ));
                 }
@@ -477,25 +475,6 @@ impl World<'_> {
             });
             false
         }
-    }
-}
-
-/// Human description of a step for `RolloutStepCompleted` events.
-fn describe_step(action: Option<CanaryStepAction<'_>>) -> String {
-    match action {
-        Some(CanaryStepAction::SetWeight(w)) => format!("setWeight: {w}"),
-        Some(CanaryStepAction::Pause(p)) => match &p.duration {
-            Some(d) => format!(
-                "pause: {}",
-                match d {
-                    IntOrString::Int(i) => i.to_string(),
-                    IntOrString::String(s) => s.clone(),
-                }
-            ),
-            None => "pause".into(),
-        },
-        Some(other) => step_kind(&other).into(),
-        None => "empty".into(),
     }
 }
 

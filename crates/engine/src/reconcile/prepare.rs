@@ -47,7 +47,7 @@ pub(super) fn prepare_valid(ro: &Rollout) -> Result<Prepared, String> {
             Some(other) => {
                 return Err(format!(
                     "step {i}: {} steps are not supported by this version of Sluice",
-                    step_kind(&other)
+                    crate::steps::step_kind(&other)
                 ));
             }
             None => return Err(format!("step {i}: no action set")),
@@ -105,18 +105,4 @@ pub(super) fn adopt_equal_template(p: &mut Prepared, observed: &Observed) {
         &observed.replica_sets,
         std::mem::take(&mut p.pod_hash),
     );
-}
-
-/// The name of a step's kind, as in the spec.
-pub(super) fn step_kind(action: &CanaryStepAction<'_>) -> &'static str {
-    match action {
-        CanaryStepAction::SetWeight(_) => "setWeight",
-        CanaryStepAction::Pause(_) => "pause",
-        CanaryStepAction::Experiment(_) => "experiment",
-        CanaryStepAction::Analysis(_) => "analysis",
-        CanaryStepAction::SetCanaryScale(_) => "setCanaryScale",
-        CanaryStepAction::SetHeaderRoute(_) => "setHeaderRoute",
-        CanaryStepAction::SetMirrorRoute(_) => "setMirrorRoute",
-        CanaryStepAction::Plugin(_) => "plugin",
-    }
 }

@@ -1,18 +1,21 @@
 //! One reconcile of a Rollout driving a StatefulSet: the checks of what can be driven, the
 //! first adoption, a new update (a new update revision), a rollback to the stable revision,
-//! an abort and the steady state; the steps of an update in progress are `steps.rs`'.
+//! an abort and the steady state; the steps of an update in progress are `steps.rs`', its
+//! analysis `analysis.rs`'.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
+use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::{CanaryStrategy, Rollout, RolloutConditionType as Cond};
 use sluice_api::time::whole_seconds;
 
 use super::model::{Sts, find_revision, revision_number, revision_template};
 use super::{POD_RECHECK, StatefulSetObserved, UPDATED_STATEFUL_SET, stateful_set_name};
 use crate::conditions::{self as c, TRUE};
-use crate::observed::Observed;
+use crate::observed::{AnalysisTemplates, Observed};
 use crate::plan::{Action, Event, Plan, set_requeue};
+use crate::update_analysis::{AnalysisState, UpdateRuns, Verdict};
 use crate::waits::Wait;
 use crate::{phase, steps};
 
@@ -32,7 +35,20 @@ pub fn reconcile(observed: &Observed) -> Plan {
     plan.status.observed_generation = ro.metadata.generation.map(|g| g.to_string());
     // The phase is computed as for any canary, with the StatefulSet's size as the Rollout's.
     let mut sized = ro.clone();
-    match check(ro, observed.stateful_set.as_ref()) {
+    let checked = check(ro, observed.stateful_set.as_ref()).and_then(|found| {
+        // Every AnalysisTemplate the analyses name exists and they merge, as for any Rollout.
+        UpdateRuns {
+            ro,
+            now,
+            pod_hash: "",
+            stable_hash: None,
+            runs: &observed.analysis_runs,
+            templates: &observed.analysis_templates,
+        }
+        .check_analysis_templates()
+        .map(|()| found)
+    });
+    match checked {
         Err(message) => set_invalid_spec(&mut plan, name, message, now),
         Ok((sts, revisions, canary)) => {
             let mut conds = plan.status.conditions.take().unwrap_or_default();
@@ -45,6 +61,12 @@ pub fn reconcile(observed: &Observed) -> Plan {
                 revisions,
                 canary,
                 now,
+                analysis_runs: &observed.analysis_runs,
+                analysis_templates: &observed.analysis_templates,
+                revision: 0,
+                analysis: AnalysisState::default(),
+                step_verdict: None,
+                background: Verdict::Missing,
                 edit: Edit::default(),
                 events: Vec::new(),
             }
@@ -133,6 +155,15 @@ pub(super) struct Update<'a> {
     pub revisions: &'a [Value],
     pub canary: &'a CanaryStrategy,
     pub now: Timestamp,
+    pub analysis_runs: &'a [AnalysisRun],
+    pub analysis_templates: &'a AnalysisTemplates,
+    /// The ControllerRevision number of the update's revision: the runs' revision.
+    pub revision: i64,
+    /// The analysis bookkeeping of this reconcile.
+    pub analysis: AnalysisState,
+    /// The verdict of the current step's run, read before the steps move, with its step.
+    pub step_verdict: Option<(i32, Verdict)>,
+    pub background: Verdict,
     pub edit: Edit,
     pub events: Vec<Event>,
 }
@@ -155,7 +186,8 @@ impl Update<'_> {
             status.abort = None;
             status.aborted_at = None;
         }
-        let aborted = status.abort == Some(true) && !new_is_stable;
+        self.revision = revision_number(find_revision(self.revisions, self.sts.name(), &pod_hash));
+        let mut aborted = status.abort == Some(true) && !new_is_stable;
         let steps_len = steps::steps(self.canary).len() as i32;
         if new_is_stable {
             status.abort = None;
@@ -163,11 +195,19 @@ impl Update<'_> {
             status.promote_full = None;
             status.current_step_index = Some(steps_len);
             self.close_partition_when_settled();
-        } else if aborted {
-            self.abort(plan, &update, &pod_hash);
-        } else {
-            self.step_machine(plan, &update);
+        } else if !aborted {
+            // Verdicts first: a Failed or Error run aborts before any step moves.
+            self.read_verdicts(plan);
+            if plan.status.abort != Some(true) {
+                self.step_machine(plan, &update);
+                self.start_background_analysis(plan);
+            }
+            aborted = plan.status.abort == Some(true);
         }
+        if aborted {
+            self.abort(plan, &update, &pod_hash);
+        }
+        self.settle_analysis(plan);
         let completed = {
             let s = &plan.status;
             s.stable_rs == s.current_pod_hash && self.sts.all_updated()
@@ -175,8 +215,8 @@ impl Update<'_> {
         if !completed && !aborted && plan.waits.is_empty() {
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
         }
-        let revision = revision_number(find_revision(self.revisions, self.sts.name(), &pod_hash));
         self.fill_counts(&mut plan.status, Some((&update, &current)));
+        let revision = self.revision;
         self.conditions(plan, aborted, completed, revision);
         self.write(plan);
         plan.events.append(&mut self.events);

@@ -7,12 +7,14 @@
 //!
 //! - `model`: the StatefulSet and its ControllerRevisions as read, the partition arithmetic;
 //! - `decide`: the entry point: the spec checks, adoption, a new update, abort, completion;
-//! - `steps`: the step machine of an update in progress (`setWeight`, `pause`);
+//! - `steps`: the step machine of an update in progress (`setWeight`, `pause`, `analysis`);
+//! - `analysis`: the analysis steps' and the background analysis's runs and verdicts;
 //! - `status`: the counts, conditions and phase the Rollout reports.
 //!
 //! The partition is closed (`= replicas`) whenever every pod runs the current revision, so
 //! that a template edit updates no pod before a step asks for it.
 
+mod analysis;
 mod decide;
 mod model;
 mod status;

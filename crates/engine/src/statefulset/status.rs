@@ -54,7 +54,21 @@ impl Update<'_> {
         let progressing = format!("StatefulSet \"{name}\" revision {pod_hash}");
         if aborted {
             let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
-            let message = format!("Rollout aborted update to revision {revision}");
+            let generic = format!("Rollout aborted update to revision {revision}");
+            // The analysis verdict that aborted, as the canary path words it; kept while the
+            // update stays aborted.
+            let message = match (
+                &self.analysis.abort_message,
+                c::find(&conds, Cond::Progressing),
+            ) {
+                (Some(detail), _) => format!("{generic}: {detail}"),
+                (None, Some(cond)) if was_aborted => cond
+                    .message
+                    .clone()
+                    .filter(|m| m.starts_with(generic.as_str()))
+                    .unwrap_or(generic),
+                _ => generic,
+            };
             if !was_aborted {
                 self.events
                     .push(Event::warning("RolloutAborted", message.clone()));

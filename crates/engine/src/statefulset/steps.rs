@@ -1,7 +1,8 @@
 //! The steps of an update in progress: `setWeight` sets the partition and completes once the
 //! pods at and above it run the update revision and are ready; `pause` pauses as for any
-//! canary (timed, or until promoted); past the last step (or on `promote --full`) the
-//! partition goes to 0 and the update completes once every pod runs the new revision.
+//! canary (timed, or until promoted); `analysis` completes once its run is Successful; past
+//! the last step (or on `promote --full`) the partition goes to 0 and the update completes
+//! once every pod runs the new revision.
 
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ impl Update<'_> {
         if self.ro.spec.paused == Some(true) {
             // Paused by a user: nothing moves.
             plan.waits.push(Wait::PausedByUser);
+            return;
+        }
+        if self.held_by_analysis(plan) {
             return;
         }
         let replicas = self.sts.replicas();
@@ -61,6 +65,9 @@ impl Update<'_> {
                     at_partition
                 }
                 Some(CanaryStepAction::Pause(pause)) => self.pause_step(plan, pause, index),
+                Some(CanaryStepAction::Analysis(analysis)) => {
+                    self.analysis_step(plan, analysis, index)
+                }
                 // Refused by validation: never reached.
                 _ => false,
             };
@@ -76,7 +83,7 @@ impl Update<'_> {
                 format!(
                     "Rollout step {}/{steps_len} completed ({})",
                     index + 1,
-                    describe(step.action())
+                    steps::describe(step.action())
                 ),
             ));
         }
@@ -191,22 +198,5 @@ fn remove_pause(status: &mut RolloutStatus) {
         if p.is_empty() {
             status.pause_conditions = None;
         }
-    }
-}
-
-/// A step as `RolloutStepCompleted` names it.
-fn describe(action: Option<CanaryStepAction<'_>>) -> String {
-    match action {
-        Some(CanaryStepAction::SetWeight(w)) => format!("setWeight: {w}"),
-        Some(CanaryStepAction::Pause(p)) => match &p.duration {
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i)) => {
-                format!("pause: {i}")
-            }
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => {
-                format!("pause: {s}")
-            }
-            None => "pause".into(),
-        },
-        _ => "step".into(),
     }
 }
