@@ -8,13 +8,16 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::runtime::reflector::Store;
 use serde_json::Value;
 use sluice_api::experiment::Experiment;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
 
 use super::argo_json;
 use super::cache::{Cache, in_namespace};
-use crate::info::RolloutInfo;
+use crate::info::{RolloutInfo, is_controlled_by, is_controlled_by_kind};
 
 /// The info of every Rollout of `namespace`, by name.
 pub fn list(cache: &Cache, namespace: &str, now: Timestamp) -> Vec<(String, Value)> {
@@ -57,18 +60,40 @@ pub fn one(cache: &Cache, namespace: &str, name: &str, now: Timestamp) -> Option
     let rollout = in_namespace(&cache.rollouts, namespace)
         .into_iter()
         .find(|r| r.metadata.name.as_deref() == Some(name))?;
-    let replica_sets = owned(in_namespace(&cache.replica_sets, namespace));
-    let pods = owned(in_namespace(&cache.pods, namespace));
-    let runs = owned(in_namespace(&cache.runs, namespace));
-    let experiments: Vec<Experiment> = owned(in_namespace(&cache.experiments, namespace));
+    // Only this Rollout's objects (and its Experiments') are copied out of the stores: a
+    // namespace of many Rollouts holds thousands of ReplicaSets, and a page follows one.
+    let experiments: Vec<Experiment> = copies(&cache.experiments, namespace, |meta| {
+        is_controlled_by(meta, &rollout.metadata)
+    });
+    let mine = |meta: &ObjectMeta| {
+        is_controlled_by(meta, &rollout.metadata)
+            || experiments
+                .iter()
+                .any(|e| is_controlled_by_kind(meta, "Experiment", &e.metadata))
+    };
+    let replica_sets: Vec<ReplicaSet> = copies(&cache.replica_sets, namespace, mine);
+    let runs = copies(&cache.runs, namespace, mine);
+    let namespace_pods = in_namespace(&cache.pods, namespace);
+    let pods = pods_of(&replica_sets, &by_hash(&namespace_pods));
     let info = RolloutInfo::new(&rollout, &replica_sets, &pods, now)
         .with_experiments(&rollout, &experiments, &replica_sets, &pods, &runs, now)
         .with_analysis_runs(&rollout, &runs);
     Some(argo_json::rollout_info(&rollout, &info, &runs))
 }
 
-fn owned<K: Clone>(objects: Vec<Arc<K>>) -> Vec<K> {
-    objects.iter().map(|o| K::clone(o)).collect()
+/// Copies of the objects of `namespace` whose metadata `keep` accepts.
+fn copies<K>(store: &Store<K>, namespace: &str, keep: impl Fn(&ObjectMeta) -> bool) -> Vec<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .state_filter(|object| {
+            let meta = object.meta();
+            meta.namespace.as_deref() == Some(namespace) && keep(meta)
+        })
+        .iter()
+        .map(|o| K::clone(o))
+        .collect()
 }
 
 fn by_hash(pods: &[Arc<Pod>]) -> HashMap<&str, Vec<&Pod>> {
@@ -96,9 +121,9 @@ fn pods_of(replica_sets: &[ReplicaSet], by_hash: &HashMap<&str, Vec<&Pod>>) -> V
         .collect()
 }
 
-/// The Rollouts of `namespace` as `RolloutWatchEvent`s for the list's stream.
-pub fn watch_event(info: Value) -> Value {
-    serde_json::json!({"result": {"type": "Updated", "rolloutInfo": info}})
+/// A Rollout's info (as JSON text) as a `RolloutWatchEvent` line of the list's stream.
+pub fn watch_event(info: &str) -> String {
+    format!("{{\"result\":{{\"type\":\"Updated\",\"rolloutInfo\":{info}}}}}")
 }
 
 #[cfg(test)]
@@ -107,7 +132,8 @@ mod tests {
 
     #[test]
     fn watch_events_are_wrapped_as_grpc_gateway_does() {
-        let event = watch_event(serde_json::json!({"objectMeta": {"name": "a"}}));
+        let event = watch_event(&serde_json::json!({"objectMeta": {"name": "a"}}).to_string());
+        let event: Value = serde_json::from_str(&event).unwrap();
         assert_eq!(event["result"]["type"], "Updated");
         assert_eq!(event["result"]["rolloutInfo"]["objectMeta"]["name"], "a");
     }
