@@ -24,14 +24,15 @@ pub fn default_binary() -> PathBuf {
 }
 
 impl Controller {
-    /// Starts `binary` against `kubeconfig`, cluster-wide, without leader election, at the
-    /// given client rate limits; waits until it is ready (its caches have synced).
+    /// Starts `binary` against `kubeconfig`, cluster-wide (or in `namespace` only), without
+    /// leader election, at the given client rate limits; waits until it is ready (its caches
+    /// have synced).
     pub async fn start(
         binary: &Path,
         kubeconfig: &Path,
         work_dir: &Path,
-        qps: u32,
-        burst: u32,
+        (qps, burst): (u32, u32),
+        namespace: Option<&str>,
     ) -> anyhow::Result<Controller> {
         let ports_file = work_dir.join("controller-ports.json");
         let _ = std::fs::remove_file(&ports_file);
@@ -44,6 +45,7 @@ impl Controller {
             .args(["--qps", &qps.to_string(), "--burst", &burst.to_string()])
             .args(["--healthzPort", "0", "--metricsPort", "0", "--ports-file"])
             .arg(&ports_file)
+            .args(namespace.map_or(Vec::new(), |ns| vec!["--namespaced", "--namespace", ns]))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -5,6 +5,7 @@
 
 mod cli;
 mod controller;
+mod dashboard;
 mod measure;
 mod procs;
 mod progress;
@@ -54,6 +55,14 @@ struct Args {
     /// (e.g. 60m), the controller's RSS sampled every minute, and its slope.
     #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION")]
     soak: Option<Duration>,
+    /// With --soak: a rest after each round of image changes (e.g. 60s).
+    #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION", default_value = "0s")]
+    soak_rest: Duration,
+    /// With --soak: `kubectl sluice dashboard` serves the soak's namespace to three tabs of
+    /// headless Chromium the whole time (node and chromium needed), and its RSS is sampled
+    /// every minute too.
+    #[arg(long)]
+    dashboard: bool,
     /// The controller binary (default: sluice-controller beside this binary).
     #[arg(long, value_name = "PATH")]
     controller: Option<PathBuf>,
@@ -114,7 +123,16 @@ async fn main() -> anyhow::Result<()> {
     let n = args.objects;
 
     if let Some(length) = args.soak {
-        let soak = soak::soak(&setup, length).await?;
+        let options = soak::SoakOptions {
+            length,
+            rest: args.soak_rest,
+            dashboard: args.dashboard.then(|| {
+                args.kubectl_sluice
+                    .clone()
+                    .unwrap_or_else(cli::default_binary)
+            }),
+        };
+        let soak = soak::soak(&setup, options).await?;
         let json = out.join(format!("soak-{n}.json"));
         std::fs::write(&json, serde_json::to_vec_pretty(&soak)?)?;
         let md = out.join(format!("soak-{n}.md"));

@@ -46,14 +46,22 @@ impl Setup {
         format!("sluice-bench-{workload}")
     }
 
-    /// Starts the controller and a sampler of its memory.
+    /// Starts the controller (cluster-wide) and a sampler of its memory.
     pub async fn start_controller(&self) -> anyhow::Result<(Controller, RssSampler)> {
+        self.start_controller_in(None).await
+    }
+
+    /// Starts the controller, cluster-wide or in `namespace` only, and a sampler of its memory.
+    pub async fn start_controller_in(
+        &self,
+        namespace: Option<&str>,
+    ) -> anyhow::Result<(Controller, RssSampler)> {
         let controller = Controller::start(
             &self.controller_binary,
             &self.kubeconfig,
             &self.work_dir,
-            self.qps,
-            self.burst,
+            (self.qps, self.burst),
+            namespace,
         )
         .await?;
         let pid = controller.pid().context("the controller has no pid")?;

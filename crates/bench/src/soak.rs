@@ -1,6 +1,8 @@
 //! The soak: N Rollouts whose images change again and again for a long time, the
 //! controller's RSS sampled every minute, and the slope of a least-squares line through the
-//! samples: a leak shows as a slope that stays above zero however long the run.
+//! samples: a leak shows as a slope that stays above zero however long the run. With
+//! `--dashboard`, `kubectl sluice dashboard` serves the same namespace to three open tabs the
+//! whole time, and its RSS is sampled and judged the same way.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +12,7 @@ use kube::api::PostParams;
 use serde::Serialize;
 use sluice_api::Rollout;
 
+use crate::dashboard::Dashboard;
 use crate::procs::{RssSampler, rss_mib};
 use crate::progress::{Changes, wait_all_done};
 use crate::run::{Setup, change_images, delete_namespace, for_each_object};
@@ -26,6 +29,36 @@ pub struct SoakReport {
     pub slope_mib_per_hour: Option<f64>,
     /// The same over the second half only (after warm-up).
     pub second_half_slope_mib_per_hour: Option<f64>,
+    /// The dashboard's memory, when it ran.
+    pub dashboard: Option<DashboardSoak>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DashboardSoak {
+    /// RSS of the server before the tabs opened, MiB.
+    pub rss_before_tabs_mib: f64,
+    /// (minute, MiB) of every sample, from the tabs' opening.
+    pub rss_samples: Vec<(f64, f64)>,
+    pub slope_mib_per_hour: Option<f64>,
+    pub second_half_slope_mib_per_hour: Option<f64>,
+    /// What the tabs showed at each of their checks.
+    pub tabs: Vec<String>,
+}
+
+/// What the soak runs beside the controller.
+pub struct SoakOptions {
+    pub length: Duration,
+    /// A rest after each round of image changes.
+    pub rest: Duration,
+    /// The kubectl-sluice whose dashboard serves the soak's namespace (none: no dashboard).
+    pub dashboard: Option<std::path::PathBuf>,
+}
+
+/// (min, max) of the samples' MiB.
+fn range(samples: &[(f64, f64)]) -> (f64, f64) {
+    samples.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
+        (lo.min(s.1), hi.max(s.1))
+    })
 }
 
 impl SoakReport {
@@ -33,7 +66,7 @@ impl SoakReport {
         let first = self.rss_samples.first().map_or(0.0, |s| s.1);
         let last = self.rss_samples.last().map_or(0.0, |s| s.1);
         let slope = |s: Option<f64>| s.map_or_else(|| "–".into(), |s| format!("{s:+.1}"));
-        format!(
+        let mut text = format!(
             "Soak: {} Rollouts, {:.0} minutes, {} image changes in all. Controller RSS {:.1} MiB \
              at the first sample, {:.1} MiB at the last; slope {} MiB/hour over the run, {} \
              MiB/hour over its second half.\n",
@@ -44,7 +77,28 @@ impl SoakReport {
             last,
             slope(self.slope_mib_per_hour),
             slope(self.second_half_slope_mib_per_hour),
-        )
+        );
+        if let Some(d) = &self.dashboard {
+            let (lo, hi) = range(&d.rss_samples);
+            let at = |s: Option<&(f64, f64)>| s.map_or(0.0, |s| s.1);
+            text.push_str(&format!(
+                "Dashboard (three tabs open the whole run): RSS {:.1} MiB before the tabs, {:.1} MiB \
+                 at the first sample, {:.1} MiB at the last, {:.1} to {:.1} MiB over {} samples; \
+                 slope {} MiB/hour over the run, {} MiB/hour over its second half.\n",
+                d.rss_before_tabs_mib,
+                at(d.rss_samples.first()),
+                at(d.rss_samples.last()),
+                lo,
+                hi,
+                d.rss_samples.len(),
+                slope(d.slope_mib_per_hour),
+                slope(d.second_half_slope_mib_per_hour),
+            ));
+            for line in &d.tabs {
+                text.push_str(&format!("- tabs at {line}\n"));
+            }
+        }
+        text
     }
 }
 
@@ -64,8 +118,9 @@ pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
     Some(sxy / sxx)
 }
 
-/// Runs the soak for `length`, one round of image changes after another.
-pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport> {
+/// Runs the soak for `options.length`, one round of image changes after another.
+pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakReport> {
+    let length = options.length;
     let ns = "sluice-bench-soak";
     let scenario = Scenario::Plain;
     delete_namespace(&setup.client, ns).await?;
@@ -76,7 +131,8 @@ pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport>
             &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?,
         )
         .await?;
-    let (controller, _rss) = setup.start_controller().await?;
+    // Only the soak's namespace: other work on the same cluster (tests) is left alone.
+    let (controller, _rss) = setup.start_controller_in(Some(ns)).await?;
     let pid = controller.pid().unwrap_or_default();
     let rollouts: Api<Rollout> = Api::namespaced(setup.client.clone(), ns);
     let services: Api<Service> = Api::namespaced(setup.client.clone(), ns);
@@ -100,6 +156,34 @@ pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport>
     })
     .await?;
 
+    let dashboard = match &options.dashboard {
+        Some(binary) => {
+            let watched = workload::workload_name(n / 2);
+            let dashboard = Dashboard::start(
+                binary,
+                &setup.kubeconfig,
+                ns,
+                &watched,
+                n,
+                &setup.work_dir,
+                &sluice_testenv::harness::repo_root().join("crates/cli/dashboard-ui"),
+            )
+            .await?;
+            println!("soak: the dashboard's three tabs are open on {ns} (one on {watched})");
+            Some(dashboard)
+        }
+        None => None,
+    };
+    let dashboard_rss = dashboard
+        .as_ref()
+        .and_then(Dashboard::server_pid)
+        .map(|pid| {
+            (
+                rss_mib(pid).unwrap_or(0.0),
+                RssSampler::start(pid, Duration::from_secs(60)),
+            )
+        });
+
     let started = Instant::now();
     let minutes = RssSampler::start(pid, Duration::from_secs(60));
     let mut revision = 1;
@@ -115,21 +199,53 @@ pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport>
         .await?;
         updates += n as u64;
         println!(
-            "soak: round {} done at minute {:.1}, RSS {:.1} MiB",
+            "soak: round {} done at minute {:.1}, RSS {:.1} MiB{}",
             revision - 1,
             started.elapsed().as_secs_f64() / 60.0,
-            rss_mib(pid).unwrap_or(0.0)
+            rss_mib(pid).unwrap_or(0.0),
+            dashboard
+                .as_ref()
+                .and_then(Dashboard::server_pid)
+                .and_then(rss_mib)
+                .map(|mib| format!(", dashboard RSS {mib:.1} MiB"))
+                .unwrap_or_default()
         );
+        if started.elapsed() < length {
+            tokio::time::sleep(options.rest).await;
+        }
     }
-    let samples: Vec<(f64, f64)> = minutes
-        .samples()
-        .into_iter()
-        .map(|(secs, mib)| (secs / 60.0, mib))
-        .collect();
+    let per_minute = |sampler: &RssSampler| -> Vec<(f64, f64)> {
+        sampler
+            .samples()
+            .into_iter()
+            .map(|(secs, mib)| (secs / 60.0, mib))
+            .collect()
+    };
+    let samples = per_minute(&minutes);
+    let per_hour = |s: Option<f64>| s.map(|s| s * 60.0);
+    let dashboard = match (dashboard, dashboard_rss) {
+        (Some(dashboard), Some((before, sampler))) => {
+            let samples = per_minute(&sampler);
+            let half = samples.len() / 2;
+            let report = DashboardSoak {
+                rss_before_tabs_mib: before,
+                slope_mib_per_hour: per_hour(slope(&samples)),
+                second_half_slope_mib_per_hour: per_hour(slope(&samples[half..])),
+                rss_samples: samples,
+                tabs: dashboard.tabs_report(),
+            };
+            dashboard.stop().await?;
+            Some(report)
+        }
+        (Some(dashboard), None) => {
+            dashboard.stop().await?;
+            None
+        }
+        _ => None,
+    };
     controller.stop().await?;
     delete_namespace(&setup.client, ns).await?;
     let half = samples.len() / 2;
-    let per_hour = |s: Option<f64>| s.map(|s| s * 60.0);
     Ok(SoakReport {
         objects: n,
         minutes: started.elapsed().as_secs_f64() / 60.0,
@@ -137,6 +253,7 @@ pub async fn soak(setup: &Setup, length: Duration) -> anyhow::Result<SoakReport>
         slope_mib_per_hour: per_hour(slope(&samples)),
         second_half_slope_mib_per_hour: per_hour(slope(&samples[half..])),
         rss_samples: samples,
+        dashboard,
     })
 }
 
