@@ -59,10 +59,11 @@ bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N De
 	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS))
 
 SOAK ?= 60m
-soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute
-	$(CARGO) build --release -p sluice-controller -p sluice-bench
+SOAK_FLAGS ?=
+soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute; SOAK_FLAGS="--dashboard --soak-rest 30s" adds the dashboard with three browser tabs
+	$(CARGO) build --release -p sluice-controller -p sluice-bench -p kubectl-sluice
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
-	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK))
+	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK) $(SOAK_FLAGS))
 
 bench-engine: ## Criterion benchmarks of the pure engine: plans per second for typical Rollouts (report in target/criterion)
 	$(CARGO) bench -p sluice-engine --bench reconcile

@@ -5,7 +5,10 @@
 //! step puts the stable revision's template back, keeps the partition, and the updated ordinal
 //! returns to the stable revision while the Rollout stays Degraded. The pods on each revision
 //! are sampled all along; the StatefulSet never runs more updated pods than its partition
-//! allows.
+//! allows. With an `analysis` step (a web metric served by the test) and a background
+//! analysis, a good metric lets the update through its steps and the background run ends
+//! with the update; a bad one aborts it after its first step, and the updated ordinal goes
+//! back to the stable revision.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,9 +20,12 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use sluice_api::Rollout;
+use sluice_api::analysis::AnalysisRun;
+use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::harness::{TestNamespace, wait_for};
 use sluice_e2e::*;
+use sluice_testenv::http_stub::HttpStub;
 
 const NAME: &str = "db";
 const REPLICAS: i32 = 4;
@@ -44,13 +50,38 @@ fn stateful_set(image: &str) -> String {
 }
 
 fn rollout() -> String {
+    rollout_with(json!({"steps": [
+        {"setWeight": 25}, {"pause": {}}, {"setWeight": 50}, {"pause": {"duration": "2s"}}
+    ]}))
+}
+
+fn rollout_with(canary: serde_json::Value) -> String {
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
         "metadata": {"name": NAME, "annotations": {"rollouts.sluice.dev/statefulset": NAME}},
-        "spec": {"strategy": {"canary": {"steps": [
-            {"setWeight": 25}, {"pause": {}}, {"setWeight": 50}, {"pause": {"duration": "2s"}}
-        ]}}}
+        "spec": {"strategy": {"canary": canary}}
+    })
+    .to_string()
+}
+
+/// A web metric on `url`: `count` measurements a second apart (none: until terminated).
+fn web_template(name: &str, url: &str, count: Option<i32>) -> String {
+    let mut metric = json!({
+        "name": "web",
+        "interval": "1s",
+        "successCondition": "result.status == 'ok'",
+        "failureCondition": "result.status == 'bad'",
+        "provider": {"web": {"url": url}}
+    });
+    if let Some(count) = count {
+        metric["count"] = count.into();
+    }
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisTemplate",
+        "metadata": {"name": name},
+        "spec": {"metrics": [metric]}
     })
     .to_string()
 }
@@ -327,5 +358,140 @@ async fn statefulset_canary_walks_its_partitions() {
             .is_some_and(|m| m.starts_with("RolloutAborted: Rollout aborted update to revision")),
         "{:?}",
         st.message
+    );
+}
+
+/// The Rollout's AnalysisRuns of `kind` (`Step` or `Background`) for the revision `hash`.
+async fn runs_of(ns: &TestNamespace, kind: &str, hash: &str) -> Vec<AnalysisRun> {
+    let selector = format!("rollout-type={kind},rollouts-pod-template-hash={hash}");
+    ns.api::<AnalysisRun>()
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+}
+
+fn run_phase(run: &AnalysisRun) -> Option<AnalysisPhase> {
+    run.status.as_ref().and_then(|s| s.phase.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_analysis_gates_the_partitions() {
+    let (_env, ns, _controller) = setup("sts-analysis").await;
+    let api = rollouts(&ns);
+    // The step's metric, and the background one (which stays good).
+    let metric = HttpStub::start().await.unwrap();
+    metric.respond_json(200, &json!({"status": "ok"}));
+    let watched = HttpStub::start().await.unwrap();
+    watched.respond_json(200, &json!({"status": "ok"}));
+    ns.apply_yaml(&web_template("health", &metric.url("/health"), Some(2)))
+        .await
+        .unwrap();
+    ns.apply_yaml(&web_template("watch", &watched.url("/watch"), None))
+        .await
+        .unwrap();
+    ns.apply_yaml(&stateful_set("nginx:1.19-alpine"))
+        .await
+        .unwrap();
+    let a = update_hash(&ns, "nginx:1.19-alpine").await;
+    sample_until(&ns, None, "pods up", |s| s.pods == pods(&[(&a, REPLICAS)])).await;
+    ns.apply_yaml(&rollout_with(json!({
+        "steps": [
+            {"setWeight": 25},
+            {"analysis": {"templates": [{"templateName": "health"}]}},
+            {"setWeight": 50}
+        ],
+        "analysis": {"templates": [{"templateName": "watch"}], "startingStep": 1}
+    })))
+    .await
+    .unwrap();
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+
+    // A good metric: ordinal 3 updated, measured, then half, then every pod.
+    set_image(&ns, "nginx:1.20-alpine").await;
+    let b = update_hash(&ns, "nginx:1.20-alpine").await;
+    let seen = sample_until(&ns, Some(&b), "measured update", |s| {
+        s.phase == Some(RolloutPhase::Healthy)
+            && s.pods == pods(&[(&b, REPLICAS)])
+            && s.partition == Some(4)
+    })
+    .await;
+    assert!(
+        seen.iter()
+            .any(|s| s.step == Some(1) && s.partition == Some(3)),
+        "the analysis step at partition 3: {seen:#?}"
+    );
+    // Nothing past partition 3 before the step's run passed.
+    let step_runs = runs_of(&ns, "Step", &b).await;
+    assert_eq!(step_runs.len(), 1, "{step_runs:#?}");
+    assert_eq!(run_phase(&step_runs[0]), Some(AnalysisPhase::Successful));
+    let revision = step_runs[0]
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("rollout.argoproj.io/revision"))
+        .cloned();
+    assert_eq!(
+        revision.as_deref(),
+        Some("2"),
+        "the ControllerRevision's number"
+    );
+    let measured_at = step_runs[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.completed_at.as_ref())
+        .map(|t| t.0);
+    assert!(measured_at.is_some());
+    // The background run measured beside the steps and ends with the update.
+    let background = wait_for("the background run ended", TIMEOUT, || async {
+        let runs = runs_of(&ns, "Background", &b).await;
+        match runs.as_slice() {
+            [run] if run_phase(run).is_some_and(|p| p.is_completed()) => Ok(run.clone()),
+            _ => bail!("{runs:?}"),
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        background.spec.terminate,
+        Some(true),
+        "terminated at completion"
+    );
+    assert_eq!(status(&api).await.stable_rs.as_deref(), Some(b.as_str()));
+
+    // A bad metric: the step's run fails after ordinal 3 is updated; the update is aborted
+    // and ordinal 3 rolls back.
+    metric.respond_json(200, &json!({"status": "bad"}));
+    set_image(&ns, "nginx:1.21-alpine").await;
+    let c = update_hash(&ns, "nginx:1.21-alpine").await;
+    let seen = sample_until(&ns, Some(&c), "failed analysis", |s| {
+        s.phase == Some(RolloutPhase::Degraded)
+            && s.pods == pods(&[(&b, REPLICAS)])
+            && s.partition == Some(4)
+    })
+    .await;
+    assert!(
+        seen.iter()
+            .all(|s| s.pods.get(&c).copied().unwrap_or(0) <= 1),
+        "never past the first step: {seen:#?}"
+    );
+    let failed = runs_of(&ns, "Step", &c).await;
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(run_phase(&failed[0]), Some(AnalysisPhase::Failed));
+    let st = status(&api).await;
+    assert_eq!(st.abort, Some(true));
+    assert_eq!(st.stable_rs.as_deref(), Some(b.as_str()));
+    let message = st.message.unwrap_or_default();
+    assert!(
+        message.starts_with("RolloutAborted: Rollout aborted update to revision 3: Step-based analysis phase error/failed: "),
+        "{message}"
+    );
+    let sts: StatefulSet = ns.api().get(NAME).await.unwrap();
+    assert_eq!(
+        sts.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("nginx:1.20-alpine"),
+        "the stable template back"
     );
 }
