@@ -1,12 +1,14 @@
 //! `dashboard` in a real browser: Debian's Chromium, headless, driven by playwright-core
 //! (crates/cli/dashboard-ui/tests/browser.mjs, which lists every check) against the local
-//! control plane and an in-process controller. The list shows the namespace's three Rollouts
+//! control plane and an in-process controller. The list shows the namespace's four Rollouts
 //! and filters them; a Rollout's page follows a canary through its steps without a reload: to
 //! its first pause, then (a promote click) through an analysis step whose measurements are
 //! drawn, to its second pause; through a dropped connection; a new image set from the page;
 //! abort shows Degraded; a --read-only dashboard of all namespaces has no buttons and answers
 //! 403 to every change; a dashboard started with the token of a user who may only read shows
-//! the Rollout, and the API server's 403 comes back for a change; a roll back from the page. Screenshots go to target/dashboard-screenshots/. About 30 s; needs Node,
+//! the Rollout, and the API server's 403 comes back for a change; an experiment step's
+//! Experiment shows running with its two ReplicaSets; a roll back from the page. Screenshots
+//! go to target/dashboard-screenshots/. About 30 s; needs Node,
 //! /usr/bin/chromium and the UI's node_modules (`npm ci` is run when they are missing).
 
 use std::path::{Path, PathBuf};
@@ -176,8 +178,22 @@ async fn dashboard_in_a_browser() {
             .await
             .unwrap();
     }
+    // An experiment step that runs for the rest of the test once an update starts it.
+    let experiment = json!([{"experiment": {"duration": "1h", "templates": [
+        {"name": "baseline", "specRef": "stable"},
+        {"name": "candidate", "specRef": "canary"}
+    ]}}]);
+    ns.apply_yaml(&canary_rollout(
+        "search",
+        1,
+        "nginx:1.0",
+        experiment,
+        json!({}),
+    ))
+    .await
+    .unwrap();
     let api = rollouts(&ns);
-    for name in ["checkout", "api", "web"] {
+    for name in ["checkout", "api", "web", "search"] {
         wait_phase(&api, name, RolloutPhase::Healthy, Duration::from_secs(90)).await;
     }
 
@@ -197,7 +213,8 @@ async fn dashboard_in_a_browser() {
         .env("READONLY_URL", &read_only_url)
         .env("VIEWER_URL", &viewer_url)
         .env("NAMESPACE", ns.name())
-        .env("ROLLOUTS", "api,checkout,web")
+        .env("ROLLOUTS", "api,checkout,search,web")
+        .env("EXPERIMENT_ROLLOUT", "search")
         .env("CANARY", "checkout")
         .env("CANARY_IMAGES", "app=nginx:1.1,nginx:1.2")
         .env("SCREENSHOTS", &screenshots)

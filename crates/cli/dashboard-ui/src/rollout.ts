@@ -226,7 +226,7 @@ function experiments(info: RolloutInfo): HTMLElement {
     {},
     h('h2', {}, 'Experiments'),
     info.experiments.map((e) =>
-      h('div', { class: 'experiment' }, h('div', {}, h('strong', {}, e.objectMeta.name), ' ', phase(e.status), ` revision ${e.revision} ${e.message}`), e.replicaSets.map(replicaSet), e.analysisRuns.map(analysisRun)),
+      h('div', { class: 'experiment', 'data-testid': 'experiment' }, h('div', {}, h('strong', {}, e.objectMeta.name), ' ', phase(e.status, 'experiment-phase'), ` revision ${e.revision} ${e.message}`), e.replicaSets.map(replicaSet), e.analysisRuns.map(analysisRun)),
     ),
   );
 }
