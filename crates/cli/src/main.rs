@@ -10,6 +10,13 @@ mod render;
 
 use std::process::ExitCode;
 
+/// jemalloc rather than the system allocator, as in the controller: `dashboard` keeps caches
+/// of a namespace's Rollouts, ReplicaSets and pods for hours while every watch event replaces
+/// an object, and glibc's allocator keeps the freed pieces, so the resident size creeps up
+/// past what is live (docs/benchmarks.md, the dashboard's soak).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     // kube's rustls transport needs a process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();

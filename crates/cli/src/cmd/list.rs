@@ -160,7 +160,7 @@ pub fn render_rows(rollouts: &[Rollout], columns: &Columns) -> String {
 /// One rollout's cells.
 fn cells(rollout: &Rollout, columns: &Columns) -> Vec<String> {
     // Rows use only the Rollout itself; the clock does not matter for these columns.
-    let info = RolloutInfo::new(rollout, &[], &[], Timestamp::UNIX_EPOCH);
+    let info = RolloutInfo::alone(rollout, Timestamp::UNIX_EPOCH);
     let canary = info.strategy == Strategy::Canary;
     let counts = info.replicas;
     let mut row = vec![

@@ -1,6 +1,8 @@
 //! What `get` and `list` show about a Rollout, distilled from the Rollout, its ReplicaSets and
 //! their pods. Pure: the objects and the current time go in, plain values come out.
 
+use std::borrow::Borrow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -137,12 +139,19 @@ pub struct PodInfo {
 }
 
 impl RolloutInfo {
+    /// Describes `rollout` from its own status only (a list of Rollouts reads nothing else).
+    pub fn alone(rollout: &Rollout, now: Timestamp) -> Self {
+        Self::new::<ReplicaSet, Pod>(rollout, &[], &[], now)
+    }
+
     /// Describes `rollout` with the ReplicaSets it controls among `replica_sets` and their pods
     /// among `pods` (matched by the pod-template-hash label).
-    pub fn new(
+    /// The objects may be owned or borrowed (a dashboard passes references into its caches
+    /// rather than copies).
+    pub fn new<R: Borrow<ReplicaSet>, P: Borrow<Pod>>(
         rollout: &Rollout,
-        replica_sets: &[ReplicaSet],
-        pods: &[Pod],
+        replica_sets: &[R],
+        pods: &[P],
         now: Timestamp,
     ) -> Self {
         let default_status = RolloutStatus::default();
@@ -160,6 +169,7 @@ impl RolloutInfo {
         let mut revisions: Vec<RevisionInfo> = Vec::new();
         let mut sorted: Vec<&ReplicaSet> = replica_sets
             .iter()
+            .map(Borrow::borrow)
             .filter(|rs| is_controlled_by(&rs.metadata, &rollout.metadata))
             .collect();
         sorted.sort_by(|a, b| {
@@ -376,11 +386,11 @@ fn routed_weight(status: &RolloutStatus) -> Option<i32> {
     Some(weights.canary.as_ref().and_then(|d| d.weight).unwrap_or(0))
 }
 
-fn replica_set_info(
+fn replica_set_info<P: Borrow<Pod>>(
     rollout: &Rollout,
     status: &RolloutStatus,
     rs: &ReplicaSet,
-    pods: &[Pod],
+    pods: &[P],
     now: Timestamp,
 ) -> ReplicaSetInfo {
     let hash = rs.pod_hash().unwrap_or_default();
@@ -407,10 +417,10 @@ fn replica_set_info(
 
 /// A ReplicaSet with the role `tags` given, then `delay:…` while a scale-down waits: its
 /// status, images, counts and the pods of its pod-template hash among `pods`.
-pub(crate) fn replica_set_summary(
+pub(crate) fn replica_set_summary<P: Borrow<Pod>>(
     rs: &ReplicaSet,
     mut tags: Vec<String>,
-    pods: &[Pod],
+    pods: &[P],
     now: Timestamp,
 ) -> ReplicaSetInfo {
     let hash = rs.pod_hash().unwrap_or_default();
@@ -434,6 +444,7 @@ pub(crate) fn replica_set_summary(
 
     let mut rs_pods: Vec<PodInfo> = pods
         .iter()
+        .map(Borrow::borrow)
         .filter(|p| !hash.is_empty() && label(&p.metadata, POD_TEMPLATE_HASH) == Some(hash))
         .map(pod_info)
         .collect();

@@ -251,7 +251,7 @@ fn blue_green_tags_and_delay() {
         replica_set("demo-h1", "h1", 2, "demo:v1", 1, "2024-05-01T11:00:00Z"),
         replica_set("demo-h2", "h2", 3, "demo:v2", 1, "2024-05-01T11:30:00Z"),
     ];
-    let info = RolloutInfo::new(&ro, &rss, &[], now());
+    let info = RolloutInfo::new(&ro, &rss, &[] as &[Pod], now());
     let tags: Vec<Vec<String>> = info
         .revisions
         .iter()

@@ -180,7 +180,7 @@ Replicas:
                        "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "availableReplicas": 2}
         }))
         .unwrap();
-        let info = RolloutInfo::new(&ro, &[], &[], now());
+        let info = RolloutInfo::alone(&ro, now());
         let expected = "\
 Name:         bg
 Namespace:    web

@@ -268,7 +268,7 @@ NAME                                   KIND         STATUS         AGE   INFO
     #[test]
     fn rollout_without_replica_sets_is_one_line() {
         let (ro, _, _) = canary_world();
-        let info = RolloutInfo::new(&ro, &[], &[], now());
+        let info = RolloutInfo::alone(&ro, now());
         assert_eq!(
             render_tree(&info, now(), &Style::PLAIN),
             "NAME    KIND     STATUS    AGE  INFO\n⟳ demo  Rollout  ॥ Paused  60m\n"

@@ -63,12 +63,17 @@ impl Cache {
         let (tx, changes) = watch::channel(0u64);
         // ReplicaSets and pods made for Rollouts (and their Experiments) carry this label:
         // the others of the namespace are never sent to the dashboard.
-        let owned = || watcher::Config::default().labels(POD_TEMPLATE_HASH);
-        let (rollouts, rollout_events) = reflect(api(client, scope), watcher::Config::default());
+        //
+        // Lists (the first, and each after a watch expired) are served from the API server's
+        // watch cache: a paginated list from etcd of thousands of ReplicaSets under churn
+        // outlives its continue token, fails, and leaves the page showing what it had.
+        let every = || watcher::Config::default().any_semantic();
+        let owned = || every().labels(POD_TEMPLATE_HASH);
+        let (rollouts, rollout_events) = reflect(api(client, scope), every());
         let (replica_sets, rs_events) = reflect(api(client, scope), owned());
         let (pods, pod_events) = reflect(api(client, scope), owned());
-        let (runs, run_events) = reflect(api(client, scope), watcher::Config::default());
-        let (experiments, exp_events) = reflect(api(client, scope), watcher::Config::default());
+        let (runs, run_events) = reflect(api(client, scope), every());
+        let (experiments, exp_events) = reflect(api(client, scope), every());
         let events = stream::select_all([
             rollout_events,
             rs_events,

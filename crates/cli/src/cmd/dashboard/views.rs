@@ -2,6 +2,7 @@
 //! Argo's list: ReplicaSets and pods only) and of one Rollout (with its AnalysisRuns and
 //! Experiments). Built from the shared `RolloutInfo` model that `get rollout` renders.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ pub fn list(cache: &Cache, namespace: &str, now: Timestamp) -> Vec<(String, Valu
     let replica_sets = in_namespace(&cache.replica_sets, namespace);
     let pods = in_namespace(&cache.pods, namespace);
     // Grouped once, so that a namespace of many Rollouts costs one pass over its objects.
-    let mut by_owner: HashMap<&str, Vec<ReplicaSet>> = HashMap::new();
+    let mut by_owner: HashMap<&str, Vec<&ReplicaSet>> = HashMap::new();
     for rs in &replica_sets {
         let owner = rs
             .metadata
@@ -33,10 +34,7 @@ pub fn list(cache: &Cache, namespace: &str, now: Timestamp) -> Vec<(String, Valu
             .flatten()
             .find(|r| r.controller == Some(true) && r.kind == "Rollout");
         if let Some(owner) = owner {
-            by_owner
-                .entry(owner.uid.as_str())
-                .or_default()
-                .push(ReplicaSet::clone(rs));
+            by_owner.entry(owner.uid.as_str()).or_default().push(rs);
         }
     }
     let pods_by_hash = by_hash(&pods);
@@ -74,7 +72,10 @@ pub fn one(cache: &Cache, namespace: &str, name: &str, now: Timestamp) -> Option
     let replica_sets: Vec<ReplicaSet> = copies(&cache.replica_sets, namespace, mine);
     let runs = copies(&cache.runs, namespace, mine);
     let namespace_pods = in_namespace(&cache.pods, namespace);
-    let pods = pods_of(&replica_sets, &by_hash(&namespace_pods));
+    let pods: Vec<Pod> = pods_of(&replica_sets, &by_hash(&namespace_pods))
+        .into_iter()
+        .cloned()
+        .collect();
     let info = RolloutInfo::new(&rollout, &replica_sets, &pods, now)
         .with_experiments(&rollout, &experiments, &replica_sets, &pods, &runs, now)
         .with_analysis_runs(&rollout, &runs);
@@ -112,12 +113,15 @@ fn by_hash(pods: &[Arc<Pod>]) -> HashMap<&str, Vec<&Pod>> {
 }
 
 /// The pods of the pod-template hashes of `replica_sets`.
-fn pods_of(replica_sets: &[ReplicaSet], by_hash: &HashMap<&str, Vec<&Pod>>) -> Vec<Pod> {
+fn pods_of<'p, R: Borrow<ReplicaSet>>(
+    replica_sets: &[R],
+    by_hash: &HashMap<&str, Vec<&'p Pod>>,
+) -> Vec<&'p Pod> {
     replica_sets
         .iter()
-        .filter_map(|rs| rs.metadata.labels.as_ref()?.get(POD_TEMPLATE_HASH))
+        .filter_map(|rs| rs.borrow().metadata.labels.as_ref()?.get(POD_TEMPLATE_HASH))
         .flat_map(|hash| by_hash.get(hash.as_str()).into_iter().flatten())
-        .map(|pod| Pod::clone(pod))
+        .copied()
         .collect()
 }
 
