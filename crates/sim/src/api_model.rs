@@ -27,6 +27,9 @@ pub enum Kind {
     AnalysisTemplate,
     ClusterAnalysisTemplate,
     Experiment,
+    /// A StatefulSet a Rollout drives, and its revisions.
+    StatefulSet,
+    ControllerRevision,
     /// A traffic router's object (the simulated cluster has one namespace).
     Router(RouterKind),
 }
@@ -35,7 +38,9 @@ impl Kind {
     /// Whether the kind has a `/status` subresource, which splits status writes from the rest.
     pub fn has_status_subresource(self) -> bool {
         match self {
-            Kind::Rollout | Kind::ReplicaSet | Kind::Pod | Kind::Service => true,
+            Kind::Rollout | Kind::ReplicaSet | Kind::Pod | Kind::Service | Kind::StatefulSet => {
+                true
+            }
             // As their CRDs define them: Istio's, the Gateway API's and Ingress have one,
             // SMI's TrafficSplit does not.
             Kind::Router(kind) => kind != RouterKind::TrafficSplit,
@@ -45,7 +50,8 @@ impl Kind {
             | Kind::AnalysisRun
             | Kind::AnalysisTemplate
             | Kind::ClusterAnalysisTemplate
-            | Kind::Experiment => false,
+            | Kind::Experiment
+            | Kind::ControllerRevision => false,
         }
     }
 }

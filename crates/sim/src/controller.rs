@@ -85,6 +85,9 @@ pub struct Replica {
     /// Experiments made by Rollouts: a phase change moves the owning Rollout's experiment step
     /// on. Nothing is cached from it; a reconcile lists Experiments afresh.
     pub exp_watch: WatchStream,
+    /// StatefulSets (their metadata, in the real controller): a change wakes the Rollouts that
+    /// drive the StatefulSet. Nothing is cached; a reconcile reads it afresh.
+    pub sts_watch: WatchStream,
     /// Rollouts waiting to be reconciled, with the time they are due.
     queue: BTreeMap<String, u64>,
     /// Triggered while being reconciled: run again when done.
@@ -111,6 +114,7 @@ impl Replica {
             rs_watch: WatchStream::default(),
             run_watch: WatchStream::default(),
             exp_watch: WatchStream::default(),
+            sts_watch: WatchStream::default(),
             queue: BTreeMap::new(),
             dirty: BTreeSet::new(),
             inflight: None,
@@ -154,6 +158,7 @@ impl Replica {
         self.rs_watch.disconnect();
         self.run_watch.disconnect();
         self.exp_watch.disconnect();
+        self.sts_watch.disconnect();
         self.held = Arc::default();
     }
 
@@ -164,6 +169,7 @@ impl Replica {
             Kind::ReplicaSet => Some(&mut self.rs_watch),
             Kind::AnalysisRun => Some(&mut self.run_watch),
             Kind::Experiment => Some(&mut self.exp_watch),
+            Kind::StatefulSet => Some(&mut self.sts_watch),
             _ => None,
         }
     }
@@ -188,6 +194,20 @@ impl Replica {
         }
         let due = self.queue.entry(rollout.to_string()).or_insert(at);
         *due = (*due).min(at);
+    }
+
+    /// Wakes the cached Rollouts that drive StatefulSet `name`.
+    pub fn trigger_stateful_set(&mut self, name: &str, at: u64) {
+        let driving: Vec<String> = self
+            .rollouts
+            .objects
+            .iter()
+            .filter(|(_, ro)| sluice_engine::statefulset::stateful_set_name(ro) == Some(name))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in driving {
+            self.trigger(&n, at);
+        }
     }
 
     pub fn trigger_all(&mut self, at: u64) {

@@ -1,12 +1,13 @@
 //! What must hold in every schedule. Checked on every committed change, on every controller
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
 //! The checks of AnalysisRuns are in [`analysis`], those of Experiments in [`experiments`],
-//! those of traffic routing in [`traffic`].
+//! those of traffic routing in [`traffic`], those of StatefulSets in [`stateful_sets`].
 
 mod analysis;
 mod deadlines;
 mod experiments;
 mod notifications;
+pub mod stateful_sets;
 mod traffic;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -325,6 +326,8 @@ impl Checker {
         self.fail_all(at_ms, found);
         let found = self.experiments.after_change(api);
         self.fail_all(at_ms, found);
+        let found = stateful_sets::after_change(api);
+        self.fail_all(at_ms, found);
     }
 
     fn one_replica_set_per_template(&mut self, api: &ApiServer, at_ms: u64) {
@@ -493,6 +496,8 @@ impl Checker {
             }
         }
         let found = experiments::at_quiescence(api, now);
+        self.fail_all(at_ms, found);
+        let found = stateful_sets::at_quiescence(api, expect);
         self.fail_all(at_ms, found);
         self.check_deadlines(api, at_ms, now);
         if let Some((t, what)) = last_write

@@ -21,6 +21,7 @@ pub mod rng;
 pub mod scenarios;
 pub mod scheduler;
 pub mod side_loop;
+pub mod stateful_sets;
 pub mod step_plugins;
 pub mod watch;
 

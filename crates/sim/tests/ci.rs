@@ -241,6 +241,11 @@ fn step_plugin_failed() {
 }
 
 #[test]
+fn statefulset_canary() {
+    check("statefulset-canary");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");

@@ -113,6 +113,15 @@ pub enum Request {
         name: String,
         uid: Option<String>,
     },
+    /// A Rollout driving a StatefulSet reads it and its ControllerRevisions.
+    GetStatefulSet {
+        name: String,
+    },
+    /// A whole-object update carrying the resourceVersion it was read at.
+    ReplaceStatefulSet {
+        name: String,
+        object: Value,
+    },
 }
 
 impl Request {
@@ -129,6 +138,7 @@ impl Request {
                 | Request::GetRouterObject { .. }
                 | Request::ListExperiments
                 | Request::ListReplicaSets
+                | Request::GetStatefulSet { .. }
         )
     }
 
@@ -172,7 +182,9 @@ impl Request {
                 Some((Kind::Service, svc.metadata.name.clone().unwrap_or_default()))
             }
             Request::DeleteService { name, .. } => Some((Kind::Service, name.clone())),
+            Request::ReplaceStatefulSet { name, .. } => Some((Kind::StatefulSet, name.clone())),
             Request::ListPods { .. }
+            | Request::GetStatefulSet { .. }
             | Request::GetRollout { .. }
             | Request::GetService { .. }
             | Request::ListServices
@@ -248,6 +260,17 @@ impl Request {
                 svc.metadata.name.as_deref().unwrap_or_default()
             ),
             Request::DeleteService { name, .. } => format!("delete service/{name}"),
+            Request::GetStatefulSet { name } => format!("get statefulset/{name}"),
+            Request::ReplaceStatefulSet { name, object } => {
+                let rv = crate::api_model::rv_of(object).unwrap_or("-");
+                let strategy = object
+                    .pointer("/spec/updateStrategy")
+                    .unwrap_or(&Value::Null);
+                let image = object
+                    .pointer("/spec/template/spec/containers/0/image")
+                    .unwrap_or(&Value::Null);
+                format!("replace statefulset/{name} at rv {rv} {strategy} image {image}")
+            }
         }
     }
 }
@@ -265,6 +288,7 @@ pub enum Reply {
     RouterObject(Option<Box<Value>>),
     Experiments(Vec<Experiment>),
     ReplicaSets(Vec<ReplicaSet>),
+    StatefulSet(Box<sluice_engine::observed::StatefulSetObserved>),
 }
 
 pub type Response = Result<Reply, WriteError>;

@@ -146,6 +146,23 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
         Request::ListReplicaSets => Ok(Reply::ReplicaSets(list_typed(api, Kind::ReplicaSet))),
         Request::CreateService(svc) => create(api, Kind::Service, &*svc, now),
         Request::DeleteService { name, uid } => delete(api, Kind::Service, &name, uid.as_deref()),
+        Request::GetStatefulSet { name } => {
+            let revisions = api
+                .list(Kind::ControllerRevision)
+                .into_iter()
+                .filter(|r| crate::stateful_sets::owner(r) == Some(name.as_str()))
+                .collect();
+            Ok(Reply::StatefulSet(Box::new(
+                sluice_engine::observed::StatefulSetObserved {
+                    stateful_set: api.get(Kind::StatefulSet, &name).cloned(),
+                    revisions,
+                },
+            )))
+        }
+        Request::ReplaceStatefulSet { object, .. } => api
+            .replace(Kind::StatefulSet, &object)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
     }
 }
 

@@ -404,6 +404,32 @@ impl ClusterAccess for SimWriter {
         .await
     }
 
+    async fn get_stateful_set(
+        &self,
+        _ns: &str,
+        name: &str,
+    ) -> Result<sluice_engine::observed::StatefulSetObserved, WriteError> {
+        let name = name.to_string();
+        match self.call(Request::GetStatefulSet { name }).await? {
+            Reply::StatefulSet(observed) => Ok(*observed),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn replace_stateful_set(
+        &self,
+        _ns: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        self.may_write()?;
+        let request = Request::ReplaceStatefulSet {
+            name: name.to_string(),
+            object: object.clone(),
+        };
+        self.done(request).await
+    }
+
     async fn delete_experiment(
         &self,
         _ns: &str,

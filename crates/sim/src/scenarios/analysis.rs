@@ -50,7 +50,7 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-const TEMPLATE: &str = "success-rate";
+pub(super) const TEMPLATE: &str = "success-rate";
 /// The timed pause step.
 const PAUSE_MS: u64 = 30_000;
 /// The metric's interval.
@@ -60,7 +60,7 @@ const ERROR_LIMIT: u64 = 1;
 /// Most good readings before the verdict's.
 const GOOD_READINGS: u64 = 2;
 /// How long the AnalysisRun controller may take to notice a change.
-const NOTICE_MS: (u64, u64) = (5, 1_000);
+pub(super) const NOTICE_MS: (u64, u64) = (5, 1_000);
 
 /// The success rate: good from 0.95, failed below 0.8, Inconclusive in between; one error
 /// is tolerated, a second in a row ends the run in Error. `count` ends a run that stays
@@ -102,7 +102,7 @@ fn unreachable() -> Reading {
 
 /// Good readings, as many as the seed says, then the ones that make `verdict`; the last
 /// reading repeats.
-fn readings(verdict: AnalysisPhase, rng: &mut Rng) -> Vec<Reading> {
+pub(super) fn readings(verdict: AnalysisPhase, rng: &mut Rng) -> Vec<Reading> {
     let good = rng.range((0, GOOD_READINGS));
     let mut readings: Vec<Reading> = (0..good).map(|_| rate(rng.range((95, 100)))).collect();
     readings.push(match verdict {

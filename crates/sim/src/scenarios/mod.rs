@@ -8,6 +8,7 @@ mod experiments;
 mod istio;
 mod known;
 mod notifications;
+mod stateful_sets;
 mod step_plugins;
 mod takeover;
 
@@ -70,6 +71,9 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     SetImage(String),
+    /// A user edits the image of the StatefulSet `demo` (a Rollout driving a StatefulSet takes
+    /// its template from there).
+    SetStatefulSetImage(String),
     Crash(Target),
     Partition(Target, u64),
     /// The target's lease requests fail (the API server times out on them) for this long.
@@ -114,6 +118,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(takeover::scenarios());
     v.extend(notifications::scenarios());
     v.extend(step_plugins::scenarios());
+    v.extend(stateful_sets::scenarios());
     v
 }
 

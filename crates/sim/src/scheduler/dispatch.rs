@@ -30,6 +30,12 @@ impl Sim {
             Ev::Heal { replica } => self.heal(replica),
             Ev::SyncReplicaSet { name } => self.sync_replica_set(&name),
             Ev::PodReady { pod } => self.pod_ready(&pod),
+            Ev::SyncStatefulSet { name } => self.sync_stateful_set(&name),
+            Ev::OrdinalReady {
+                stateful_set,
+                ordinal,
+                revision,
+            } => self.ordinal_ready(&stateful_set, ordinal, &revision),
             Ev::SyncAnalysisRun { name } => self.sync_analysis_run(&name),
             Ev::RunArrive { name, request } => self.run_arrive(name, request),
             Ev::RunReply { name, response } => self.run_reply(&name, response),

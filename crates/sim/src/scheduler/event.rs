@@ -70,6 +70,16 @@ pub(super) enum Ev {
     PodReady {
         pod: String,
     },
+    /// The StatefulSet controller's sync of a StatefulSet.
+    SyncStatefulSet {
+        name: String,
+    },
+    /// A StatefulSet's pod at `ordinal`, started on `revision`, is ready.
+    OrdinalReady {
+        stateful_set: String,
+        ordinal: usize,
+        revision: String,
+    },
     /// The AnalysisRun controller's wake-up for a run.
     SyncAnalysisRun {
         name: String,

@@ -117,6 +117,7 @@ impl Sim {
         r.rs_watch.disconnect();
         r.run_watch.disconnect();
         r.exp_watch.disconnect();
+        r.sts_watch.disconnect();
         let to = r.addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
             let backoff = self.setup.faults.relist_backoff_ms;

@@ -32,6 +32,7 @@ use crate::kubelet::Cluster;
 use crate::lease::MonoClock;
 use crate::rng::Rng;
 use crate::scenarios::{Scenario, Setup};
+use crate::stateful_sets::StatefulSetController;
 use event::Ev;
 
 pub use outcome::{Outcome, Stats};
@@ -67,6 +68,8 @@ pub struct Sim {
     replicas: Vec<Replica>,
     lease_fail_until: Vec<u64>,
     rs_sync_pending: BTreeSet<String>,
+    stateful_sets: StatefulSetController,
+    sts_sync_pending: BTreeSet<String>,
     runs: RunController,
     experiments: ExperimentController,
     /// The replicas' notifications loops, in scenarios with notifications.
@@ -125,6 +128,8 @@ impl Sim {
             mono: MonoClock::new(),
             replicas,
             rs_sync_pending: BTreeSet::new(),
+            stateful_sets: StatefulSetController::default(),
+            sts_sync_pending: BTreeSet::new(),
             runs: RunController::new(),
             experiments: ExperimentController::new(),
             notify,

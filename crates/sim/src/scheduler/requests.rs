@@ -122,9 +122,9 @@ impl Sim {
     /// writing its target just before, and what it wrote reported to the checks.
     pub(super) fn serve_controller(&mut self, identity: &str, request: Request) -> Response {
         let contested = match &request {
-            Request::PatchReplicaSet { .. } | Request::ReplaceRouterObject { .. } => {
-                request.target()
-            }
+            Request::PatchReplicaSet { .. }
+            | Request::ReplaceRouterObject { .. }
+            | Request::ReplaceStatefulSet { .. } => request.target(),
             _ => None,
         };
         if let Some((kind, name)) = contested

@@ -75,6 +75,15 @@ impl Sim {
                     .patch(Kind::Rollout, "demo", &patch, Endpoint::Main);
                 self.log(format!("user: set image {image}"));
             }
+            Op::SetStatefulSetImage(image) => {
+                let patch = json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "app", "image": image}
+                ]}}}});
+                let _ = self
+                    .api
+                    .patch(Kind::StatefulSet, "demo", &patch, Endpoint::Main);
+                self.log(format!("user: set image {image} on statefulset/demo"));
+            }
             Op::Crash(t) => {
                 let i = self.target(&t);
                 if self.replicas[i].up {

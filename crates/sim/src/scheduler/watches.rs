@@ -11,6 +11,7 @@ use crate::api_model::{Kind, WatchEvent, name_of};
 use crate::controller::{Addr, Replica};
 use crate::experiments;
 use crate::kubelet::Cluster;
+use crate::stateful_sets::StatefulSetController;
 
 impl Sim {
     /// Hands committed changes to the watches, the ReplicaSet, AnalysisRun and Experiment
@@ -27,6 +28,9 @@ impl Sim {
             {
                 let delay = self.setup.faults.rs_controller_delay_ms;
                 self.after(delay, Ev::SyncReplicaSet { name: rs });
+            }
+            if let Some(sts) = StatefulSetController::interested_in(*kind, event) {
+                self.queue_stateful_set_sync(sts);
             }
             if let Some(run) = analysis_runs::interested_in(*kind, event) {
                 let at = self.now_ms + self.rng.range(self.setup.analysis.notice_ms);
@@ -52,6 +56,7 @@ impl Sim {
                 Kind::Rollout | Kind::ReplicaSet => true,
                 Kind::AnalysisRun => made_by_a_rollout(event.object()),
                 Kind::Experiment => owned_by_a_rollout(event.object()),
+                Kind::StatefulSet => true,
                 _ => false,
             };
             if !watched {
@@ -129,6 +134,7 @@ impl Sim {
                     r.trigger(&owner, now_ms);
                 }
             }
+            Kind::StatefulSet => r.trigger_stateful_set(name_of(event.object()), now_ms),
             _ => {
                 r.replica_sets.apply(&event);
                 let owner = serde_json::from_value(event.object().clone())
@@ -161,6 +167,11 @@ impl Sim {
             self.try_start(i);
             return;
         }
+        if kind == Kind::StatefulSet {
+            self.relist_stateful_sets(i);
+            self.try_start(i);
+            return;
+        }
         let list = self.api.list(kind);
         let r = &mut self.replicas[i];
         match kind {
@@ -189,8 +200,30 @@ impl Sim {
             // without analysis or Experiments.
             self.relist_runs(i);
             self.relist_experiments(i);
+            self.relist_stateful_sets(i);
         }
         self.try_start(i);
+    }
+
+    /// The StatefulSet watch (re)connects: the Rollouts driving what it lists are reconciled.
+    /// A StatefulSet watch that broke alone re-lists through [`Sim::relist`].
+    fn relist_stateful_sets(&mut self, i: usize) {
+        let names: Vec<String> = self
+            .api
+            .list(Kind::StatefulSet)
+            .iter()
+            .map(|s| name_of(s).to_string())
+            .collect();
+        let now_ms = self.now_ms;
+        let r = &mut self.replicas[i];
+        r.sts_watch.connected = true;
+        for name in &names {
+            r.trigger_stateful_set(name, now_ms);
+        }
+        if !names.is_empty() {
+            let who = r.identity();
+            self.log(format!("{who}: listed StatefulSet: {}", names.len()));
+        }
     }
 
     /// The run watch (re)connects: as after any list, the owners of what it lists are

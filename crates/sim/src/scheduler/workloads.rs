@@ -1,8 +1,10 @@
 //! Kubernetes' own part of the world as the scheduler runs it: the ReplicaSet controller
-//! creating and deleting pods, the kubelet making them ready, and the garbage collector.
+//! creating and deleting pods, the kubelet making them ready, the StatefulSet controller
+//! replacing its pods, and the garbage collector.
 
 use super::{Ev, Sim};
 use crate::kubelet::Followup;
+use crate::stateful_sets;
 
 impl Sim {
     /// The ReplicaSet controller's sync of `name`; what it starts finishes later as events.
@@ -39,6 +41,54 @@ impl Sim {
         self.gc_pending = false;
         for (kind, name) in crate::gc::collect(&mut self.api) {
             self.log(format!("gc: delete {kind:?}/{name}"));
+        }
+    }
+
+    /// The StatefulSet controller's sync of `name`; the pods it starts get ready later.
+    pub(super) fn sync_stateful_set(&mut self, name: &str) {
+        self.sts_sync_pending.remove(name);
+        let now = self.now();
+        let kubelet = self.setup.kubelet.clone();
+        let followups = self.stateful_sets.sync(
+            &mut self.api,
+            name,
+            self.now_ms,
+            now,
+            &kubelet,
+            &mut self.rng,
+        );
+        for stateful_sets::Followup::OrdinalReady {
+            stateful_set,
+            ordinal,
+            revision,
+            at_ms,
+        } in followups
+        {
+            self.at(
+                at_ms,
+                Ev::OrdinalReady {
+                    stateful_set,
+                    ordinal,
+                    revision,
+                },
+            );
+        }
+    }
+
+    /// A StatefulSet's pod is ready: its controller looks again (the next pod, the status).
+    pub(super) fn ordinal_ready(&mut self, stateful_set: &str, ordinal: usize, revision: &str) {
+        if self
+            .stateful_sets
+            .ordinal_ready(stateful_set, ordinal, revision)
+        {
+            self.queue_stateful_set_sync(stateful_set.to_string());
+        }
+    }
+
+    pub(super) fn queue_stateful_set_sync(&mut self, name: String) {
+        if self.sts_sync_pending.insert(name.clone()) {
+            let delay = self.setup.faults.rs_controller_delay_ms;
+            self.after(delay, Ev::SyncStatefulSet { name });
         }
     }
 }
