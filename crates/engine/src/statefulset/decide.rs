@@ -290,7 +290,17 @@ impl Update<'_> {
     /// Back to the stable revision: its template (from its ControllerRevision) goes back into
     /// the StatefulSet, and the partition stays where it was, so the StatefulSet controller
     /// rolls back exactly the pods that were updated, ordinal by ordinal.
+    ///
+    /// The template is written only once the abort is recorded in the Rollout's status (a
+    /// user's abort is; an analysis verdict's is recorded by this reconcile's status write):
+    /// were the status write to fail after the template went back, the next reconcile would
+    /// see the stable template and no abort, and take it for a rollback.
     fn abort(&mut self, plan: &mut Plan, update: &str, pod_hash: &str) {
+        let recorded = self
+            .ro
+            .status
+            .as_ref()
+            .is_some_and(|s| s.abort == Some(true));
         let status = &mut plan.status;
         status.pause_conditions = None;
         status.controller_pause = None;
@@ -299,7 +309,9 @@ impl Update<'_> {
             status.aborted_at = Some(Time(self.now));
         }
         let stable = status.stable_rs.clone().unwrap_or_default();
-        if update == pod_hash {
+        if update == pod_hash && !recorded {
+            set_requeue(&mut plan.requeue_after, POD_RECHECK);
+        } else if update == pod_hash {
             match find_revision(self.revisions, self.sts.name(), &stable)
                 .and_then(revision_template)
             {

@@ -626,12 +626,6 @@ fn a_failed_analysis_aborts_and_rolls_the_updated_ordinals_back() {
 
     let plan = decide_with_runs(&ro, Some(sts(Some(3), "b", "a", 1, 4)), &runs, at(20));
     assert_eq!(plan.status.abort, Some(true));
-    let object = written(&plan).expect("the stable template written back");
-    assert_eq!(object["spec"]["template"], template("a"));
-    assert_eq!(
-        object["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
-        3
-    );
     assert_eq!(plan.status.phase, Some(RolloutPhase::Degraded));
     let message = "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)";
     assert_eq!(plan.status.message.as_deref(), Some(message));
@@ -641,6 +635,19 @@ fn a_failed_analysis_aborts_and_rolls_the_updated_ordinals_back() {
         plan.events
     );
     assert!(reasons(&plan).contains(&"RolloutAborted"));
+    // The abort is recorded first: the template is not touched before the status says why
+    // (a lost status write would leave the stable template looking like a rollback).
+    assert!(written(&plan).is_none(), "{:?}", plan.actions);
+    let ro = next(&ro, &plan);
+    let plan = decide_with_runs(&ro, Some(sts(Some(3), "b", "a", 1, 4)), &runs, at(20));
+    let object = written(&plan).expect("the stable template written back");
+    assert_eq!(object["spec"]["template"], template("a"));
+    assert_eq!(
+        object["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
+        3
+    );
+    assert_eq!(plan.status.message.as_deref(), Some(message));
+    assert!(!reasons(&plan).contains(&"RolloutAborted"), "said once");
     let ro = next(&ro, &plan);
 
     // Still aborted while the ordinals roll back, with the verdict in the message.
@@ -755,7 +762,8 @@ fn background_analysis_runs_from_its_starting_step_and_its_failure_aborts() {
     assert!(created_runs(&plan, at(20), AnalysisPhase::Running, "").is_empty());
     let ro = next(&ro, &plan);
 
-    // Failed: the update is aborted, the stable template written back.
+    // Failed: the update is aborted, then (the abort recorded) the stable template written
+    // back.
     let failed = vec![with_phase(
         runs[0].clone(),
         AnalysisPhase::Failed,
@@ -763,6 +771,9 @@ fn background_analysis_runs_from_its_starting_step_and_its_failure_aborts() {
     )];
     let plan = decide_with_runs(&ro, Some(sts(Some(2), "b", "a", 2, 4)), &failed, at(30));
     assert_eq!(plan.status.abort, Some(true));
+    assert!(written(&plan).is_none());
+    let ro = next(&ro, &plan);
+    let plan = decide_with_runs(&ro, Some(sts(Some(2), "b", "a", 2, 4)), &failed, at(31));
     assert_eq!(written(&plan).unwrap()["spec"]["template"], template("a"));
     assert!(
         plan.status
