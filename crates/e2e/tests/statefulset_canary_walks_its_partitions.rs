@@ -8,7 +8,9 @@
 //! allows. With an `analysis` step (a web metric served by the test) and a background
 //! analysis, a good metric lets the update through its steps and the background run ends
 //! with the update; a bad one aborts it after its first step, and the updated ordinal goes
-//! back to the stable revision.
+//! back to the stable revision. An image that never gets ready times the update out; with
+//! `progressDeadlineAbort` it is aborted, and the pod stuck on it is evicted so that the
+//! StatefulSet controller (which waits for a pod that is not Ready) rolls back.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -494,4 +496,55 @@ async fn statefulset_analysis_gates_the_partitions() {
         Some("nginx:1.20-alpine"),
         "the stable template back"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_update_that_never_gets_ready_times_out_and_rolls_back() {
+    let (_env, ns, _controller) = setup("sts-deadline").await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&stateful_set("nginx:1.19-alpine"))
+        .await
+        .unwrap();
+    let a = update_hash(&ns, "nginx:1.19-alpine").await;
+    sample_until(&ns, None, "pods up", |s| s.pods == pods(&[(&a, REPLICAS)])).await;
+    let mut rollout: serde_json::Value = serde_json::from_str(&rollout_with(
+        json!({"steps": [{"setWeight": 25}, {"pause": {}}]}),
+    ))
+    .unwrap();
+    rollout["spec"]["progressDeadlineSeconds"] = json!(8);
+    rollout["spec"]["progressDeadlineAbort"] = json!(true);
+    ns.apply_yaml(&rollout.to_string()).await.unwrap();
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+    sample_until(&ns, None, "adopted", |s| s.partition == Some(4)).await;
+
+    // An image that is never pulled: ordinal 3 is replaced and never ready.
+    set_image(&ns, "nginx:does-not-exist").await;
+    let bad = update_hash(&ns, "nginx:does-not-exist").await;
+    let seen = sample_until(&ns, Some(&bad), "timed out and rolled back", |s| {
+        s.phase == Some(RolloutPhase::Degraded)
+            && s.image == "nginx:1.19-alpine"
+            && s.pods == pods(&[(&a, REPLICAS)])
+            && s.partition == Some(4)
+    })
+    .await;
+    assert!(
+        seen.iter().any(|s| s.partition == Some(3)),
+        "the first step's partition: {seen:#?}"
+    );
+    let st = status(&api).await;
+    assert_eq!(st.abort, Some(true));
+    assert_eq!(st.stable_rs.as_deref(), Some(a.as_str()));
+    assert_eq!(
+        st.message.as_deref(),
+        Some(
+            "RolloutAborted: Rollout aborted update to revision 2: StatefulSet \"db\" has timed out progressing."
+        )
+    );
+    let events = rollout_events(&ns, NAME).await;
+    for reason in ["RolloutTimedOut", "RolloutAborted", "EvictedStuckPod"] {
+        assert!(
+            events.iter().any(|(r, _)| r == reason),
+            "{reason} in {events:#?}"
+        );
+    }
 }

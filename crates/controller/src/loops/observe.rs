@@ -41,6 +41,10 @@ pub async fn observe<W: ClusterAccess>(
         .ok()
         .flatten();
     let pods_of = resolved.as_ref().unwrap_or(rollout);
+    // A StatefulSet's pods are read while an abort rolls them back.
+    let stateful_set_pods = stateful_set
+        .as_ref()
+        .and_then(|observed| sluice_engine::statefulset::pods_wanted(rollout, observed));
     let pods = if Observed::needs_pods(pods_of, &replica_sets, now) {
         let selector = pods_of
             .spec
@@ -48,6 +52,8 @@ pub async fn observe<W: ClusterAccess>(
             .as_ref()
             .map(sluice_engine::selector::format_selector)
             .unwrap_or_default();
+        writer.list_pods(&ns, &selector).await?
+    } else if let Some(selector) = stateful_set_pods {
         writer.list_pods(&ns, &selector).await?
     } else {
         Vec::new()

@@ -4,6 +4,7 @@
 //! analysis `analysis.rs`'.
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use sluice_api::analysis::AnalysisRun;
@@ -63,6 +64,7 @@ pub fn reconcile(observed: &Observed) -> Plan {
                 now,
                 analysis_runs: &observed.analysis_runs,
                 analysis_templates: &observed.analysis_templates,
+                pods: &observed.pods,
                 revision: 0,
                 analysis: AnalysisState::default(),
                 step_verdict: None,
@@ -157,6 +159,8 @@ pub(super) struct Update<'a> {
     pub now: Timestamp,
     pub analysis_runs: &'a [AnalysisRun],
     pub analysis_templates: &'a AnalysisTemplates,
+    /// The StatefulSet's pods, read only while an abort rolls them back ([`super::pods_wanted`]).
+    pub pods: &'a [Pod],
     /// The ControllerRevision number of the update's revision: the runs' revision.
     pub revision: i64,
     /// The analysis bookkeeping of this reconcile.
@@ -329,7 +333,39 @@ impl Update<'_> {
             }
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
         } else if !self.close_partition_when_settled() {
+            self.evict_stuck_pods(plan, pod_hash);
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
+        }
+    }
+
+    /// With the stable template back, the StatefulSet controller replaces the aborted
+    /// revision's pods one by one, but it waits for a pod that is not Ready before it touches
+    /// any other (Kubernetes' "forced rollback": the pods of a template that never got ready
+    /// have to be deleted by hand). Those pods are evicted, so the rollback goes on.
+    fn evict_stuck_pods(&mut self, plan: &mut Plan, aborted: &str) {
+        let revision = format!("{}-{aborted}", self.sts.name());
+        for pod in self.pods {
+            let on_aborted = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(REVISION_LABEL))
+                == Some(&revision);
+            if !on_aborted || pod.metadata.deletion_timestamp.is_some() || is_ready(pod) {
+                continue;
+            }
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            self.events.push(Event::normal(
+                "EvictedStuckPod",
+                format!(
+                    "Evicted pod {name}: it runs the aborted revision {aborted} and is not ready, \
+                     and the StatefulSet controller waits for it before rolling back"
+                ),
+            ));
+            plan.actions.push(Action::EvictPod {
+                name,
+                uid: pod.metadata.uid.clone(),
+            });
         }
     }
 
@@ -382,4 +418,14 @@ impl Update<'_> {
             object: Box::new(object),
         });
     }
+}
+
+/// The label the StatefulSet controller puts on each pod: the revision it runs.
+const REVISION_LABEL: &str = "controller-revision-hash";
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }

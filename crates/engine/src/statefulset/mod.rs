@@ -31,3 +31,19 @@ pub use sluice_api::rollout::{STATEFULSET_ANNOTATION as STATEFULSET, stateful_se
 /// StatefulSets that wakes it on each change.
 pub const POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 pub use crate::plan::UPDATED_STATEFUL_SET;
+
+/// The label selector of the StatefulSet's pods when the reconcile needs them: while an abort
+/// rolls the StatefulSet back (stuck pods are evicted); `None` otherwise.
+pub fn pods_wanted(
+    rollout: &sluice_api::Rollout,
+    observed: &StatefulSetObserved,
+) -> Option<String> {
+    let aborting = rollout
+        .status
+        .as_ref()
+        .is_some_and(|s| s.abort == Some(true));
+    let selector = observed.stateful_set.as_ref()?.pointer("/spec/selector")?;
+    let selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(selector.clone()).ok()?;
+    aborting.then(|| crate::selector::format_selector(&selector))
+}

@@ -2,12 +2,16 @@
 //! the Rollout's current revision), the selector, and the conditions as the canary path writes
 //! them, so that `kubectl sluice get rollout`, the phase and Argo CD's health read the same.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use sluice_api::rollout::{RolloutConditionType as Cond, RolloutStatus};
+use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
 use super::decide::Update;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
-use crate::plan::{Event, Plan};
+use crate::plan::{Event, Plan, set_requeue};
+use crate::steps;
+use crate::waits::Wait;
 
 impl Update<'_> {
     /// `revisions`: the hashes of the update and current revisions, when known.
@@ -102,7 +106,14 @@ impl Update<'_> {
                 now,
                 false,
             );
-        } else {
+        } else if self.progressed(status)
+            || c::find(&conds, Cond::Progressing).is_none_or(|cond| {
+                cond.reason.as_deref() != Some(c::RS_UPDATED)
+                    && cond.reason.as_deref() != Some(c::PROGRESS_DEADLINE_EXCEEDED)
+            })
+        {
+            // Fresh progress, or the first reconcile of an update, after a pause or a retry:
+            // the deadline counts from now.
             c::set(
                 &mut conds,
                 Cond::Progressing,
@@ -110,12 +121,107 @@ impl Update<'_> {
                 c::RS_UPDATED,
                 format!("{progressing} is progressing."),
                 now,
-                false,
+                true,
             );
+        } else if !self.at_analysis_step(status) {
+            self.check_deadline(plan, &mut conds, revision);
         }
+        let status = &mut plan.status;
 
+        let aborted = aborted || status.abort == Some(true);
         c::set_paused(&mut conds, paused, aborted, now, &mut self.events);
         c::set_completed(&mut conds, completed, available >= replicas, now);
         status.conditions = Some(conds);
+    }
+
+    /// Whether the update moved since the status this reconcile started from: a step, or
+    /// the StatefulSet's counts.
+    fn progressed(&self, status: &RolloutStatus) -> bool {
+        let before = self.ro.status.clone().unwrap_or_default();
+        let counts = |s: &RolloutStatus| {
+            (
+                s.current_step_index,
+                s.replicas,
+                s.updated_replicas,
+                s.ready_replicas,
+                s.available_replicas,
+            )
+        };
+        counts(&before) != counts(status)
+    }
+
+    /// An analysis step takes as long as its run: as for ReplicaSets (and in Argo), the
+    /// deadline does not run there.
+    fn at_analysis_step(&self, status: &RolloutStatus) -> bool {
+        steps::current_step(self.canary, status.current_step_index.unwrap_or(0))
+            .is_some_and(|s| s.analysis.is_some())
+    }
+
+    /// `progressDeadlineSeconds` without progress since the Progressing condition's
+    /// `lastUpdateTime`: `ProgressDeadlineExceeded`, and with `progressDeadlineAbort` the
+    /// update is aborted (recorded now; the stable template goes back on the next pass).
+    fn check_deadline(
+        &mut self,
+        plan: &mut Plan,
+        conds: &mut Vec<RolloutCondition>,
+        revision: i64,
+    ) {
+        let Some(cond) = c::find(conds, Cond::Progressing).cloned() else {
+            return;
+        };
+        let name = self.sts.name().to_string();
+        let message = format!("StatefulSet \"{name}\" has timed out progressing.");
+        let abort = self.ro.spec.progress_deadline_abort == Some(true);
+        if cond.reason.as_deref() != Some(c::PROGRESS_DEADLINE_EXCEEDED) {
+            let seconds = self
+                .ro
+                .spec
+                .progress_deadline_seconds
+                .unwrap_or(sluice_api::rollout::DEFAULT_PROGRESS_DEADLINE_SECONDS)
+                .max(0);
+            let last = cond.last_update_time.map(|t| t.0).unwrap_or(self.now);
+            let deadline = jiff::SignedDuration::from_secs(seconds.into());
+            let at = last.checked_add(deadline).unwrap_or(last);
+            if self.now < at {
+                let left = Duration::try_from(self.now.duration_until(at)).unwrap_or_default();
+                set_requeue(&mut plan.requeue_after, left);
+                plan.waits.push(Wait::ProgressDeadline { since: last, at });
+                return;
+            }
+            c::set(
+                conds,
+                Cond::Progressing,
+                FALSE,
+                c::PROGRESS_DEADLINE_EXCEEDED,
+                message.clone(),
+                self.now,
+                false,
+            );
+            self.events
+                .push(Event::warning("RolloutTimedOut", message.clone()));
+        }
+        if abort && plan.status.abort != Some(true) {
+            let status = &mut plan.status;
+            status.abort = Some(true);
+            status.aborted_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                self.now,
+            ));
+            status.pause_conditions = None;
+            status.controller_pause = None;
+            let aborted = format!("Rollout aborted update to revision {revision}");
+            self.events
+                .push(Event::warning("RolloutAborted", aborted.clone()));
+            c::set(
+                conds,
+                Cond::Progressing,
+                FALSE,
+                c::ROLLOUT_ABORTED,
+                format!("{aborted}: {message}"),
+                self.now,
+                false,
+            );
+            set_requeue(&mut plan.requeue_after, Duration::from_secs(1));
+        }
+        plan.waits.push(Wait::ProgressDeadlineExceeded { message });
     }
 }
