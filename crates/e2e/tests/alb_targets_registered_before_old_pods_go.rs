@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::core::v1::{Endpoints, Pod};
+use kube::api::ListParams;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::aws::Aws;
 use sluice_e2e::routing::*;
@@ -106,10 +107,27 @@ spec:
     .await
     .unwrap();
     let endpoints: kube::Api<Endpoints> = ns.api();
+    let pods: kube::Api<Pod> = ns.api();
     let ip = wait_for(
         "the stable Service's endpoint on the new pod",
         TIMEOUT,
         || async {
+            // The new pod's address: the endpoints controller may still list the old pod
+            // for a moment after the Service's selector switched.
+            let hash = api
+                .get(NAME)
+                .await?
+                .status
+                .and_then(|s| s.current_pod_hash)
+                .unwrap_or_default();
+            let new_pods = pods
+                .list(&ListParams::default().labels(&format!("rollouts-pod-template-hash={hash}")))
+                .await?;
+            let new_ips: Vec<String> = new_pods
+                .items
+                .into_iter()
+                .filter_map(|p| p.status?.pod_ip)
+                .collect();
             let e = endpoints.get(STABLE).await?;
             let ips: Vec<String> = e
                 .subsets
@@ -118,7 +136,10 @@ spec:
                 .flat_map(|s| s.addresses.unwrap_or_default())
                 .map(|a| a.ip)
                 .collect();
-            anyhow::ensure!(ips.len() == 1, "{ips:?}");
+            anyhow::ensure!(
+                ips.len() == 1 && new_ips == ips,
+                "{ips:?}, new pods {new_ips:?}"
+            );
             Ok(ips[0].clone())
         },
     )
