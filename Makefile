@@ -48,7 +48,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	scripts/build-argo-rollouts.sh >/dev/null
 	scripts/build-plugins.sh >/dev/null
 	scripts/install-moto.sh >/dev/null
-	$(call with_cluster,$(CARGO) test --workspace)
+	$(call with_cluster,$(CARGO) test --workspace --no-fail-fast)
 
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green
