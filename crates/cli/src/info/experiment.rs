@@ -3,15 +3,13 @@
 //! objects and the current time go in, plain values come out.
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::experiment::{Experiment, ExperimentStatus};
-use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::EXPERIMENT_TEMPLATE_NAME;
 
 use super::{
-    AnalysisRunInfo, ReplicaSetInfo, analysis_run_info, container_images, created,
+    AnalysisRunInfo, ReplicaSetFacts, ReplicaSetInfo, analysis_run_info, container_images, created,
     is_controlled_by_kind, replica_set_summary,
 };
 
@@ -67,9 +65,9 @@ pub struct TemplateInfo {
 impl ExperimentInfo {
     /// Describes `exp` with the ReplicaSets it controls among `replica_sets` (and their pods
     /// among `pods`) and the AnalysisRuns it controls among `runs`.
-    pub fn new(
+    pub fn new<R: ReplicaSetFacts>(
         exp: &Experiment,
-        replica_sets: &[ReplicaSet],
+        replica_sets: &[R],
         pods: &[Pod],
         runs: &[AnalysisRun],
         now: Timestamp,
@@ -77,9 +75,8 @@ impl ExperimentInfo {
         let default_status = ExperimentStatus::default();
         let status = exp.status.as_ref().unwrap_or(&default_status);
         let template_specs = exp.spec.templates.as_deref().unwrap_or_default();
-        let template_of =
-            |rs: &ReplicaSet| rs.annotation(EXPERIMENT_TEMPLATE_NAME).map(str::to_owned);
-        let position = |rs: &ReplicaSet| {
+        let template_of = |rs: &R| rs.annotation(EXPERIMENT_TEMPLATE_NAME).map(str::to_owned);
+        let position = |rs: &R| {
             template_of(rs)
                 .and_then(|t| {
                     template_specs
@@ -89,9 +86,9 @@ impl ExperimentInfo {
                 .unwrap_or(usize::MAX)
         };
 
-        let mut owned: Vec<&ReplicaSet> = replica_sets
+        let mut owned: Vec<&R> = replica_sets
             .iter()
-            .filter(|rs| is_controlled_by_kind(&rs.metadata, "Experiment", &exp.metadata))
+            .filter(|rs| is_controlled_by_kind(rs.metadata(), "Experiment", &exp.metadata))
             .collect();
         owned.sort_by(|a, b| {
             position(a)
@@ -183,6 +180,7 @@ impl ExperimentInfo {
 pub(crate) mod fixtures {
     //! An Experiment with two templates and an analysis, as a controller leaves it running.
 
+    use k8s_openapi::api::apps::v1::ReplicaSet;
     use serde_json::json;
 
     use super::*;

@@ -10,8 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::experiment::Experiment;
 use sluice_api::rollout::{DEFAULT_MAX_TRAFFIC_WEIGHT, Rollout, RolloutPhase, RolloutStatus};
-use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION, SCALE_DOWN_DEADLINE};
+
+pub use replica_set::ReplicaSetFacts;
 
 use crate::phase::rollout_phase;
 use experiment::ExperimentInfo;
@@ -148,7 +149,7 @@ impl RolloutInfo {
     /// among `pods` (matched by the pod-template-hash label).
     /// The objects may be owned or borrowed (a dashboard passes references into its caches
     /// rather than copies).
-    pub fn new<R: Borrow<ReplicaSet>, P: Borrow<Pod>>(
+    pub fn new<R: ReplicaSetFacts, P: Borrow<Pod>>(
         rollout: &Rollout,
         replica_sets: &[R],
         pods: &[P],
@@ -167,10 +168,9 @@ impl RolloutInfo {
 
         let mut owned: Vec<ReplicaSetInfo> = Vec::new();
         let mut revisions: Vec<RevisionInfo> = Vec::new();
-        let mut sorted: Vec<&ReplicaSet> = replica_sets
+        let mut sorted: Vec<&R> = replica_sets
             .iter()
-            .map(Borrow::borrow)
-            .filter(|rs| is_controlled_by(&rs.metadata, &rollout.metadata))
+            .filter(|rs| is_controlled_by(rs.metadata(), &rollout.metadata))
             .collect();
         sorted.sort_by(|a, b| {
             b.revision()
@@ -239,11 +239,11 @@ impl RolloutInfo {
 
     /// Adds the Experiments `rollout` controls among `experiments` to their revisions, oldest
     /// first, each with its own ReplicaSets (and their pods) and AnalysisRuns.
-    pub fn with_experiments(
+    pub fn with_experiments<R: ReplicaSetFacts>(
         mut self,
         rollout: &Rollout,
         experiments: &[Experiment],
-        replica_sets: &[ReplicaSet],
+        replica_sets: &[R],
         pods: &[Pod],
         runs: &[AnalysisRun],
         now: Timestamp,
@@ -389,7 +389,7 @@ fn routed_weight(status: &RolloutStatus) -> Option<i32> {
 fn replica_set_info<P: Borrow<Pod>>(
     rollout: &Rollout,
     status: &RolloutStatus,
-    rs: &ReplicaSet,
+    rs: &impl ReplicaSetFacts,
     pods: &[P],
     now: Timestamp,
 ) -> ReplicaSetInfo {
@@ -418,7 +418,7 @@ fn replica_set_info<P: Borrow<Pod>>(
 /// A ReplicaSet with the role `tags` given, then `delay:…` while a scale-down waits: its
 /// status, images, counts and the pods of its pod-template hash among `pods`.
 pub(crate) fn replica_set_summary<P: Borrow<Pod>>(
-    rs: &ReplicaSet,
+    rs: &impl ReplicaSetFacts,
     mut tags: Vec<String>,
     pods: &[P],
     now: Timestamp,
@@ -431,9 +431,9 @@ pub(crate) fn replica_set_summary<P: Borrow<Pod>>(
         });
     }
 
-    let desired = rs.spec_replicas();
-    let current = rs.status_replicas();
-    let available = rs.available_replicas();
+    let desired = rs.desired();
+    let current = rs.current();
+    let available = rs.available();
     let rs_status = if desired == 0 && current == 0 {
         "ScaledDown"
     } else if available >= desired && current == desired {
@@ -452,15 +452,10 @@ pub(crate) fn replica_set_summary<P: Borrow<Pod>>(
 
     ReplicaSetInfo {
         name: rs.name().to_owned(),
-        created: created(&rs.metadata),
+        created: created(rs.metadata()),
         status: rs_status,
         tags,
-        images: rs
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.as_ref())
-            .map(container_images)
-            .unwrap_or_default(),
+        images: rs.images(),
         desired,
         current,
         available,
@@ -524,6 +519,7 @@ fn images_in_use(replica_sets: &[ReplicaSetInfo]) -> Vec<ImageInfo> {
 
 pub mod experiment;
 pub(crate) mod pods;
+mod replica_set;
 
 use pods::pod_info;
 #[cfg(test)]

@@ -225,7 +225,13 @@ Templates:
         let mut exp = experiment();
         exp.status = None;
         exp.spec.templates = None;
-        let info = ExperimentInfo::new(&exp, &[], &[], &[], now());
+        let info = ExperimentInfo::new::<k8s_openapi::api::apps::v1::ReplicaSet>(
+            &exp,
+            &[],
+            &[],
+            &[],
+            now(),
+        );
         let expected = "\
 Name:       demo-exp
 Namespace:  shop

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _, stream};
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -20,6 +19,7 @@ use sluice_engine::labels::POD_TEMPLATE_HASH;
 use tokio::sync::watch;
 
 use super::super::warn;
+use super::brief::ReplicaSetBrief;
 
 /// How long the first requests wait for the watches to have listed once; after that every
 /// request is answered from what they have (a kind the user may not list stays empty).
@@ -46,7 +46,8 @@ impl Scope {
 #[derive(Clone)]
 pub struct Cache {
     pub rollouts: Store<Rollout>,
-    pub replica_sets: Store<ReplicaSet>,
+    /// Compact copies: the pages read only a ReplicaSet's metadata, counts and images.
+    pub replica_sets: Store<ReplicaSetBrief>,
     pub pods: Store<Pod>,
     pub runs: Store<AnalysisRun>,
     pub experiments: Store<Experiment>,

@@ -9,6 +9,7 @@
 mod actions;
 mod argo_json;
 mod assets;
+mod brief;
 mod cache;
 mod compress;
 mod error;

@@ -2,12 +2,10 @@
 //! Argo's list: ReplicaSets and pods only) and of one Rollout (with its AnalysisRuns and
 //! Experiments). Built from the shared `RolloutInfo` model that `get rollout` renders.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -17,15 +15,16 @@ use sluice_api::experiment::Experiment;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
 
 use super::argo_json;
+use super::brief::ReplicaSetBrief;
 use super::cache::{Cache, in_namespace};
-use crate::info::{RolloutInfo, is_controlled_by, is_controlled_by_kind};
+use crate::info::{ReplicaSetFacts, RolloutInfo, is_controlled_by, is_controlled_by_kind};
 
 /// The info of every Rollout of `namespace`, by name.
 pub fn list(cache: &Cache, namespace: &str, now: Timestamp) -> Vec<(String, Value)> {
     let replica_sets = in_namespace(&cache.replica_sets, namespace);
     let pods = in_namespace(&cache.pods, namespace);
     // Grouped once, so that a namespace of many Rollouts costs one pass over its objects.
-    let mut by_owner: HashMap<&str, Vec<&ReplicaSet>> = HashMap::new();
+    let mut by_owner: HashMap<&str, Vec<&ReplicaSetBrief>> = HashMap::new();
     for rs in &replica_sets {
         let owner = rs
             .metadata
@@ -69,7 +68,7 @@ pub fn one(cache: &Cache, namespace: &str, name: &str, now: Timestamp) -> Option
                 .iter()
                 .any(|e| is_controlled_by_kind(meta, "Experiment", &e.metadata))
     };
-    let replica_sets: Vec<ReplicaSet> = copies(&cache.replica_sets, namespace, mine);
+    let replica_sets: Vec<ReplicaSetBrief> = copies(&cache.replica_sets, namespace, mine);
     let runs = copies(&cache.runs, namespace, mine);
     let namespace_pods = in_namespace(&cache.pods, namespace);
     let pods: Vec<Pod> = pods_of(&replica_sets, &by_hash(&namespace_pods))
@@ -113,14 +112,14 @@ fn by_hash(pods: &[Arc<Pod>]) -> HashMap<&str, Vec<&Pod>> {
 }
 
 /// The pods of the pod-template hashes of `replica_sets`.
-fn pods_of<'p, R: Borrow<ReplicaSet>>(
+fn pods_of<'p, R: ReplicaSetFacts>(
     replica_sets: &[R],
     by_hash: &HashMap<&str, Vec<&'p Pod>>,
 ) -> Vec<&'p Pod> {
     replica_sets
         .iter()
-        .filter_map(|rs| rs.borrow().metadata.labels.as_ref()?.get(POD_TEMPLATE_HASH))
-        .flat_map(|hash| by_hash.get(hash.as_str()).into_iter().flatten())
+        .filter_map(|rs| rs.pod_hash())
+        .flat_map(|hash| by_hash.get(hash).into_iter().flatten())
         .copied()
         .collect()
 }
