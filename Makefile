@@ -60,7 +60,7 @@ bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N De
 
 SOAK ?= 60m
 SOAK_FLAGS ?=
-soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute; SOAK_FLAGS="--dashboard --soak-rest 30s" adds the dashboard with three browser tabs
+soak: ## Soak: N Rollouts changing images for SOAK (default 60m), controller RSS sampled every minute; SOAK_FLAGS="--dashboard --soak-rest 30s --soak-warm-up 10" adds the dashboard with three browser tabs, opened once ten rounds have filled the ReplicaSet history
 	$(CARGO) build --release -p sluice-controller -p sluice-bench -p kubectl-sluice
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --soak $(SOAK) $(SOAK_FLAGS))

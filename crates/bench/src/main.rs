@@ -58,6 +58,11 @@ struct Args {
     /// With --soak: a rest after each round of image changes (e.g. 60s).
     #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION", default_value = "0s")]
     soak_rest: Duration,
+    /// With --soak: rounds of image changes before the measured time starts (and before the
+    /// dashboard opens), so that the namespace already holds its ReplicaSet history: the
+    /// default revision history limit of 10 is reached after 10 rounds.
+    #[arg(long, value_name = "ROUNDS", default_value_t = 0)]
+    soak_warm_up: u32,
     /// With --soak: `kubectl sluice dashboard` serves the soak's namespace to three tabs of
     /// headless Chromium the whole time (node and chromium needed), and its RSS is sampled
     /// every minute too.
@@ -126,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         let options = soak::SoakOptions {
             length,
             rest: args.soak_rest,
+            warm_up_rounds: args.soak_warm_up,
             dashboard: args.dashboard.then(|| {
                 args.kubectl_sluice
                     .clone()

@@ -23,6 +23,8 @@ pub struct SoakReport {
     pub objects: usize,
     pub minutes: f64,
     pub updates: u64,
+    /// Rounds of image changes before the measured time (not counted in `updates`).
+    pub warm_up_rounds: u32,
     /// (minute, MiB) of every sample.
     pub rss_samples: Vec<(f64, f64)>,
     /// Slope of RSS over the run, MiB per hour.
@@ -50,6 +52,8 @@ pub struct SoakOptions {
     pub length: Duration,
     /// A rest after each round of image changes.
     pub rest: Duration,
+    /// Rounds of image changes before the measured time starts and the dashboard opens.
+    pub warm_up_rounds: u32,
     /// The kubectl-sluice whose dashboard serves the soak's namespace (none: no dashboard).
     pub dashboard: Option<std::path::PathBuf>,
 }
@@ -67,10 +71,11 @@ impl SoakReport {
         let last = self.rss_samples.last().map_or(0.0, |s| s.1);
         let slope = |s: Option<f64>| s.map_or_else(|| "–".into(), |s| format!("{s:+.1}"));
         let mut text = format!(
-            "Soak: {} Rollouts, {:.0} minutes, {} image changes in all. Controller RSS {:.1} MiB \
-             at the first sample, {:.1} MiB at the last; slope {} MiB/hour over the run, {} \
-             MiB/hour over its second half.\n",
+            "Soak: {} Rollouts, {} rounds of image changes to warm up, then {:.0} minutes, {} image \
+             changes. Controller RSS {:.1} MiB at the first sample, {:.1} MiB at the last; slope \
+             {} MiB/hour over the run, {} MiB/hour over its second half.\n",
             self.objects,
+            self.warm_up_rounds,
             self.minutes,
             self.updates,
             first,
@@ -156,6 +161,18 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
     })
     .await?;
 
+    // The warm-up: the history of ReplicaSets grows to its limit before anything is measured.
+    let mut revision = 1;
+    for _ in 0..options.warm_up_rounds {
+        revision += 1;
+        round(setup, &rollouts, n, revision).await?;
+        println!(
+            "soak: warm-up round {} of {} done",
+            revision - 1,
+            options.warm_up_rounds
+        );
+    }
+
     let dashboard = match &options.dashboard {
         Some(binary) => {
             let watched = workload::workload_name(n / 2);
@@ -186,17 +203,10 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
 
     let started = Instant::now();
     let minutes = RssSampler::start(pid, Duration::from_secs(60));
-    let mut revision = 1;
     let mut updates = 0;
     while started.elapsed() < length {
         revision += 1;
-        let timeout = setup.phase_timeout;
-        change_images(rollouts.clone(), n, revision, Changes::default(), |api| {
-            wait_all_done(api, n, "Healthy", timeout, move |ro| {
-                workload::rollout_done(ro, scenario, revision)
-            })
-        })
-        .await?;
+        round(setup, &rollouts, n, revision).await?;
         updates += n as u64;
         println!(
             "soak: round {} done at minute {:.1}, RSS {:.1} MiB{}",
@@ -250,11 +260,28 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
         objects: n,
         minutes: started.elapsed().as_secs_f64() / 60.0,
         updates,
+        warm_up_rounds: options.warm_up_rounds,
         slope_mib_per_hour: per_hour(slope(&samples)),
         second_half_slope_mib_per_hour: per_hour(slope(&samples[half..])),
         rss_samples: samples,
         dashboard,
     })
+}
+
+/// One round: every Rollout's image changed to `revision`'s, and all Healthy again.
+async fn round(
+    setup: &Setup,
+    rollouts: &Api<Rollout>,
+    n: usize,
+    revision: u32,
+) -> anyhow::Result<()> {
+    let timeout = setup.phase_timeout;
+    change_images(rollouts.clone(), n, revision, Changes::default(), |api| {
+        wait_all_done(api, n, "Healthy", timeout, move |ro| {
+            workload::rollout_done(ro, Scenario::Plain, revision)
+        })
+    })
+    .await
 }
 
 #[cfg(test)]
