@@ -519,7 +519,7 @@ fn images_in_use(replica_sets: &[ReplicaSetInfo]) -> Vec<ImageInfo> {
 
 pub mod experiment;
 pub(crate) mod pods;
-mod replica_set;
+pub(crate) mod replica_set;
 
 use pods::pod_info;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION};
 
@@ -49,24 +49,32 @@ pub trait ReplicaSetFacts {
     }
 }
 
+/// `spec.replicas` as the API server defaults it.
+pub(crate) fn desired(replicas: Option<i32>) -> i32 {
+    replicas.unwrap_or(1)
+}
+
+/// `status.replicas` and `status.availableReplicas`, 0 before the ReplicaSet controller's
+/// first report.
+pub(crate) fn current_and_available(status: Option<&ReplicaSetStatus>) -> (i32, i32) {
+    status.map_or((0, 0), |s| (s.replicas, s.available_replicas.unwrap_or(0)))
+}
+
 impl ReplicaSetFacts for ReplicaSet {
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }
 
     fn desired(&self) -> i32 {
-        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+        desired(self.spec.as_ref().and_then(|s| s.replicas))
     }
 
     fn current(&self) -> i32 {
-        self.status.as_ref().map_or(0, |s| s.replicas)
+        current_and_available(self.status.as_ref()).0
     }
 
     fn available(&self) -> i32 {
-        self.status
-            .as_ref()
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0)
+        current_and_available(self.status.as_ref()).1
     }
 
     fn images(&self) -> Vec<String> {

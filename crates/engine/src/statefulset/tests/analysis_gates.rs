@@ -132,18 +132,22 @@ fn an_analysis_step_measures_the_update_revision_and_its_success_moves_on() {
     assert_eq!(step_run(&plan), None);
 }
 
+/// The analysis step's run, created at step 1, ends in `phase` with `message`: the Rollout
+/// that created it, the run, and the plan of the reconcile that reads it (at 20 s).
+fn step_run_ends(phase: AnalysisPhase, message: &str) -> (Rollout, Vec<AnalysisRun>, Plan) {
+    let (ro, plan) = at_second_step(analysis_steps(), None);
+    let runs = created_runs(&plan, at(11), phase, message);
+    let ro = next(&ro, &plan);
+    let plan = decide_with_runs(&ro, Some(sts(Some(3), "b", "a", 1, 4)), &runs, at(20));
+    (ro, runs, plan)
+}
+
 #[test]
 fn a_failed_analysis_aborts_and_rolls_the_updated_ordinals_back() {
-    let (ro, plan) = at_second_step(analysis_steps(), None);
-    let runs = created_runs(
-        &plan,
-        at(11),
+    let (ro, runs, plan) = step_run_ends(
         AnalysisPhase::Failed,
         "Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)",
     );
-    let ro = next(&ro, &plan);
-
-    let plan = decide_with_runs(&ro, Some(sts(Some(3), "b", "a", 1, 4)), &runs, at(20));
     assert_eq!(plan.status.abort, Some(true));
     assert_eq!(plan.status.phase, Some(RolloutPhase::Degraded));
     let message = "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: Metric \"m\" assessed Failed due to failed (1) > failureLimit (0)";
@@ -179,16 +183,10 @@ fn a_failed_analysis_aborts_and_rolls_the_updated_ordinals_back() {
 
 #[test]
 fn an_inconclusive_analysis_holds_the_update_until_resumed_then_measures_again() {
-    let (ro, plan) = at_second_step(analysis_steps(), None);
-    let runs = created_runs(
-        &plan,
-        at(11),
+    let (ro, runs, plan) = step_run_ends(
         AnalysisPhase::Inconclusive,
         "Metric \"m\" assessed Inconclusive",
     );
-    let ro = next(&ro, &plan);
-
-    let plan = decide_with_runs(&ro, Some(sts(Some(3), "b", "a", 1, 4)), &runs, at(20));
     assert_eq!(plan.status.phase, Some(RolloutPhase::Paused));
     let pauses: Vec<_> = plan
         .status
