@@ -11,6 +11,7 @@ mod pause;
 pub mod phase;
 pub mod plan;
 pub mod pod_hash;
+mod progress_deadline;
 pub mod reconcile;
 pub mod replicas;
 pub mod replicaset;

@@ -11,6 +11,7 @@ use super::World;
 use super::spec::Strategy;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
 use crate::plan::{Event, set_requeue};
+use crate::progress_deadline::{self, Deadline};
 use crate::steps;
 
 /// What the reconcile did to the update, as the conditions need it.
@@ -189,21 +190,10 @@ impl World<'_> {
         if !is_true || cond.reason.as_deref() == Some(c::NEW_RS_AVAILABLE) {
             return None;
         }
-        let deadline_secs = self
-            .ro
-            .spec
-            .progress_deadline_seconds
-            .unwrap_or(sluice_api::rollout::DEFAULT_PROGRESS_DEADLINE_SECONDS)
-            .max(0);
-        let last = cond.last_update_time.map(|t| t.0).unwrap_or(self.now);
-        let elapsed = Duration::try_from(self.now.duration_since(last)).unwrap_or_default();
-        let deadline = Duration::from_secs(deadline_secs as u64);
-        if elapsed < deadline {
-            set_requeue(requeue, deadline - elapsed);
-            let at = last
-                .checked_add(jiff::SignedDuration::from_secs(deadline_secs.into()))
-                .unwrap_or(last);
-            return Some(Wait::ProgressDeadline { since: last, at });
+        if let Deadline::Running { left, wait } = progress_deadline::judge(self.ro, &cond, self.now)
+        {
+            set_requeue(requeue, left);
+            return Some(wait);
         }
         let rs_name = self.new_rs_name();
         let message = format!("ReplicaSet \"{rs_name}\" has timed out progressing.");

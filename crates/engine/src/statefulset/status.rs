@@ -10,6 +10,7 @@ use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, Rollou
 use super::decide::Update;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
 use crate::plan::{Event, Plan, set_requeue};
+use crate::progress_deadline::{self, Deadline};
 use crate::steps;
 use crate::waits::Wait;
 
@@ -173,19 +174,11 @@ impl Update<'_> {
         let message = format!("StatefulSet \"{name}\" has timed out progressing.");
         let abort = self.ro.spec.progress_deadline_abort == Some(true);
         if cond.reason.as_deref() != Some(c::PROGRESS_DEADLINE_EXCEEDED) {
-            let seconds = self
-                .ro
-                .spec
-                .progress_deadline_seconds
-                .unwrap_or(sluice_api::rollout::DEFAULT_PROGRESS_DEADLINE_SECONDS)
-                .max(0);
-            let last = cond.last_update_time.map(|t| t.0).unwrap_or(self.now);
-            let deadline = jiff::SignedDuration::from_secs(seconds.into());
-            let at = last.checked_add(deadline).unwrap_or(last);
-            if self.now < at {
-                let left = Duration::try_from(self.now.duration_until(at)).unwrap_or_default();
+            if let Deadline::Running { left, wait } =
+                progress_deadline::judge(self.ro, &cond, self.now)
+            {
                 set_requeue(&mut plan.requeue_after, left);
-                plan.waits.push(Wait::ProgressDeadline { since: last, at });
+                plan.waits.push(wait);
                 return;
             }
             c::set(
