@@ -128,6 +128,12 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
     let length = options.length;
     let ns = "sluice-bench-soak";
     let scenario = Scenario::Plain;
+    // Before anything is created: a missing browser part fails the soak now, not after the
+    // warm-up.
+    let ui_dir = sluice_testenv::browser::ui_dir();
+    if options.dashboard.is_some() {
+        sluice_testenv::browser::ensure_node_modules(&ui_dir).await?;
+    }
     delete_namespace(&setup.client, ns).await?;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(setup.client.clone());
     namespaces
@@ -183,7 +189,7 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
                 &watched,
                 n,
                 &setup.work_dir,
-                &sluice_testenv::harness::repo_root().join("crates/cli/dashboard-ui"),
+                &ui_dir,
             )
             .await?;
             println!("soak: the dashboard's three tabs are open on {ns} (one on {watched})");

@@ -65,16 +65,9 @@ async fn start_dashboard(env: &TestEnv, namespace: &str, extra: &[&str]) -> (Chi
 
 /// The UI's node_modules (playwright-core), installed from the lock file when missing.
 async fn ensure_node_modules() {
-    if ui_dir().join("node_modules/playwright-core").is_dir() {
-        return;
-    }
-    let status = Command::new("npm")
-        .arg("ci")
-        .current_dir(ui_dir())
-        .status()
+    sluice_testenv::browser::ensure_node_modules(&ui_dir())
         .await
-        .expect("running npm ci");
-    assert!(status.success(), "npm ci in {} failed", ui_dir().display());
+        .expect("the dashboard UI's node modules");
 }
 
 /// A metric source for the analysis step: `{"value": N}`, N growing by 7 from 10 with each

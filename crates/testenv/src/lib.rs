@@ -1,5 +1,6 @@
 //! Test support for Sluice against a real local control plane.
 //!
+//! - [`browser`]: the UI's node modules that drive headless Chromium (`npm ci` when missing).
 //! - [`fake_kubelet`]: makes pods behave on a cluster that has no kubelet or scheduler; runs as
 //!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
 //! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
@@ -13,6 +14,7 @@
 //! - [`prometheus`]: a real Prometheus server scraping targets a test names.
 //! - [`sigv4_proxy`]: a proxy letting through only requests botocore finds correctly signed.
 
+pub mod browser;
 pub mod fake_kubelet;
 pub mod fault_proxy;
 pub mod graphite;
