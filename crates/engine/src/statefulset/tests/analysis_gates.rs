@@ -50,14 +50,7 @@ fn step_run(plan: &Plan) -> Option<(String, Option<AnalysisPhase>)> {
 fn at_second_step(steps: Value, background: Option<Value>) -> (Rollout, Plan) {
     let mut ro = rollout(steps, None);
     if let Some(background) = background {
-        ro.spec
-            .strategy
-            .as_mut()
-            .unwrap()
-            .canary
-            .as_mut()
-            .unwrap()
-            .analysis = Some(serde_json::from_value(background).unwrap());
+        canary_mut(&mut ro).analysis = Some(serde_json::from_value(background).unwrap());
     }
     let ro = next(&ro, &decide(&ro, Some(sts(None, "a", "a", 4, 4)), at(0)));
     let ro = next(
@@ -233,14 +226,7 @@ fn background_analysis_runs_from_its_starting_step_and_its_failure_aborts() {
     let steps = json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 50}]);
     let background = json!({"templates": [{"templateName": "b"}], "startingStep": 1});
     let mut ro = rollout(steps.clone(), None);
-    ro.spec
-        .strategy
-        .as_mut()
-        .unwrap()
-        .canary
-        .as_mut()
-        .unwrap()
-        .analysis = Some(serde_json::from_value(background.clone()).unwrap());
+    canary_mut(&mut ro).analysis = Some(serde_json::from_value(background.clone()).unwrap());
     let ro = next(&ro, &decide(&ro, Some(sts(None, "a", "a", 4, 4)), at(0)));
     // At step 0, before the starting step: no run.
     let plan = decide(&ro, Some(sts(Some(4), "b", "a", 0, 4)), at(10));
@@ -308,14 +294,7 @@ fn a_completed_update_terminates_its_running_background_analysis() {
     let steps = json!([{"setWeight": 50}]);
     let background = json!({"templates": [{"templateName": "b"}]});
     let mut ro = rollout(steps, None);
-    ro.spec
-        .strategy
-        .as_mut()
-        .unwrap()
-        .canary
-        .as_mut()
-        .unwrap()
-        .analysis = Some(serde_json::from_value(background).unwrap());
+    canary_mut(&mut ro).analysis = Some(serde_json::from_value(background).unwrap());
     let ro = next(&ro, &decide(&ro, Some(sts(None, "a", "a", 4, 4)), at(0)));
     let plan = decide(&ro, Some(sts(Some(4), "b", "a", 0, 4)), at(10));
     let runs = created_runs(&plan, at(10), AnalysisPhase::Running, "");

@@ -26,6 +26,15 @@ fn rollout(steps: Value, status: Option<RolloutStatus>) -> Rollout {
     ro
 }
 
+/// The Rollout's canary strategy, to edit one field of it.
+fn canary_mut(ro: &mut Rollout) -> &mut sluice_api::rollout::CanaryStrategy {
+    ro.spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+        .expect("the fixture is a canary")
+}
+
 fn steps() -> Value {
     json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 50}, {"pause": {"duration": "2s"}}])
 }

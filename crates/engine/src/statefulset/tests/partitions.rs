@@ -299,15 +299,8 @@ fn what_cannot_be_driven_is_invalid_spec() {
         message(&plan)
     );
     let mut surge = rollout(steps(), None);
-    surge
-        .spec
-        .strategy
-        .as_mut()
-        .unwrap()
-        .canary
-        .as_mut()
-        .unwrap()
-        .max_surge = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
+    canary_mut(&mut surge).max_surge =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1));
     let plan = decide(&surge, Some(sts(None, "a", "a", 4, 4)), at(0));
     assert!(
         message(&plan).contains("maxSurge: Forbidden"),
