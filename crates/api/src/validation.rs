@@ -11,10 +11,13 @@
 //! `spec.strategy` (`spec.strategy.stableService`, `spec.strategy.steps[2].setWeight`), so those
 //! problems do too.
 //!
-//! Sluice also makes checks Argo lacks, sanity checks that keep the controller from acting on a
-//! spec it cannot carry out. They are reported after all of Argo's, so the first problem is
-//! Argo's whenever Argo would find one, and they name the field by its full path
-//! (`spec.strategy.canary...`, `spec.strategy.blueGreen...`). They are:
+//! Sluice also makes checks Argo lacks. A Rollout Argo runs keeps running under Sluice, so
+//! these never stop one ([`RolloutProblems::blocking`] is Argo's first problem only): the
+//! controller reports them in a `SpecWarning` event and `kubectl sluice lint` lists them. They
+//! come after all of Argo's and name the field by its full path
+//! (`spec.strategy.canary...`, `spec.strategy.blueGreen...`). The conformance tests
+//! (`crates/conformance`) hold the verdicts and messages to Argo's own code; what still
+//! differs is in `docs/differences-from-argo.md`. They are:
 //! - `spec`: `rollbackWindow.revisions`, `analysis.successfulRunHistoryLimit` and
 //!   `analysis.unsuccessfulRunHistoryLimit` not negative; `workloadRef` has a name and a known
 //!   `scaleDown`.
@@ -28,8 +31,7 @@
 //!   with a `startingStep` within the steps.
 //! - `trafficRouting`: a router configured; `maxTrafficWeight` positive; `managedRoutes` named
 //!   once each; each router's required fields (Istio VirtualService names and DestinationRule
-//!   subsets, ALB `servicePort`, Ambassador mappings, App Mesh, Traefik and APISIX names); one
-//!   NGINX Ingress setting also when ALB is configured (Argo then looks at ALB's only).
+//!   subsets, ALB `servicePort`, Ambassador mappings, App Mesh, Traefik and APISIX names).
 //! - steps: a plugin step sets no other completing action; a plugin is named; pause durations
 //!   parse; setCanaryScale sets one of its fields with weight 0-100 and replicas not negative;
 //!   header matches name a header; mirror `percentage` 0-100 and mirror header values have
@@ -50,6 +52,7 @@
 mod analysis;
 mod blue_green;
 mod canary;
+pub mod coverage;
 mod int_or_percent;
 mod rollout;
 mod selector;
@@ -67,16 +70,42 @@ use crate::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 /// Problems with a Rollout's spec, as Kubernetes field errors; the first is the one Argo
 /// would report. Empty means valid.
 pub fn validate_rollout(rollout: &Rollout) -> Vec<String> {
-    let mut problems = Problems::default();
     // A Rollout driving a StatefulSet takes its template, selector and replicas from it:
     // what cannot map onto a partitioned update is refused first, then the rest of the spec
     // is checked as for a `workloadRef`.
+    let RolloutProblems { mut argo, sluice } = check_rollout(rollout);
+    argo.extend(sluice);
+    argo
+}
+
+/// A Rollout's problems in their two groups: those Argo's controller finds too, in its words
+/// and order (the first is its `InvalidSpec` message), and those only Sluice looks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolloutProblems {
+    pub argo: Vec<String>,
+    pub sluice: Vec<String>,
+}
+
+impl RolloutProblems {
+    /// The problem that stops the Rollout (its `InvalidSpec` message), if any: the first of
+    /// Argo's. Sluice's own problems are warnings, since an object Argo runs must keep running.
+    pub fn blocking(&self) -> Option<&str> {
+        self.argo.first().map(String::as_str)
+    }
+}
+
+/// Both groups of a Rollout's problems; [`validate_rollout`] is the two in one list.
+pub fn check_rollout(rollout: &Rollout) -> RolloutProblems {
+    let mut problems = Problems::default();
     let stateful_set = crate::rollout::stateful_set_name(rollout);
     if let Some(name) = stateful_set {
         stateful_set::check(&rollout.spec, name, &mut problems);
     }
     rollout::check_spec(&rollout.spec, stateful_set.is_some(), &mut problems);
-    problems.into_messages()
+    RolloutProblems {
+        argo: problems.argo,
+        sluice: problems.sluice,
+    }
 }
 
 /// Problems with an AnalysisTemplate's spec. Argument placeholders (`{{args.x}}`) are
@@ -120,17 +149,23 @@ impl Problems {
     }
 
     /// A problem Argo's validator reports too, in its words.
+    #[track_caller]
     fn argo(&mut self, error: FieldError) {
+        coverage::record(std::panic::Location::caller());
         self.argo.push(error.0);
     }
 
     /// A problem Argo reports without naming a field.
+    #[track_caller]
     fn argo_unplaced(&mut self, message: String) {
+        coverage::record(std::panic::Location::caller());
         self.argo.push(message);
     }
 
     /// A problem only Sluice checks for.
+    #[track_caller]
     fn sluice(&mut self, error: FieldError) {
+        coverage::record(std::panic::Location::caller());
         if self.plain {
             self.argo.push(error.0);
         } else {
@@ -139,12 +174,16 @@ impl Problems {
     }
 
     /// A plain `<path>: <message>` problem of the analysis kinds.
+    #[track_caller]
     fn add(&mut self, path: &str, message: impl Display) {
+        coverage::record(std::panic::Location::caller());
         self.argo.push(format!("{path}: {message}"));
     }
 
     /// A missing value, in checks the analysis kinds share with a Rollout's analyses.
+    #[track_caller]
     fn required(&mut self, path: &str) {
+        coverage::record(std::panic::Location::caller());
         if self.plain {
             self.add(path, "required");
         } else {
@@ -153,7 +192,9 @@ impl Problems {
     }
 
     /// A name used twice (`what` says what it names), in the shared checks.
+    #[track_caller]
     fn duplicate(&mut self, path: &str, what: &str, name: &str) {
+        coverage::record(std::panic::Location::caller());
         if self.plain {
             self.add(path, format!("duplicate {what} {name:?}"));
         } else {
@@ -163,7 +204,9 @@ impl Problems {
 
     /// A negative count, in the shared checks. Kubernetes words it as it does for a
     /// Deployment's counts.
+    #[track_caller]
     fn negative(&mut self, path: &str, value: i32) {
+        coverage::record(std::panic::Location::caller());
         if self.plain {
             self.add(path, format!("must not be negative, got {value}"));
         } else {

@@ -84,7 +84,7 @@ fn check_actions(step: &CanaryStep, at: &str, real: &str, problems: &mut Problem
     if step.action_count() == 0 {
         problems.argo(FieldError::invalid(
             at,
-            "step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoutes: true step.Plugin: true",
+            "step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoute: true step.Plugin: true",
             INVALID_STEP,
         ));
         return;
@@ -184,7 +184,7 @@ fn check_header_route(
     let Some(routing) = supported else {
         problems.argo(FieldError::invalid(
             &at,
-            BadValue::json(route),
+            BadValue::Json(go_header_route(route)),
             "SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix",
         ));
         return;
@@ -227,7 +227,7 @@ fn check_mirror_route(
     if !routing.is_some_and(|r| r.istio.is_some() || has_plugins(r)) {
         problems.argo(FieldError::invalid(
             &at,
-            BadValue::json(route),
+            BadValue::Json(go_mirror_route(route)),
             "SetMirrorRoute requires TrafficRouting, supports Istio and Plugins",
         ));
     }
@@ -259,6 +259,51 @@ fn check_mirror_route(
             "must be between 0 and 100",
         ));
     }
+}
+
+/// A `setHeaderRoute` as Go encodes Argo's type: `name` and `match` only when set, but each
+/// match's `headerName` and `headerValue` always (`""` and `null` when unset).
+fn go_header_route(route: &SetHeaderRoute) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let Some(name) = route.name.as_deref().filter(|n| !n.is_empty()) {
+        out.insert("name".into(), name.into());
+    }
+    if let Some(matches) = route.match_.as_ref().filter(|m| !m.is_empty()) {
+        let matches = matches
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "headerName": m.header_name.as_deref().unwrap_or_default(),
+                    "headerValue": m.header_value.as_ref().map(go_string_match),
+                })
+            })
+            .collect::<Vec<_>>();
+        out.insert("match".into(), matches.into());
+    }
+    serde_json::Value::Object(out)
+}
+
+/// A `setMirrorRoute` as Go encodes Argo's type: `name` always, `match` and `percentage`
+/// only when set.
+fn go_mirror_route(route: &SetMirrorRoute) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "name".into(),
+        route.name.as_deref().unwrap_or_default().into(),
+    );
+    if let Some(matches) = route.match_.as_ref().filter(|m| !m.is_empty()) {
+        let value = serde_json::to_value(matches).unwrap_or_default();
+        out.insert("match".into(), super::omit_empty(value));
+    }
+    if let Some(percentage) = route.percentage {
+        out.insert("percentage".into(), percentage.into());
+    }
+    serde_json::Value::Object(out)
+}
+
+/// A string match as Go encodes it: each of its fields only when not empty.
+fn go_string_match(m: &StringMatch) -> serde_json::Value {
+    super::omit_empty(serde_json::to_value(m).unwrap_or_default())
 }
 
 /// Header and mirror steps act on a route the controller manages, declared up front.

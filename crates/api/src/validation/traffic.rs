@@ -34,8 +34,8 @@ pub(super) fn needs_canary_and_stable_services(
 }
 
 /// What Argo's controller checks of the router settings as it looks the router's objects up
-/// (after the spec validation): one Ingress setting for ALB (or, without ALB, NGINX) and one
-/// VirtualService setting for Istio.
+/// (after the spec validation), in its order: one Ingress setting for NGINX (also when ALB is
+/// configured beside it), then for ALB, then one VirtualService setting for Istio.
 pub(super) fn check_router_config(routing: &RolloutTrafficRouting, problems: &mut Problems) {
     let named = |name: &Option<String>| name.as_deref().is_some_and(|n| !n.is_empty());
     let one_of = |single: bool, multiple: bool| match (single, multiple) {
@@ -43,6 +43,18 @@ pub(super) fn check_router_config(routing: &RolloutTrafficRouting, problems: &mu
         (false, false) => Some("Neither are configured."),
         _ => None,
     };
+    if let Some(nginx) = &routing.nginx {
+        let multiple = nginx
+            .stable_ingresses
+            .as_ref()
+            .is_some_and(|i| !i.is_empty());
+        if let Some(which) = one_of(named(&nginx.stable_ingress), multiple) {
+            problems.argo(FieldError::internal(
+                &format!("{PATH}.nginx"),
+                &format!("Either StableIngress or StableIngresses must be configured. {which}"),
+            ));
+        }
+    }
     if let Some(alb) = &routing.alb {
         let multiple = alb.ingresses.as_ref().is_some_and(|i| !i.is_empty());
         if let Some(which) = one_of(named(&alb.ingress), multiple) {
@@ -50,24 +62,6 @@ pub(super) fn check_router_config(routing: &RolloutTrafficRouting, problems: &mu
                 &format!("{PATH}.alb"),
                 &format!("Either Ingress or Ingresses must be configured. {which}"),
             ));
-        }
-    }
-    if let Some(nginx) = &routing.nginx {
-        let multiple = nginx
-            .stable_ingresses
-            .as_ref()
-            .is_some_and(|i| !i.is_empty());
-        if let Some(which) = one_of(named(&nginx.stable_ingress), multiple) {
-            let error = FieldError::internal(
-                &format!("{PATH}.nginx"),
-                &format!("Either StableIngress or StableIngresses must be configured. {which}"),
-            );
-            // Argo looks at the NGINX Ingresses only when no ALB is configured.
-            if routing.alb.is_none() {
-                problems.argo(error);
-            } else {
-                problems.sluice(error);
-            }
         }
     }
     if let Some(istio) = &routing.istio {
@@ -333,11 +327,11 @@ mod tests {
             routed(
                 json!({"istio": {"virtualServices": []}, "alb": {"servicePort": 80}, "nginx": {}}),
             ),
+            // Argo's controller checks NGINX's settings first, also when ALB is configured.
             &[
+                "spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or StableIngresses must be configured. Neither are configured.",
                 "spec.strategy.canary.trafficRouting.alb: Internal error: Either Ingress or Ingresses must be configured. Neither are configured.",
                 "spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService or VirtualServices must be configured",
-                // Argo does not look at the NGINX settings when ALB is configured.
-                "spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or StableIngresses must be configured. Neither are configured.",
             ],
         );
     }

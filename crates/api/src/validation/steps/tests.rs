@@ -17,7 +17,7 @@ fn each_step_has_an_action() {
     assert_problems(
         steps(json!([{}])),
         &[&format!(
-            "spec.strategy.steps[0]: Invalid value: \"step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoutes: true step.Plugin: true\": {INVALID_STEP}"
+            "spec.strategy.steps[0]: Invalid value: \"step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoute: true step.Plugin: true\": {INVALID_STEP}"
         )],
     );
     assert_problems(
