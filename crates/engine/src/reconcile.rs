@@ -56,7 +56,8 @@ use crate::plan::{Event, Plan};
 use crate::waits::Wait;
 use crate::{phase, steps};
 use analysis::{AnalysisState, Verdicts};
-use prepare::{adopt_equal_template, first_problem, prepare_valid};
+pub use prepare::SPEC_WARNING;
+use prepare::{adopt_equal_template, first_problem, prepare_valid, spec_warning};
 use progress::{Progress, counts_of_status};
 use spec::Strategy;
 use world::World;
@@ -113,6 +114,8 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
         status: old_status.clone(),
         ..Default::default()
     };
+    plan.events
+        .extend(spec_warning(ro, old_status.observed_generation.as_deref()));
     plan.status.observed_generation = ro.metadata.generation.map(|g| g.to_string());
 
     // A template taken from a referenced workload is resolved in memory, after validation

@@ -68,7 +68,11 @@ pub async fn observe<W: ClusterAccess>(
         // Argo checks the spec before it looks up anything the Rollout names: an invalid spec
         // is reported (and nothing else done) even when its router objects cannot be read,
         // their kind not served, say.
-        Err(_) if !sluice_api::validation::validate_rollout(rollout).is_empty() => {
+        Err(_)
+            if sluice_api::validation::check_rollout(rollout)
+                .blocking()
+                .is_some() =>
+        {
             Default::default()
         }
         Err(e) => return Err(e),

@@ -10,11 +10,40 @@ use crate::observed::Observed;
 use crate::replicas;
 use crate::{pod_hash, steps};
 
-/// The first problem validation finds (Argo reports the first problem only).
+/// The problem that stops the Rollout: the first one Argo's validation finds too (Argo
+/// reports the first problem only). Problems only Sluice looks for do not stop a Rollout that
+/// Argo runs; [`spec_warning`] reports them.
 pub(super) fn first_problem(ro: &Rollout) -> Option<String> {
-    sluice_api::validation::validate_rollout(ro)
-        .into_iter()
-        .next()
+    sluice_api::validation::check_rollout(ro)
+        .blocking()
+        .map(str::to_string)
+}
+
+/// The reason of the Warning event that reports the problems only Sluice looks for.
+pub const SPEC_WARNING: &str = "SpecWarning";
+
+/// A Warning event with the problems only Sluice finds in the spec, once per generation of
+/// the spec (when the generation observed changes), so that a person sees them without the
+/// Rollout stopping: Argo runs such a spec, so Sluice does too.
+pub(super) fn spec_warning(
+    ro: &Rollout,
+    observed_generation: Option<&str>,
+) -> Option<crate::Event> {
+    let generation = ro.metadata.generation.map(|g| g.to_string());
+    if generation.is_some() && generation.as_deref() == observed_generation {
+        return None;
+    }
+    let problems = sluice_api::validation::check_rollout(ro);
+    if problems.blocking().is_some() || problems.sluice.is_empty() {
+        return None;
+    }
+    Some(crate::Event::warning(
+        SPEC_WARNING,
+        format!(
+            "The spec runs as Argo Rollouts runs it, but Sluice's checks found: {}",
+            problems.sluice.join("; ")
+        ),
+    ))
 }
 
 /// Prepares a Rollout that passed validation: with a `workloadRef`, the Rollout as resolved
@@ -71,13 +100,16 @@ pub(super) fn prepare_valid(ro: &Rollout) -> Result<Prepared, String> {
 
 fn prepare_blue_green(ro: &Rollout, bg: BlueGreenStrategy) -> Result<Prepared, String> {
     let (pod_hash, replicas) = hash_and_replicas(ro)?;
-    // maxUnavailable only paces restarts in blue-green; nothing surges.
-    let limits = replicas::resolve_surge_limits(
-        Some(&IntOrString::Int(0)),
-        bg.max_unavailable.as_ref(),
-        replicas,
-    )
-    .map_err(|e| e.to_string())?;
+    // maxUnavailable only paces restarts in blue-green; nothing surges. A value that is not a
+    // number or a percentage reads as 0, as Argo reads it (and runs the Rollout).
+    let zero = IntOrString::Int(0);
+    let unavailable = bg
+        .max_unavailable
+        .as_ref()
+        .filter(|v| replicas::scaled_value(v, replicas, false).is_ok())
+        .unwrap_or(&zero);
+    let limits = replicas::resolve_surge_limits(Some(&zero), Some(unavailable), replicas)
+        .map_err(|e| e.to_string())?;
     Ok(Prepared {
         pod_hash,
         strategy: Strategy::BlueGreen(Box::new(bg)),

@@ -94,11 +94,8 @@ fn check<'a>(
     ro: &'a Rollout,
     observed: Option<&'a StatefulSetObserved>,
 ) -> Result<(Sts<'a>, &'a [Value], &'a CanaryStrategy), String> {
-    if let Some(problem) = sluice_api::validation::validate_rollout(ro)
-        .into_iter()
-        .next()
-    {
-        return Err(problem);
+    if let Some(problem) = sluice_api::validation::check_rollout(ro).blocking() {
+        return Err(problem.to_string());
     }
     let name = stateful_set_name(ro).unwrap_or_default();
     let canary = ro

@@ -73,3 +73,41 @@ fn templates_that_do_not_merge_read_as_argos_field_error() {
         )
     );
 }
+
+/// A problem only Sluice looks for does not stop a Rollout Argo runs: a canary without
+/// traffic routing that sets `abortScaleDownDelaySeconds` rolls out as under Argo, and a
+/// Warning event says what Sluice found, once per generation of the spec.
+#[test]
+fn a_problem_only_sluice_sees_warns_and_the_rollout_runs() {
+    let mut ro = rollout(2, json!([{"setWeight": 50}, {"pause": {}}]));
+    ro.metadata.generation = Some(1);
+    ro.spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+        .unwrap()
+        .abort_scale_down_delay_seconds = Some(5);
+    let mut w = World::new(ro);
+    let warnings = |plan: &crate::Plan| {
+        plan.events
+            .iter()
+            .filter(|e| e.reason == crate::reconcile::SPEC_WARNING)
+            .map(|e| e.message.clone())
+            .collect::<Vec<_>>()
+    };
+    let first = w.reconcile();
+    assert_eq!(
+        warnings(&first),
+        [
+            "The spec runs as Argo Rollouts runs it, but Sluice's checks found: spec.strategy.canary.abortScaleDownDelaySeconds: Invalid value: 5: can only be used with traffic routing"
+        ]
+    );
+    assert!(matches!(first.events[0].type_, crate::EventType::Warning));
+    let rest = w.settle_events();
+    assert!(!rest.contains(&crate::reconcile::SPEC_WARNING), "{rest:?}");
+    assert_eq!(invalid_spec_message(&w), None);
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    // A new generation of the spec is looked at, and warned about, again.
+    w.ro.metadata.generation = Some(2);
+    assert_eq!(warnings(&w.reconcile()).len(), 1);
+}
