@@ -196,18 +196,18 @@ pub struct CanaryCounts {
 /// not relied upon (it is going away); while it shrinks (abort), the canary's is not.
 pub fn basic_canary_counts(i: BasicCanaryInputs) -> CanaryCounts {
     let r = i.replicas.max(0);
-    let Some(stable_rs) = i.stable_rs else {
-        return CanaryCounts {
-            canary: r,
-            stable: 0,
-        };
+    let stable_rs = match (i.stable_rs, i.new_rs) {
+        (Some(stable_rs), _) if !i.new_is_stable => stable_rs,
+        // Nothing to share the pods with: the new ReplicaSet heads for all of them, within
+        // the surge and after older ReplicaSets are gone.
+        (_, Some(new_rs)) => return sole_counts(&i, new_rs),
+        (_, None) => {
+            return CanaryCounts {
+                canary: r,
+                stable: 0,
+            };
+        }
     };
-    if i.new_is_stable {
-        return CanaryCounts {
-            canary: r,
-            stable: 0,
-        };
-    }
     let new_rs = i.new_rs.unwrap_or_default();
     let (desired_canary, desired_stable) =
         approximate_weighted_counts(r, i.weight, 100, i.limits.max_surge);
@@ -282,6 +282,48 @@ pub fn basic_canary_counts(i: BasicCanaryInputs) -> CanaryCounts {
             stable: s,
         }
     }
+}
+
+/// The new ReplicaSet alone: there is no stable one, or it is the stable one. It grows into
+/// the surge headroom that older ReplicaSets leave; once they are gone it shrinks (to a lower
+/// `spec.replicas`) no faster than availability allows. When it is the stable one, Argo counts
+/// its pods on both sides of the availability sum, and so does this, for the same numbers.
+fn sole_counts(i: &BasicCanaryInputs, new_rs: RsCounts) -> CanaryCounts {
+    let r = i.replicas.max(0);
+    let max_total = r + i.limits.max_surge;
+    let mut canary = new_rs.spec;
+    let headroom = max_total - (new_rs.spec + i.other_spec_total);
+    if headroom > 0 && canary < r {
+        canary = r.min(canary + headroom);
+    }
+    let done = CanaryCounts { canary, stable: 0 };
+    if i.other_spec_total > 0 {
+        return done;
+    }
+    let min_available = r - i.limits.max_unavailable;
+    let increasing = r >= new_rs.spec;
+    let mut counted = new_rs.for_scale_down(!increasing);
+    if i.new_is_stable {
+        counted += new_rs.for_scale_down(increasing);
+    }
+    if increasing || counted <= min_available {
+        return done;
+    }
+    let scale_down = counted - min_available;
+    if new_rs.spec > r {
+        canary = r.max(new_rs.spec - scale_down);
+    }
+    if i.new_is_stable {
+        // The pair (new, stable) is the same ReplicaSet: the stable side starts at nothing,
+        // gives back what surges, and the new side gives up what still does.
+        let over = (canary - max_total).max(0);
+        let mut other = -over;
+        let available = new_rs.available.min(canary) + new_rs.available.min(other);
+        let lost = (new_rs.available - other).max(0);
+        other += lost.min((min_available - available).max(0));
+        canary -= (other + canary - max_total).max(0);
+    }
+    CanaryCounts { canary, stable: 0 }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -26,6 +26,33 @@ pub use retention::{Disposal, in_flight_measurement, measurements_kept};
 pub use run::{RunAssessment, assess, is_terminating, next_tasks};
 pub use task::{MetricTask, TaskKind};
 
+/// The phase of each metric of `run` (in spec order) as its recorded status stands, judged as
+/// [`assess`] judges it: the verdict of a metric's counters, limits and last measurement. The
+/// conformance tests compare it with Argo's. `Err` is the message a run with this spec ends in.
+pub fn metric_phases(
+    run: &sluice_api::AnalysisRun,
+    terminating: bool,
+) -> Result<Vec<sluice_api::common::AnalysisPhase>, String> {
+    let settings = settings::metric_settings(run)?;
+    let results = run
+        .status
+        .as_ref()
+        .and_then(|s| s.metric_results.as_deref())
+        .unwrap_or_default();
+    Ok(settings
+        .iter()
+        .map(|m| {
+            match results
+                .iter()
+                .find(|r| r.name.as_deref() == Some(m.name.as_str()))
+            {
+                Some(result) => phase::metric_phase(m, result, terminating),
+                None => phase::metric_phase(m, &Default::default(), terminating),
+            }
+        })
+        .collect())
+}
+
 /// AnalysisRun label naming the role a run plays for its Rollout (`Step`, `Background`,
 /// `PrePromotion`, `PostPromotion`).
 pub const ROLLOUT_TYPE: &str = "rollout-type";
