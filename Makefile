@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins test sim bench soak bench-engine dashboard-ui
+.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins argo-oracle test conformance sim bench soak bench-engine dashboard-ui
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -30,6 +30,15 @@ argo-rollouts: ## Build Argo Rollouts' own controller (ARGO_VERSION, default 1.9
 plugins: ## Build the plugin bridge and Argo's sample plugins (ARGO_VERSION, default 1.9.1) for the plugin tests; cached
 	scripts/build-plugins.sh >/dev/null
 
+argo-oracle: ## Build the conformance oracle (Argo's own functions) at Argo 1.9.1 and 1.10.1; cached
+	ARGO_VERSION=1.9.1 scripts/build-argo-oracle.sh >/dev/null
+	ARGO_VERSION=1.10.1 scripts/build-argo-oracle.sh >/dev/null
+
+# A million generated cases in all: twelve comparisons with Argo's code, 84,000 cases each.
+CONFORMANCE_CASES ?= 84000
+conformance: argo-oracle ## Compare Sluice with Argo's own code on a million generated cases (CONFORMANCE_CASES per comparison; SLUICE_CONFORMANCE_SEED=n replays one)
+	SLUICE_CONFORMANCE_CASES=$(CONFORMANCE_CASES) $(CARGO) test --release -p sluice-conformance -- --nocapture --test-threads 1
+
 # The control plane is stopped afterwards if the target started it (KEEP_CLUSTER=1 keeps it).
 define with_cluster
 	@if ! scripts/cluster-up.sh --check && [ -z "$(KEEP_CLUSTER)" ]; then \
@@ -47,6 +56,8 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/build-argo-rollouts.sh >/dev/null
 	scripts/build-plugins.sh >/dev/null
+	ARGO_VERSION=1.9.1 scripts/build-argo-oracle.sh >/dev/null
+	ARGO_VERSION=1.10.1 scripts/build-argo-oracle.sh >/dev/null
 	scripts/install-moto.sh >/dev/null
 	$(call with_cluster,$(CARGO) test --workspace --no-fail-fast)
 
