@@ -19,7 +19,6 @@ pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
 pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
-pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
 pub const ROLLOUT_RETRY: &str = "RolloutRetry";
 pub const AVAILABLE_REASON: &str = "AvailableReason";
 pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
@@ -105,8 +104,10 @@ pub fn set_available(conditions: &mut Vec<RolloutCondition>, available: bool, no
     );
 }
 
-/// `Paused`: set while paused; once lifted it says so, with `RolloutResumed`, unless an abort
-/// lifted it (the abort says so itself).
+/// `Paused`: set while paused; once lifted it turns False, with the reason and message Argo
+/// gives it while paused too (`RolloutPaused`, "Rollout is paused": Argo has one condition for
+/// both states and changes only its status). The `RolloutResumed` event says the pause is
+/// lifted, unless an abort lifted it (the abort says so itself).
 pub fn set_paused(
     conditions: &mut Vec<RolloutCondition>,
     paused: bool,
@@ -137,8 +138,8 @@ pub fn set_paused(
         conditions,
         RolloutConditionType::Paused,
         FALSE,
-        ROLLOUT_RESUMED,
-        "Rollout is resumed",
+        ROLLOUT_PAUSED,
+        "Rollout is paused",
         now,
         false,
     );

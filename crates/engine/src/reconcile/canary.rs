@@ -217,6 +217,11 @@ impl World<'_> {
         let (revision, new_is_stable, aborted, manually_paused) =
             (u.revision, u.new_is_stable, u.aborted, u.manually_paused);
         let steps_len = steps::steps(self.spec.canary()).len() as i32;
+        // A full promotion (or a rollback within the window) skips what is left of the steps
+        // at once, and the step index says so from the first reconcile, as Argo writes it.
+        if (status.promote_full == Some(true) || u.rollback_window) && steps_len > 0 {
+            status.current_step_index = Some(steps_len);
+        }
         let step_index = status.current_step_index.unwrap_or(0);
         let mut step_advanced = false;
 

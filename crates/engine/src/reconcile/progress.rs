@@ -58,11 +58,10 @@ impl World<'_> {
                 .as_ref()
                 .is_some_and(|p| !p.is_empty());
 
-        c::set_available(
-            &mut conds,
-            available >= r - self.spec.limits.max_unavailable,
-            now,
-        );
+        // As Argo: every desired pod available (a canary counts all its ReplicaSets' pods, a
+        // blue-green Rollout its active ReplicaSet's), not a Deployment's replicas less
+        // maxUnavailable.
+        c::set_available(&mut conds, available >= r, now);
 
         // Progressing, and the progress deadline.
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
@@ -145,10 +144,14 @@ impl World<'_> {
                 true,
             );
         } else if !self.at_indefinite_step(status) {
-            wait = self.check_deadline(status, &mut conds, events, requeue, progress.revision);
+            wait = self.check_deadline(status, &mut conds, events, requeue);
         }
 
-        c::set_paused(&mut conds, paused, progress.aborted, now, events);
+        // As Argo, the Paused condition stays as it is while the Progressing condition says an
+        // earlier reconcile aborted the update.
+        if !was_aborted {
+            c::set_paused(&mut conds, paused, progress.aborted, now, events);
+        }
         c::set_completed(&mut conds, completed, available >= r, now);
         status.conditions = Some(conds);
         wait
@@ -173,14 +176,13 @@ impl World<'_> {
         conds: &mut Vec<RolloutCondition>,
         events: &mut Vec<Event>,
         requeue: &mut Option<Duration>,
-        revision: i64,
     ) -> Option<Wait> {
         let cond = c::find(conds, Cond::Progressing).cloned()?;
         // Already timed out: `progressDeadlineAbort` is evaluated on every reconcile, so turning
         // it on after the deadline passed aborts the update too.
         if cond.reason.as_deref() == Some(c::PROGRESS_DEADLINE_EXCEEDED) {
             if self.ro.spec.progress_deadline_abort == Some(true) {
-                self.abort_on_deadline(status, conds, events, requeue, revision);
+                self.abort_on_deadline(status, conds, events, requeue);
             }
             return Some(Wait::ProgressDeadlineExceeded {
                 message: cond.message.clone().unwrap_or_default(),
@@ -202,50 +204,40 @@ impl World<'_> {
             Cond::Progressing,
             FALSE,
             c::PROGRESS_DEADLINE_EXCEEDED,
-            format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
+            message.clone(),
             self.now,
             false,
         );
-        events.push(Event::warning(
-            "RolloutTimedOut",
-            format!("ReplicaSet \"{rs_name}\" has timed out progressing."),
-        ));
+        // As Argo: the timeout itself is told by the condition only; with
+        // `progressDeadlineAbort` the abort is announced with the timeout's message.
         if self.ro.spec.progress_deadline_abort == Some(true) {
-            self.abort_on_deadline(status, conds, events, requeue, revision);
+            self.abort_on_deadline(status, conds, events, requeue);
         }
         Some(Wait::ProgressDeadlineExceeded { message })
     }
 
-    /// `progressDeadlineAbort`: the timed-out update is aborted; the ReplicaSets go back on
-    /// the next pass.
+    /// `progressDeadlineAbort`: the timed-out update is aborted, with a `RolloutAborted`
+    /// warning that carries the timeout's message. As in Argo, the next pass handles the abort
+    /// as any other: it moves the ReplicaSets back, turns Progressing to `RolloutAborted`
+    /// ("Rollout aborted update to revision N") and says so in a second `RolloutAborted`.
     fn abort_on_deadline(
         &self,
         status: &mut RolloutStatus,
-        conds: &mut Vec<RolloutCondition>,
+        conds: &[RolloutCondition],
         events: &mut Vec<Event>,
         requeue: &mut Option<Duration>,
-        revision: i64,
     ) {
-        let rs_name = self.new_rs_name();
+        if status.abort == Some(true) {
+            return;
+        }
+        let message = c::find(conds, Cond::Progressing)
+            .and_then(|cond| cond.message.clone())
+            .unwrap_or_default();
         status.abort = Some(true);
         status.aborted_at = Some(Time(self.now));
         status.pause_conditions = None;
         status.controller_pause = None;
-        events.push(Event::warning(
-            "RolloutAborted",
-            format!("Rollout aborted update to revision {revision}"),
-        ));
-        c::set(
-            conds,
-            Cond::Progressing,
-            FALSE,
-            c::ROLLOUT_ABORTED,
-            format!(
-                "Rollout aborted update to revision {revision}: ReplicaSet \"{rs_name}\" has timed out progressing."
-            ),
-            self.now,
-            false,
-        );
+        events.push(Event::warning("RolloutAborted", message));
         set_requeue(requeue, Duration::from_secs(1));
     }
 }
