@@ -36,8 +36,13 @@ argo-oracle: ## Build the conformance oracle (Argo's own functions) at Argo 1.9.
 
 # A million generated cases in all: twelve comparisons with Argo's code, 84,000 cases each.
 CONFORMANCE_CASES ?= 84000
-conformance: argo-oracle ## Compare Sluice with Argo's own code on a million generated cases (CONFORMANCE_CASES per comparison; SLUICE_CONFORMANCE_SEED=n replays one)
+LIVE_SCENARIOS ?= 200
+LIVE_START ?= 100
+conformance: argo-oracle ## Compare Sluice with Argo's own code on a million generated cases (CONFORMANCE_CASES per comparison; SLUICE_CONFORMANCE_SEED=n replays one), then LIVE_SCENARIOS (200) live scenarios under both controllers
 	SLUICE_CONFORMANCE_CASES=$(CONFORMANCE_CASES) $(CARGO) test --release -p sluice-conformance -- --nocapture --test-threads 1
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+	scripts/build-argo-rollouts.sh >/dev/null
+	$(call with_cluster,$(CARGO) run -q -p sluice-e2e --bin sluice-live-conformance -- --start $(LIVE_START) --scenarios $(LIVE_SCENARIOS))
 
 # The control plane is stopped afterwards if the target started it (KEEP_CLUSTER=1 keeps it).
 define with_cluster

@@ -20,6 +20,7 @@ pub use sluice_testenv::harness;
 
 pub mod argo_objects;
 pub mod aws;
+pub mod live;
 pub mod notify;
 pub mod plugins;
 pub mod process;
