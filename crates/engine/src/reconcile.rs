@@ -304,8 +304,9 @@ impl World<'_> {
             self.stable_rs = self.new_rs;
         }
         let new_is_stable = status.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str());
+        // Argo records a step index only for a canary with steps.
         if new_is_stable && is_canary {
-            status.current_step_index = Some(steps_len);
+            status.current_step_index = (steps_len > 0).then_some(steps_len);
         }
         let revision = self.revision(plan);
         self.revision = revision;
@@ -527,7 +528,9 @@ impl World<'_> {
         let step_hash = is_canary.then(|| steps::step_hash(self.spec.canary()));
         let steps_changed = status.current_step_hash != step_hash;
         if template_changed || steps_changed {
-            status.current_step_index = is_canary.then_some(0);
+            // No index for a canary without steps (nor for blue-green), as in Argo.
+            let has_steps = is_canary && !steps::steps(self.spec.canary()).is_empty();
+            status.current_step_index = has_steps.then_some(0);
             status.pause_conditions = None;
             status.controller_pause = None;
             if let Some(canary) = status.canary.as_mut() {
@@ -555,7 +558,10 @@ impl World<'_> {
         if aborted {
             status.pause_conditions = None;
             status.controller_pause = None;
-            status.current_step_index = Some(0);
+            // Back to the first step of a canary with steps; a blue-green Rollout has none.
+            if !steps::steps(self.spec.canary()).is_empty() {
+                status.current_step_index = Some(0);
+            }
             if status.aborted_at.is_none() {
                 status.aborted_at = Some(Time(self.now));
             }

@@ -377,7 +377,7 @@ impl World<'_> {
                 status.stable_rs = Some(self.spec.pod_hash.clone());
                 super::ping_pong::flip(self.spec.canary(), status);
                 status.promote_full = None;
-                status.current_step_index = Some(steps_len);
+                status.current_step_index = (steps_len > 0).then_some(steps_len);
                 events.push(Event::normal(
                     "RolloutCompleted",
                     format!(

@@ -65,6 +65,8 @@ impl World<'_> {
 
         // Progressing, and the progress deadline.
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
+        let was_completed = c::find(&conds, Cond::Completed)
+            .is_some_and(|cond| cond.status.as_ref().is_some_and(|s| s.as_str() == TRUE));
         if progress.aborted {
             let generic = format!("Rollout aborted update to revision {}", progress.revision);
             // Keep the reason an earlier reconcile recorded (an analysis verdict, a deadline).
@@ -94,7 +96,8 @@ impl World<'_> {
                 now,
                 false,
             );
-        } else if paused {
+        } else if paused && !was_completed {
+            // A pause of a Rollout that completed leaves Progressing as it is, as in Argo.
             c::set(
                 &mut conds,
                 Cond::Progressing,
@@ -148,11 +151,22 @@ impl World<'_> {
         }
 
         // As Argo, the Paused condition stays as it is while the Progressing condition says an
-        // earlier reconcile aborted the update.
+        // earlier reconcile aborted the update; in the pass that aborts it, it follows the
+        // pause the Rollout was in before the abort lifted it (Argo looks at the status it
+        // read), so an update paused when aborted stays Paused=True.
         if !was_aborted {
+            let was_paused = self.ro.spec.paused == Some(true)
+                || self
+                    .ro
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pause_conditions.as_ref())
+                    .is_some_and(|p| !p.is_empty());
+            let paused = if progress.aborted { was_paused } else { paused };
             c::set_paused(&mut conds, paused, progress.aborted, now, events);
         }
-        c::set_completed(&mut conds, completed, available >= r, now);
+        // Healthy needs the Rollout not paused, as in Argo.
+        c::set_completed(&mut conds, completed, available >= r && !paused, now);
         status.conditions = Some(conds);
         wait
     }
