@@ -106,15 +106,8 @@ pub fn set_available(conditions: &mut Vec<RolloutCondition>, available: bool, no
 
 /// `Paused`: set while paused; once lifted it turns False, with the reason and message Argo
 /// gives it while paused too (`RolloutPaused`, "Rollout is paused": Argo has one condition for
-/// both states and changes only its status). The `RolloutResumed` event says the pause is
-/// lifted, unless an abort lifted it (the abort says so itself).
-pub fn set_paused(
-    conditions: &mut Vec<RolloutCondition>,
-    paused: bool,
-    aborted: bool,
-    now: Timestamp,
-    events: &mut Vec<crate::Event>,
-) {
+/// both states and changes only its status). Returns whether this lifted a pause.
+pub fn set_paused(conditions: &mut Vec<RolloutCondition>, paused: bool, now: Timestamp) -> bool {
     if paused {
         set(
             conditions,
@@ -125,15 +118,12 @@ pub fn set_paused(
             now,
             false,
         );
-        return;
+        return false;
     }
     let Some(was) = find(conditions, RolloutConditionType::Paused) else {
-        return;
+        return false;
     };
     let was_paused = was.status == Some(sluice_api::common::ConditionStatus::True);
-    if was_paused && !aborted {
-        events.push(crate::Event::normal("RolloutResumed", "Rollout is resumed"));
-    }
     set(
         conditions,
         RolloutConditionType::Paused,
@@ -143,6 +133,7 @@ pub fn set_paused(
         now,
         false,
     );
+    was_paused
 }
 
 /// `Completed`, and `Healthy` when completed with every pod available.

@@ -26,6 +26,9 @@ struct Args {
     /// Scenarios played at once (each runs one Argo controller and one Sluice controller).
     #[arg(long, default_value_t = 4)]
     jobs: usize,
+    /// Print the scenarios (the Rollout's manifest and the actions) and play nothing.
+    #[arg(long)]
+    print: bool,
 }
 
 async fn one(env: Arc<TestEnv>, seed: u64) -> anyhow::Result<Outcome> {
@@ -43,6 +46,17 @@ async fn one(env: Arc<TestEnv>, seed: u64) -> anyhow::Result<Outcome> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.print {
+        for seed in args.start..args.start + args.scenarios {
+            let scenario = Scenario::generate(seed);
+            println!(
+                "# seed {seed}\n{}\n# actions: {:?}",
+                scenario.manifests(),
+                scenario.actions
+            );
+        }
+        return Ok(());
+    }
     let env = Arc::new(TestEnv::with_crds().await?);
     let page = std::fs::read_to_string(env.repo_root().join("docs/differences-from-argo.md"))?;
     let gate = Arc::new(Semaphore::new(args.jobs.max(1)));

@@ -162,23 +162,29 @@ impl World<'_> {
         // Paused on an Inconclusive run, the pods stay as they are (Argo skips its ReplicaSet
         // reconcile): a pause step that runs out meanwhile must not scale to the next weight.
         let held = !aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
-        // While manually paused before the new ReplicaSet exists, nothing moves.
+        // A user's pause (`spec.paused`) halts every resize, as Argo's does, also of an
+        // aborted update; a new template still gets its ReplicaSet, created at 0.
+        let halted = manually_paused;
         let stable = self
             .stable_rs
-            .filter(|_| !held && !new_is_stable && (self.new_rs.is_some() || !manually_paused));
+            .filter(|_| !held && !halted && !new_is_stable);
         // Argo sizes the stable ReplicaSet first and the new one in a later pass, from what
         // the first did: so while the stable one moves, the new one does not grow (it is
         // created at 0), and the sizes and `ScalingReplicaSet` events follow Argo's one by
         // one. A shrinking new ReplicaSet is not held back: that only ever makes room.
         let stable_moves = stable.is_some_and(|rs| rs.spec_replicas() != counts.stable);
-        if self.new_rs.is_none() && !held && !manually_paused {
+        if self.new_rs.is_none() && !held {
             let anti = self
                 .spec
                 .canary()
                 .anti_affinity
                 .as_ref()
                 .zip(self.stable_hash());
-            let replicas = if stable_moves { 0 } else { counts.canary };
+            let replicas = if stable_moves || halted {
+                0
+            } else {
+                counts.canary
+            };
             let scale_up =
                 self.create_new_replica_set(plan, events, revision, replicas, anti, new_is_stable);
             events.extend((replicas > 0).then_some(scale_up));
@@ -190,9 +196,14 @@ impl World<'_> {
         }
         if let Some(rs) = self.new_rs
             && !held
+            && !halted
             && !(stable_moves && counts.canary > rs.spec_replicas())
         {
             scaled |= self.scale(plan, events, rs, counts.canary, revision);
+        }
+        if halted {
+            self.clean_up_history(plan);
+            return scaled;
         }
         scaled |= self.scale_down_older(plan, events);
         self.clean_up_history(plan);

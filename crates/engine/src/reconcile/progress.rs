@@ -163,7 +163,23 @@ impl World<'_> {
                     .and_then(|s| s.pause_conditions.as_ref())
                     .is_some_and(|p| !p.is_empty());
             let paused = if progress.aborted { was_paused } else { paused };
-            c::set_paused(&mut conds, paused, progress.aborted, now, events);
+            c::set_paused(&mut conds, paused, now);
+        }
+        // `RolloutResumed` as Argo sends it: when the pause conditions (a step's, an analysis',
+        // the controller's) are lifted other than by an abort. A user's `spec.paused` has no
+        // event of its own.
+        let had_pause_conditions = self
+            .ro
+            .status
+            .as_ref()
+            .and_then(|s| s.pause_conditions.as_ref())
+            .is_some_and(|p| !p.is_empty());
+        let has_pause_conditions = status
+            .pause_conditions
+            .as_ref()
+            .is_some_and(|p| !p.is_empty());
+        if had_pause_conditions && !has_pause_conditions && status.aborted_at.is_none() {
+            events.push(Event::normal("RolloutResumed", "Rollout is resumed"));
         }
         // Healthy needs the Rollout not paused, as in Argo.
         c::set_completed(&mut conds, completed, available >= r && !paused, now);

@@ -130,7 +130,10 @@ impl Update<'_> {
         let status = &mut plan.status;
 
         let aborted = aborted || status.abort == Some(true);
-        c::set_paused(&mut conds, paused, aborted, now, &mut self.events);
+        if c::set_paused(&mut conds, paused, now) && !aborted {
+            self.events
+                .push(crate::Event::normal("RolloutResumed", "Rollout is resumed"));
+        }
         c::set_completed(&mut conds, completed, available >= replicas, now);
         status.conditions = Some(conds);
     }

@@ -165,7 +165,11 @@ fn manual_pause_holds_the_step() {
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
     assert_eq!(w.status().message.as_deref(), Some("manually paused"));
-    assert_eq!(w.replicas_by_image(), vec![("app:v1".into(), 4)]);
+    // The new ReplicaSet is created at 0 and nothing is resized while paused, as in Argo.
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 4), ("app:v2".into(), 0)]
+    );
     w.ro.spec.paused = Some(false);
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Healthy);
