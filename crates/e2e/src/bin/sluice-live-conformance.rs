@@ -61,18 +61,21 @@ async fn main() -> anyhow::Result<()> {
     let page = std::fs::read_to_string(env.repo_root().join("docs/differences-from-argo.md"))?;
     let gate = Arc::new(Semaphore::new(args.jobs.max(1)));
     let started = Instant::now();
-    let mut tasks = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
     for seed in args.start..args.start + args.scenarios {
         let (env, gate) = (env.clone(), gate.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
             (seed, one(env, seed).await)
-        }));
+        });
     }
     let (mut same, mut documented, mut points) = (0, BTreeMap::<&str, u64>::new(), 0);
     let mut failed = Vec::new();
-    for (i, task) in tasks.into_iter().enumerate() {
-        let (seed, outcome) = task.await?;
+    // Reported as each scenario ends, whichever seed it is.
+    let mut ended = 0;
+    while let Some(task) = tasks.join_next().await {
+        let (seed, outcome) = task?;
+        ended += 1;
         match outcome {
             Err(e) => failed.push(format!("seed {seed}: could not run: {e:#}")),
             Ok(outcome) => {
@@ -93,8 +96,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         eprintln!(
-            "[live] {}/{} scenarios played, {} s",
-            i + 1,
+            "[live] {ended}/{} scenarios played (seed {seed} ended), {} s",
             args.scenarios,
             started.elapsed().as_secs()
         );
