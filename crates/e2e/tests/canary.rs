@@ -278,7 +278,11 @@ async fn manual_pause_holds_and_resume_continues() {
     })
     .await
     .unwrap();
-    assert_eq!(replicas_by_image(&ns, "pr").await.get("app:v2"), None);
+    // As Argo: the new template's ReplicaSet is created, at 0, and nothing grows while paused.
+    assert_eq!(
+        replicas_by_image(&ns, "pr").await.get("app:v2"),
+        Some(&(0, 0))
+    );
     resume(&api, "pr").await;
     wait_phase(&api, "pr", RolloutPhase::Healthy, TIMEOUT).await;
     wait_replicas(&ns, "pr", &[("app:v2", 2)], TIMEOUT).await;

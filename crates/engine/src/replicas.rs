@@ -100,8 +100,13 @@ pub fn resolve_surge_limits(
 }
 
 /// The canary/stable split closest to `weight` (out of `max_weight`) using `replicas` pods, or
-/// `replicas + 1` when surge allows one extra pod. Ties prefer the larger canary. For a weight
-/// strictly between 0 and max, neither side may be 0 once there are at least two pods to share.
+/// `replicas + 1` when surge allows one extra pod, chosen as Argo chooses it: the candidates
+/// are the weighted count rounded up and down (both computed for `replicas`) over `replicas`,
+/// then over `replicas + 1`, in that order, and the first one closest to the weight wins (so a
+/// tie goes to the split without surge, and between the two roundings of one total, which tie
+/// only when the fraction is one half, to the larger canary). For a weight strictly between 0
+/// and max, neither side may be 0 once there are at least two pods to share. The distances are
+/// computed in floating point as Argo computes them, so that near-ties fall the same way.
 /// Returns `(canary, stable)`.
 pub fn approximate_weighted_counts(
     replicas: i32,
@@ -114,56 +119,39 @@ pub fn approximate_weighted_counts(
     }
     let max_weight = max_weight.max(1);
     let weight = weight.clamp(0, max_weight);
-    if weight == 0 {
-        return (0, replicas);
+    let exact = f64::from(replicas.saturating_mul(weight)) / f64::from(max_weight);
+    let (ceil, floor) = (exact.ceil() as i32, exact.floor() as i32);
+    // The weighted count over `total` lies exactly half-way between two counts.
+    let tied = |total: i32| {
+        (f64::from(total) * (f64::from(weight) / f64::from(max_weight))).fract() == 0.5
+    };
+    let zero_allowed = weight == max_weight || weight == 0 || (replicas == 1 && max_surge == 0);
+    let mut options = Vec::with_capacity(4);
+    if ceil < replicas || zero_allowed {
+        options.push((ceil, replicas));
     }
-    if weight == max_weight {
-        return (replicas, 0);
+    if !tied(replicas) && (floor != 0 || zero_allowed) {
+        options.push((floor, replicas));
     }
-    let forbid_zero = replicas + max_surge >= 2;
-    let mut totals = vec![replicas];
     if max_surge > 0 {
-        totals.push(replicas + 1);
-    }
-    // Compare |canary/total - weight/max| exactly by cross-multiplying in i64.
-    let mut best: Option<(i64, i64, i32, i32)> = None; // (num, den, canary, stable)
-    for total in totals {
-        let exact = i64::from(weight) * i64::from(total);
-        let floor = exact.div_euclid(i64::from(max_weight));
-        let ceil = (exact + i64::from(max_weight) - 1).div_euclid(i64::from(max_weight));
-        for canary in [floor, ceil] {
-            let canary = canary as i32;
-            let stable = total - canary;
-            if canary > replicas || stable > replicas || canary < 0 || stable < 0 {
-                continue;
-            }
-            if forbid_zero && (canary == 0 || stable == 0) {
-                continue;
-            }
-            // distance = |canary*max - weight*total| / (total*max)
-            let num = (i64::from(canary) * i64::from(max_weight)
-                - i64::from(weight) * i64::from(total))
-            .abs();
-            let den = i64::from(total) * i64::from(max_weight);
-            let better = match best {
-                None => true,
-                Some((bn, bd, bc, _)) => {
-                    let lhs = num * bd;
-                    let rhs = bn * den;
-                    lhs < rhs || (lhs == rhs && canary > bc)
-                }
-            };
-            if better {
-                best = Some((num, den, canary, stable));
-            }
+        options.push((ceil, replicas + 1));
+        if !tied(replicas + 1) && (floor != 0 || zero_allowed) {
+            options.push((floor, replicas + 1));
         }
     }
-    match best {
-        Some((_, _, c, s)) => (c, s),
-        // Only reachable with one pod and a forbidden zero; a single pod goes where most weight is.
-        None if weight * 2 >= max_weight => (replicas, 0),
-        None => (0, replicas),
+    let delta = |(canary, total): (i32, i32)| {
+        (f64::from(canary.saturating_mul(max_weight)) / f64::from(total) - f64::from(weight)).abs()
+    };
+    let mut best = match options.first() {
+        Some(first) => *first,
+        None => return (0, replicas),
+    };
+    for option in options.into_iter().skip(1) {
+        if delta(option) < delta(best) {
+            best = option;
+        }
     }
+    (best.0, best.1 - best.0)
 }
 
 /// Inputs of the basic (replica-weighted, no traffic router) canary calculation.

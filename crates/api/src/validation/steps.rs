@@ -475,10 +475,30 @@ fn check_analysis_arguments(step: &CanaryStep, at: &str, problems: &mut Problems
         .iter()
         .filter(|arg| analysis::unsupported_metadata_ref(arg).is_some())
         .count();
+    // The arguments as Go encodes Argo's type: `name` always (`""` when unset), `value` and
+    // `valueFrom` only when set.
+    let go_args: Vec<serde_json::Value> = args
+        .iter()
+        .map(|arg| {
+            let mut out = serde_json::Map::new();
+            out.insert(
+                "name".into(),
+                arg.name.as_deref().unwrap_or_default().into(),
+            );
+            if let Some(value) = arg.value.as_deref().filter(|v| !v.is_empty()) {
+                out.insert("value".into(), value.into());
+            }
+            if let Some(from) = &arg.value_from {
+                let from = super::omit_empty(serde_json::to_value(from).unwrap_or_default());
+                out.insert("valueFrom".into(), from);
+            }
+            serde_json::Value::Object(out)
+        })
+        .collect();
     for _ in 0..unsupported {
         problems.argo(FieldError::invalid(
             &format!("{at}.analyses"),
-            BadValue::json(&args),
+            BadValue::Json(serde_json::Value::Array(go_args.clone())),
             analysis::UNSUPPORTED_METADATA,
         ));
     }

@@ -118,7 +118,7 @@ fn analysis_steps_need_templates_and_valid_args() {
             "measurementRetention": [{"metricName": "m", "limit": -1}]
         }}])),
         &[
-            "spec.strategy.steps[0].analyses: Invalid value: [{\"name\":\"a\",\"value\":\"x\",\"valueFrom\":{\"podTemplateHashValue\":\"Newest\"}},{\"name\":\"a\"},{\"name\":\"b\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.ownerReferences\"}}},{\"valueFrom\":{}}]: Analyses arguments must refer to valid object metadata supported by downwardAPI",
+            "spec.strategy.steps[0].analyses: Invalid value: [{\"name\":\"a\",\"value\":\"x\",\"valueFrom\":{\"podTemplateHashValue\":\"Newest\"}},{\"name\":\"a\"},{\"name\":\"b\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":\"metadata.ownerReferences\"}}},{\"name\":\"\",\"valueFrom\":{}}]: Analyses arguments must refer to valid object metadata supported by downwardAPI",
             "spec.strategy.canary.steps[0].analysis.templates: Required value: at least one template is required",
             "spec.strategy.canary.steps[0].analysis.args[0].valueFrom: Forbidden: may not be specified when `value` is set",
             "spec.strategy.canary.steps[0].analysis.args[0].valueFrom.podTemplateHashValue: Unsupported value: \"Newest\": supported values: \"Stable\", \"Latest\"",
