@@ -475,7 +475,7 @@ fn check_analysis_arguments(step: &CanaryStep, at: &str, problems: &mut Problems
         .iter()
         .filter(|arg| analysis::unsupported_metadata_ref(arg).is_some())
         .count();
-    // The arguments as Go encodes Argo's type: `name` always (`""` when unset), `value` and
+    // The arguments as Go encodes Argo's types: `name` always (`""` when unset), `value` and
     // `valueFrom` only when set.
     let go_args: Vec<serde_json::Value> = args
         .iter()
@@ -489,8 +489,20 @@ fn check_analysis_arguments(step: &CanaryStep, at: &str, problems: &mut Problems
                 out.insert("value".into(), value.into());
             }
             if let Some(from) = &arg.value_from {
-                let from = super::omit_empty(serde_json::to_value(from).unwrap_or_default());
-                out.insert("valueFrom".into(), from);
+                // `podTemplateHashValue` and `fieldRef` only when set; a fieldRef's
+                // `fieldPath` always.
+                let mut go_from = serde_json::Map::new();
+                if let Some(hash) = &from.pod_template_hash_value {
+                    go_from.insert(
+                        "podTemplateHashValue".into(),
+                        serde_json::to_value(hash).unwrap_or_default(),
+                    );
+                }
+                if let Some(field_ref) = &from.field_ref {
+                    let path = field_ref.field_path.as_deref().unwrap_or_default();
+                    go_from.insert("fieldRef".into(), serde_json::json!({ "fieldPath": path }));
+                }
+                out.insert("valueFrom".into(), serde_json::Value::Object(go_from));
             }
             serde_json::Value::Object(out)
         })
