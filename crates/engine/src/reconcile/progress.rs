@@ -132,6 +132,7 @@ impl World<'_> {
             || c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_PAUSED)
             || c::has_reason(&conds, Cond::Progressing, c::NEW_RS_AVAILABLE)
             || c::find(&conds, Cond::Progressing).is_none()
+            || self.timed_out_another_revision(&conds, &rs_name)
         {
             // Fresh progress, or the first reconcile after a resume or retry: the deadline
             // counts from now. A Progressing condition still saying the previous revision is
@@ -244,6 +245,17 @@ impl World<'_> {
             self.abort_on_deadline(status, conds, events, requeue);
         }
         Some(Wait::ProgressDeadlineExceeded { message })
+    }
+
+    /// Whether the Progressing condition says an earlier revision's ReplicaSet timed out: the
+    /// status write of the reconcile that created this revision's ReplicaSet was lost (a
+    /// conflict), and that old timeout must neither stop nor abort the new revision.
+    fn timed_out_another_revision(&self, conds: &[RolloutCondition], rs_name: &str) -> bool {
+        c::find(conds, Cond::Progressing).is_some_and(|cond| {
+            cond.reason.as_deref() == Some(c::PROGRESS_DEADLINE_EXCEEDED)
+                && cond.message.as_deref()
+                    != Some(format!("ReplicaSet \"{rs_name}\" has timed out progressing.").as_str())
+        })
     }
 
     /// `progressDeadlineAbort`: the timed-out update is aborted, with a `RolloutAborted`
