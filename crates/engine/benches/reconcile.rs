@@ -101,22 +101,11 @@ fn observed(
             vec![replica_set(&hash, 2, 10, "web:v2")],
         )
     };
+    let now = "2026-11-25T10:00:30Z".parse::<Timestamp>().expect("time");
     Observed {
-        rollout: rollout(canary, Some(status)),
         replica_sets: rss,
-        pods: Vec::new(),
-        services: Vec::new(),
-        analysis_runs: Vec::new(),
-        analysis_templates: Default::default(),
         router_objects: routers,
-        router_versions: Default::default(),
-        experiments: Vec::new(),
-        workload: None,
-        stateful_set: None,
-        progress_held_since: None,
-        step_plugin_answers: Vec::new(),
-        target_registration: None,
-        now: "2026-11-25T10:00:30Z".parse::<Timestamp>().expect("time"),
+        ..Observed::new(rollout(canary, Some(status)), now)
     }
 }
 

@@ -106,6 +106,28 @@ impl std::fmt::Display for TemplateKey {
 pub type AnalysisTemplates = BTreeMap<TemplateKey, AnalysisTemplateSpec>;
 
 impl Observed {
+    /// A Rollout seen at `now` with nothing else observed yet; fill in the rest with struct
+    /// update syntax (`Observed { services, ..Observed::new(rollout, now) }`).
+    pub fn new(rollout: Rollout, now: Timestamp) -> Self {
+        Observed {
+            rollout,
+            replica_sets: Vec::new(),
+            pods: Vec::new(),
+            services: Vec::new(),
+            analysis_runs: Vec::new(),
+            analysis_templates: Default::default(),
+            router_objects: BTreeMap::new(),
+            router_versions: Default::default(),
+            experiments: Vec::new(),
+            workload: None,
+            stateful_set: None,
+            progress_held_since: None,
+            step_plugin_answers: Vec::new(),
+            target_registration: None,
+            now,
+        }
+    }
+
     /// Whether the Rollout's steps run Experiments (only then are they gathered).
     pub fn has_experiment_steps(rollout: &Rollout) -> bool {
         rollout

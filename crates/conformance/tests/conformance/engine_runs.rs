@@ -31,21 +31,8 @@ fn services() -> Vec<Service> {
 
 fn observed(rollout: Rollout) -> Observed {
     Observed {
-        rollout,
-        replica_sets: Vec::new(),
-        pods: Vec::new(),
         services: services(),
-        analysis_runs: Vec::new(),
-        analysis_templates: Default::default(),
-        router_objects: Default::default(),
-        router_versions: Default::default(),
-        experiments: Vec::new(),
-        workload: None,
-        stateful_set: None,
-        progress_held_since: None,
-        step_plugin_answers: Vec::new(),
-        target_registration: None,
-        now: "2026-11-28T00:00:00Z".parse().unwrap(),
+        ..Observed::new(rollout, "2026-11-28T00:00:00Z".parse().unwrap())
     }
 }
 
