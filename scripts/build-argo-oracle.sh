@@ -19,10 +19,11 @@ ARGO_VERSION="${ARGO_VERSION#v}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SRC_DIR="$ROOT/tools/argo-oracle"
 CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
-MODULE=github.com/argoproj/argo-rollouts
 
 log() { printf '[argo-oracle] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=lib/argo-module.sh
+source "$ROOT/scripts/lib/argo-module.sh"
 
 [[ $ARGO_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] ||
   die "ARGO_VERSION must look like 1.9.1, not '$ARGO_VERSION'"
@@ -51,25 +52,10 @@ if ! flock -n 9; then
   fi
 fi
 
-command -v go >/dev/null || die "Go is needed to build the oracle (go 1.25 or newer on PATH)"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[[ $go_minor =~ ^[0-9]+$ && $go_minor -ge 25 ]] ||
-  die "building the oracle needs Go 1.25 or newer; $(command -v go) is $(go env GOVERSION)"
-
-log "fetching $MODULE v$ARGO_VERSION from the Go module proxy"
-mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION") || {
-  reason=$(sed -nE '/^\s*"Error": /{s/^\s*"Error": "(.*)",?$/\1/; s/\\u003e/>/g; s/\\u003c/</g; p}' \
-    <<<"$mod_json")
-  die "could not download $MODULE v$ARGO_VERSION: ${reason:-see the output above}"
-}
-mod_dir=$(sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p' <<<"$mod_json")
-[[ -n $mod_dir && -f $mod_dir/go.mod ]] || die "could not download $MODULE v$ARGO_VERSION"
+argo_require_go "the oracle"
 
 WORK="$CACHE_ROOT/build-argo-oracle-v$ARGO_VERSION"
-rm -rf "$WORK"
-cp -r "$mod_dir" "$WORK"
-chmod -R u+w "$WORK"
+argo_module_copy "$WORK"
 mkdir -p "$WORK/cmd/sluice-argo-oracle"
 cp "$SRC_DIR/main.go" "$WORK/cmd/sluice-argo-oracle/main.go"
 cp "$SRC_DIR/export_analysis.go.in" "$WORK/analysis/export_for_oracle.go"
@@ -77,7 +63,7 @@ cd "$WORK"
 
 log "building the oracle against Argo Rollouts v$ARGO_VERSION (a few minutes on 2 cores, once)"
 mkdir -p "$OUT/bin"
-pkg=$MODULE/utils/version
+pkg=$ARGO_MODULE/utils/version
 go build -trimpath -ldflags "-s -w -X $pkg.version=$ARGO_VERSION -X $pkg.gitTag=v$ARGO_VERSION" \
   -o "$BIN.tmp" ./cmd/sluice-argo-oracle
 # Moved into place in one step, so an interrupted build never looks like a finished one.

@@ -19,7 +19,6 @@ ARGO_VERSION="${ARGO_VERSION#v}"
 CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 OUT="$CACHE_ROOT/argo-rollouts-v$ARGO_VERSION"
 BIN="$OUT/bin/rollouts-controller"
-MODULE=github.com/argoproj/argo-rollouts
 
 if [[ -t 2 ]]; then
   log() { printf '\033[1m[argo-rollouts]\033[0m %s\n' "$*" >&2; }
@@ -27,6 +26,8 @@ else
   log() { printf '[argo-rollouts] %s\n' "$*" >&2; }
 fi
 die() { log "error: $*"; exit 1; }
+# shellcheck source=lib/argo-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/argo-module.sh"
 
 [[ $ARGO_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] ||
   die "ARGO_VERSION must look like 1.9.1, not '$ARGO_VERSION'"
@@ -50,13 +51,7 @@ if ! flock -n 9; then
   fi
 fi
 
-command -v go >/dev/null || die "Go is needed to build Argo Rollouts (go 1.25 or newer on PATH)"
-# The machine's own Go, never a toolchain download; the module's go.sum is complete, so -mod=mod
-# only fills the module cache.
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[[ $go_minor =~ ^[0-9]+$ && $go_minor -ge 25 ]] ||
-  die "building Argo Rollouts needs Go 1.25 or newer; $(command -v go) is $(go env GOVERSION)"
+argo_require_go "Argo Rollouts"
 
 # Prints a line every 30 s while the command runs, so that a long, quiet build shows it is alive.
 with_heartbeat() { # what command...
@@ -76,29 +71,17 @@ with_heartbeat() { # what command...
   wait "$pid"
 }
 
-log "fetching $MODULE v$ARGO_VERSION from the Go module proxy"
-# On failure the JSON carries the reason (an unknown version, a newer Go needed, no network).
-mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION") || {
-  reason=$(sed -nE '/^\s*"Error": /{s/^\s*"Error": "(.*)",?$/\1/; s/\\u003e/>/g; s/\\u003c/</g; p}' \
-    <<<"$mod_json")
-  die "could not download $MODULE v$ARGO_VERSION: ${reason:-see the output above}"
-}
-mod_dir=$(sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p' <<<"$mod_json")
+WORK="$CACHE_ROOT/build-argo-rollouts-v$ARGO_VERSION"
+argo_module_copy "$WORK"
 # The release's commit, as its own build stamps it (the controller logs it at start). The proxy
 # records it for some releases only; without it Argo reports its version as v<version>+unknown.
-commit=$(sed -nE 's/^\s*"Hash": "([0-9a-f]{40})",?$/\1/p' <<<"$mod_json")
-[[ -n $mod_dir && -f $mod_dir/go.mod ]] || die "could not download $MODULE v$ARGO_VERSION"
-
-WORK="$CACHE_ROOT/build-argo-rollouts-v$ARGO_VERSION"
-rm -rf "$WORK"
-cp -r "$mod_dir" "$WORK"
-chmod -R u+w "$WORK"
+commit=$(sed -nE 's/^\s*"Hash": "([0-9a-f]{40})",?$/\1/p' <<<"$ARGO_MODULE_JSON")
 cd "$WORK"
 
 log "fetching the modules Argo Rollouts v$ARGO_VERSION depends on"
 with_heartbeat "fetching modules" go mod download
 
-pkg=$MODULE/utils/version
+pkg=$ARGO_MODULE/utils/version
 ldflags="-s -w -X $pkg.version=$ARGO_VERSION -X $pkg.gitTag=v$ARGO_VERSION"
 ldflags+=" -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 

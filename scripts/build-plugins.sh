@@ -22,10 +22,11 @@ ARGO_VERSION="${ARGO_VERSION#v}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SRC="$ROOT/tools/plugin-bridge/main.go"
 CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
-MODULE=github.com/argoproj/argo-rollouts
 
 log() { printf '[plugins] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=lib/argo-module.sh
+source "$ROOT/scripts/lib/argo-module.sh"
 
 [[ $ARGO_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] ||
   die "ARGO_VERSION must look like 1.9.1, not '$ARGO_VERSION'"
@@ -56,22 +57,10 @@ if ! flock -n 9; then
   fi
 fi
 
-command -v go >/dev/null || die "Go is needed to build the plugin bridge (go 1.25 or newer on PATH)"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[[ $go_minor =~ ^[0-9]+$ && $go_minor -ge 25 ]] ||
-  die "building the plugin bridge needs Go 1.25 or newer; $(command -v go) is $(go env GOVERSION)"
-
-log "fetching $MODULE v$ARGO_VERSION from the Go module proxy"
-mod_json=$(go mod download -json "$MODULE@v$ARGO_VERSION") ||
-  die "could not download $MODULE v$ARGO_VERSION"
-mod_dir=$(sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p' <<<"$mod_json")
-[[ -n $mod_dir && -f $mod_dir/go.mod ]] || die "could not download $MODULE v$ARGO_VERSION"
+argo_require_go "the plugin bridge"
 
 WORK="$CACHE_ROOT/build-plugins-v$ARGO_VERSION"
-rm -rf "$WORK"
-cp -r "$mod_dir" "$WORK"
-chmod -R u+w "$WORK"
+argo_module_copy "$WORK"
 mkdir -p "$WORK/cmd/sluice-plugin-bridge"
 cp "$SRC" "$WORK/cmd/sluice-plugin-bridge/main.go"
 cd "$WORK"
