@@ -20,6 +20,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use sluice_api::Rollout;
+use sluice_engine::reconcile::SPEC_WARNING;
 
 use crate::harness::TestNamespace;
 
@@ -443,9 +444,6 @@ pub async fn events(ns: &TestNamespace) -> (Vec<(String, String)>, i32) {
 /// burst of 25 (then lets one through every five minutes); Sluice posts every event. Argo's
 /// list then stops short of Sluice's, which goes on the same.
 const ARGO_EVENT_BURST: i32 = 25;
-
-/// The reason of Sluice's warning about a problem only its checks see.
-pub const SPEC_WARNING: &str = "SpecWarning";
 
 /// The key of the differences page's row for events Argo's recorder dropped.
 pub const EVENTS_PAST_ARGOS_BURST: &str = "events past Argo's event burst";
