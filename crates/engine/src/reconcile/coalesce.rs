@@ -125,8 +125,8 @@ pub(super) fn stable_in_status_only(spec: &RolloutSpec) -> bool {
 
 /// The status without what only reports progress: the counts, the phase message, the
 /// conditions' update times and messages, and the difference between the two Progressing
-/// reasons an update in progress moves between; and the stable ReplicaSet where nothing but
-/// the status names it.
+/// reasons an update in progress moves between; and the stable ReplicaSet (with the Completed
+/// condition that follows it) where nothing but the status names it.
 fn bookkeeping_removed(s: &RolloutStatus, stable_in_status_only: bool) -> RolloutStatus {
     let mut s = s.clone();
     if stable_in_status_only {
@@ -141,6 +141,12 @@ fn bookkeeping_removed(s: &RolloutStatus, stable_in_status_only: bool) -> Rollou
     for cond in s.conditions.iter_mut().flatten() {
         cond.last_update_time = None;
         cond.message = None;
+        // Completed says whether the current pods are the stable ones: it turns with the
+        // promotion, and waits with it.
+        if stable_in_status_only && cond.type_ == Some(Cond::Completed) {
+            cond.status = None;
+            cond.last_transition_time = None;
+        }
         if cond.type_ == Some(Cond::Progressing)
             && cond.reason.as_deref() == Some(c::NEW_RS_CREATED)
         {

@@ -10,6 +10,8 @@ use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, Rollou
 use super::World;
 use super::spec::Strategy;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
+use crate::labels::SCALE_DOWN_DEADLINE;
+use crate::observed::ReplicaSetExt;
 use crate::plan::{Event, set_requeue};
 use crate::progress_deadline::{self, Deadline};
 use crate::steps;
@@ -147,7 +149,7 @@ impl World<'_> {
                 now,
                 true,
             );
-        } else if !self.at_indefinite_step(status) {
+        } else if !self.at_indefinite_step(status) && !self.waiting_for_scale_down() {
             wait = self.check_deadline(status, &mut conds, events, requeue);
         }
 
@@ -182,8 +184,19 @@ impl World<'_> {
         if had_pause_conditions && !has_pause_conditions && status.aborted_at.is_none() {
             events.push(Event::normal("RolloutResumed", "Rollout is resumed"));
         }
-        // Healthy needs the Rollout not paused, as in Argo.
-        c::set_completed(&mut conds, completed, available >= r && !paused, now);
+        // As Argo: Completed says the current pod template is the stable one (an old
+        // ReplicaSet may still be up within its scale-down delay); Healthy needs all of the
+        // update done and the Rollout not paused.
+        let stable_is_current = status
+            .stable_rs
+            .as_deref()
+            .is_some_and(|h| h == self.spec.pod_hash);
+        c::set_completed(
+            &mut conds,
+            stable_is_current,
+            completed && available >= r && !paused,
+            now,
+        );
         status.conditions = Some(conds);
         wait
     }
@@ -197,10 +210,20 @@ impl World<'_> {
                 .is_some_and(|s| s.experiment.is_some() || s.analysis.is_some())
     }
 
+    /// Whether an older ReplicaSet waits out its scale-down delay (`scale-down-deadline`):
+    /// the update is done but for that, so no progress is expected meanwhile and, as in Argo,
+    /// the progress deadline does not run (a Rollout must not be aborted after its promotion
+    /// because the previous version is kept up for a while).
+    fn waiting_for_scale_down(&self) -> bool {
+        self.older.iter().any(|rs| {
+            rs.annotation(SCALE_DOWN_DEADLINE)
+                .is_some_and(|d| !d.is_empty())
+        })
+    }
+
     /// Progressing with no progress since `lastUpdateTime`: past the deadline it becomes
-    /// `ProgressDeadlineExceeded`, and with `progressDeadlineAbort` the update is aborted. Only
-    /// the condition's own time and `now` decide; no annotation on another ReplicaSet can
-    /// postpone it. Returns when the deadline fires, or that it has.
+    /// `ProgressDeadlineExceeded`, and with `progressDeadlineAbort` the update is aborted.
+    /// Returns when the deadline fires, or that it has.
     fn check_deadline(
         &self,
         status: &mut RolloutStatus,
