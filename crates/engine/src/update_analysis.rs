@@ -125,6 +125,39 @@ impl AnalysisState {
     }
 }
 
+/// Argo's event for a run seen in a new phase: `AnalysisRun<Phase>`, a warning for Failed and
+/// Error.
+fn phase_event(
+    role: Role,
+    name: &str,
+    now: &AnalysisPhase,
+    previous: Option<&RolloutAnalysisRunStatus>,
+) -> Event {
+    let before = previous
+        .and_then(|p| p.status.as_ref())
+        .map_or_else(|| "NoPreviousStatus".to_string(), |p| p.to_string());
+    let kind = match role {
+        Role::Step(_) => "Step",
+        Role::Background => "Background",
+        Role::PrePromotion => build::TYPE_PRE_PROMOTION,
+        Role::PostPromotion => build::TYPE_POST_PROMOTION,
+    };
+    let reason = match now {
+        AnalysisPhase::Pending => "AnalysisRunPending",
+        AnalysisPhase::Running => "AnalysisRunRunning",
+        AnalysisPhase::Successful => "AnalysisRunSuccessful",
+        AnalysisPhase::Failed => "AnalysisRunFailed",
+        AnalysisPhase::Error => "AnalysisRunError",
+        AnalysisPhase::Inconclusive => "AnalysisRunInconclusive",
+        AnalysisPhase::Other(_) => "AnalysisRun",
+    };
+    let message = format!("{kind} Analysis Run '{name}' Status New: '{now}' Previous: '{before}'");
+    match now {
+        AnalysisPhase::Failed | AnalysisPhase::Error => Event::warning(reason, message),
+        _ => Event::normal(reason, message),
+    }
+}
+
 fn phase(run: &AnalysisRun) -> Option<&AnalysisPhase> {
     run.status.as_ref().and_then(|s| s.phase.as_ref())
 }
@@ -296,6 +329,15 @@ impl<'a> UpdateRuns<'a> {
             .as_ref()
             .and_then(|s| s.message.clone())
             .filter(|m| !m.is_empty());
+        // As Argo: an event for each phase the run is seen in, against the one recorded.
+        if let Some(now) = phase(run) {
+            let changed = previous.as_ref().is_none_or(|p| {
+                p.name.as_deref() == Some(name.as_str()) && p.status.as_ref() != Some(now)
+            });
+            if changed {
+                events.push(phase_event(role, &name, now, previous.as_ref()));
+            }
+        }
         *record_slot(status, role) = Some(RolloutAnalysisRunStatus {
             name: Some(name.clone()),
             status: phase(run).cloned().or(Some(AnalysisPhase::Pending)),
@@ -304,18 +346,7 @@ impl<'a> UpdateRuns<'a> {
         match phase(run) {
             Some(AnalysisPhase::Successful) => Verdict::Passed,
             Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
-                let phase_name = match phase(run) {
-                    Some(AnalysisPhase::Failed) => "failed",
-                    _ => "error",
-                };
-                let detail = message.unwrap_or_else(|| format!("AnalysisRun {name}"));
-                if status.abort != Some(true) {
-                    status.abort = Some(true);
-                    events.push(Event::warning(
-                        "AnalysisRunFailed",
-                        format!("{} phase {phase_name}: {detail}", role.describe()),
-                    ));
-                }
+                status.abort = Some(true);
                 // Argo names the analysis and both phases, whichever of them it was.
                 state.abort_message = Some(format!(
                     "{} phase error/failed: {}",
@@ -365,7 +396,6 @@ impl<'a> UpdateRuns<'a> {
         analysis: &RolloutAnalysis,
         revision: i64,
         plan: &mut Plan,
-        events: &mut Vec<Event>,
         state: &mut AnalysisState,
     ) -> bool {
         let Ok(run) = self.build_run(role, analysis, revision) else {
@@ -374,10 +404,6 @@ impl<'a> UpdateRuns<'a> {
         let name = run_name(&run).to_string();
         state.needed.insert(name.clone());
         state.started.push((role, name.clone()));
-        events.push(Event::normal(
-            "AnalysisRunRunning",
-            format!("{} {name} created", role.describe()),
-        ));
         plan.actions
             .push(Action::CreateAnalysisRun { run: Box::new(run) });
         true

@@ -162,7 +162,7 @@ impl World<'_> {
         scaled |= self.scale_down_previous(&f, status, &bgs, plan, events);
         self.clean_up_history(plan);
         if !u.aborted {
-            scaled |= self.restart(status, plan, events);
+            scaled |= self.restart(status, plan);
         }
 
         status.blue_green = Some(bgs);
@@ -339,9 +339,9 @@ impl World<'_> {
                 self.completion_reason(f, status, u)
             ),
         );
-        let pre_passed = self.pre_promotion_passed(f, plan, events, u, analysis);
+        let pre_passed = self.pre_promotion_passed(f, plan, u, analysis);
         let switch = self.switch_due(f, status, bgs, plan, events, u, pre_passed);
-        let post_passed = self.post_promotion_passed(f, status, plan, events, u, analysis);
+        let post_passed = self.post_promotion_passed(f, status, plan, u, analysis);
         super::analysis::promotion_analysis_waits(u, bgs, plan);
         let mut promoted = false;
         // Aborted after the switch (post-promotion analysis failed): traffic back to stable.
@@ -429,7 +429,6 @@ impl World<'_> {
         &self,
         f: &Facts<'_>,
         plan: &mut Plan,
-        events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
     ) -> bool {
@@ -448,7 +447,7 @@ impl World<'_> {
             && self.saturated(f.new_target)
         {
             self.runs()
-                .start_analysis(Role::PrePromotion, pre, u.revision, plan, events, analysis);
+                .start_analysis(Role::PrePromotion, pre, u.revision, plan, analysis);
         }
         verdict.passed()
     }
@@ -541,7 +540,6 @@ impl World<'_> {
         f: &Facts<'_>,
         status: &RolloutStatus,
         plan: &mut Plan,
-        events: &mut Vec<Event>,
         u: &Update,
         analysis: &mut AnalysisState,
     ) -> bool {
@@ -558,14 +556,8 @@ impl World<'_> {
             && !u.new_is_stable
             && status.stable_rs.as_deref() != Some(f.hash.as_str())
         {
-            self.runs().start_analysis(
-                Role::PostPromotion,
-                post,
-                u.revision,
-                plan,
-                events,
-                analysis,
-            );
+            self.runs()
+                .start_analysis(Role::PostPromotion, post, u.revision, plan, analysis);
         }
         verdict.passed()
     }

@@ -208,7 +208,7 @@ impl World<'_> {
         scaled |= self.scale_down_older(plan, events);
         self.clean_up_history(plan);
         if !aborted {
-            scaled |= self.restart(status, plan, events);
+            scaled |= self.restart(status, plan);
         }
         scaled
     }
@@ -316,7 +316,6 @@ impl World<'_> {
                                     a,
                                     revision,
                                     plan,
-                                    events,
                                     analysis,
                                 );
                             }
@@ -355,19 +354,19 @@ impl World<'_> {
                     ));
                 }
             }
-            // Background analysis, from its starting step on, until the update completes.
+            // Background analysis, from its starting step on, until the update completes;
+            // as in Argo it starts also while a pause step holds the update (it measures
+            // the canary that is up meanwhile).
             if let Some(bga) = &self.spec.canary().analysis
                 && u.verdicts.background == Verdict::Missing
                 && !promote_full
                 && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
-                && status.pause_conditions.as_ref().is_none_or(Vec::is_empty)
             {
                 self.runs().start_analysis(
                     Role::Background,
                     &bga.analysis,
                     revision,
                     plan,
-                    events,
                     analysis,
                 );
             }

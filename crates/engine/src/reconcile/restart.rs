@@ -1,5 +1,7 @@
 //! `spec.restartAt`: pods created before it are evicted, a few at a time, within the
-//! availability budget; the restart is recorded once none is left.
+//! availability budget; the restart is recorded once none is left. As in Argo, no event is
+//! posted for it: the evictions are the pods' own events, and `status.restartedAt` says when
+//! it was done.
 
 use std::time::Duration;
 
@@ -8,17 +10,12 @@ use sluice_api::rollout::RolloutStatus;
 
 use super::World;
 use crate::observed::ReplicaSetExt;
-use crate::plan::{Action, Event, Plan, set_requeue};
+use crate::plan::{Action, Plan, set_requeue};
 
 impl World<'_> {
     /// `spec.restartAt`: evicts pods created before it, at most `max(maxUnavailable, 1)` pods
     /// unavailable at a time, then records `status.restartedAt`. Returns whether it evicted.
-    pub(super) fn restart(
-        &self,
-        status: &mut RolloutStatus,
-        plan: &mut Plan,
-        events: &mut Vec<Event>,
-    ) -> bool {
+    pub(super) fn restart(&self, status: &mut RolloutStatus, plan: &mut Plan) -> bool {
         let Some(at) = self.ro.spec.restart_at.clone() else {
             return false;
         };
@@ -55,10 +52,6 @@ impl World<'_> {
             .collect();
         if stale.is_empty() {
             status.restarted_at = Some(at);
-            events.push(Event::normal(
-                "RolloutRestarted",
-                "Rollout restarted all pods",
-            ));
             return false;
         }
         stale.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
@@ -69,13 +62,8 @@ impl World<'_> {
             .sum();
         let budget = (self.spec.limits.max_unavailable.max(1) - unavailable).max(0) as usize;
         for pod in stale.iter().take(budget) {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            events.push(Event::normal(
-                "RolloutRestarted",
-                format!("Restarting pod {name}"),
-            ));
             plan.actions.push(Action::EvictPod {
-                name,
+                name: pod.metadata.name.clone().unwrap_or_default(),
                 uid: pod.metadata.uid.clone(),
             });
         }

@@ -133,7 +133,8 @@ impl World<'_> {
                     anti,
                     u.new_is_stable,
                 );
-                events.push(scale_up);
+                // Created at 0 (a first step at weight 0) is no scaling, as in Argo.
+                events.extend((counts.canary > 0).then_some(scale_up));
                 scaled = true;
             }
             None => {}
@@ -160,7 +161,7 @@ impl World<'_> {
         scaled |= self.scale_down_older_routed(status, plan, events, u);
         self.clean_up_history(plan);
         if !u.aborted {
-            scaled |= self.restart(status, plan, events);
+            scaled |= self.restart(status, plan);
         }
         scaled
     }

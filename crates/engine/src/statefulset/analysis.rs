@@ -127,7 +127,6 @@ impl<'a> Update<'a> {
                         analysis,
                         self.revision,
                         plan,
-                        &mut self.events,
                         &mut self.analysis,
                     )
                     && let Some(Action::CreateAnalysisRun { run }) = plan.actions.last()
@@ -177,7 +176,6 @@ impl<'a> Update<'a> {
             &background.analysis,
             self.revision,
             plan,
-            &mut self.events,
             &mut self.analysis,
         );
     }

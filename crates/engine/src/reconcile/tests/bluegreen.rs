@@ -355,9 +355,14 @@ fn preview_replica_count_with_auto_promotion_seconds_analyses_and_pauses_at_prev
 
     w.verdict("PrePromotion", AnalysisPhase::Successful, "");
     let events = w.settle_bg_events();
+    // As Argo: the run's new phase is told, then the pause.
     assert_eq!(
         events,
-        vec!["RolloutPaused: Rollout is paused (BlueGreenPause)"]
+        vec![
+            "AnalysisRunSuccessful: PrePromotion Analysis Run 'demo-5dbbcbcd95-2-pre' Status \
+             New: 'Successful' Previous: 'Pending'",
+            "RolloutPaused: Rollout is paused (BlueGreenPause)"
+        ]
     );
     assert_eq!(w.phase(), RolloutPhase::Paused);
     assert_eq!(w.status().message.as_deref(), Some("BlueGreenPause"));

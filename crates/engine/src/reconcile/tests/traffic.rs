@@ -329,3 +329,27 @@ fn a_plan_that_routes_traffic_back_to_stable_scales_no_stable_pod_down() {
         ]
     );
 }
+
+#[test]
+fn a_canary_created_at_weight_zero_reports_no_scaling() {
+    // A live scenario found "Scaled up ReplicaSet ... from 0 to 0" (seed 10): a first step
+    // that is a pause puts the new ReplicaSet at no pods, which Argo does not report.
+    let mut w = world(routed(
+        3,
+        json!([{"pause": {"duration": 2}}, {"setWeight": 34}]),
+        json!({}),
+    ));
+    w.set_image("app:v2");
+    let plan = w.reconcile();
+    let messages: Vec<String> = plan.events.iter().map(|e| e.message.clone()).collect();
+    assert!(
+        plan.events
+            .iter()
+            .any(|e| e.reason == "NewReplicaSetCreated"),
+        "{messages:?}"
+    );
+    assert!(
+        plan.events.iter().all(|e| e.reason != "ScalingReplicaSet"),
+        "{messages:?}"
+    );
+}
