@@ -160,6 +160,20 @@ pub struct Event {
     pub message: String,
 }
 
+impl Action {
+    /// The ReplicaSet an action writes to, by name, when it writes to one that exists.
+    fn replica_set(&self) -> Option<&str> {
+        match self {
+            Action::ScaleReplicaSet { name, .. }
+            | Action::ConfirmReplicaSet { name, .. }
+            | Action::AnnotateReplicaSet { name, .. }
+            | Action::DeleteReplicaSet { name, .. }
+            | Action::SetReplicaSetPodMetadata { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
 impl Event {
     pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
@@ -221,6 +235,74 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Puts the writes in their final order. A ReplicaSet's annotations (a revision bump)
+    /// go with the next write to the same ReplicaSet made from the same observed copy (its
+    /// scaling, or its confirmation), not in one of their own: the second write would carry a
+    /// resourceVersion the first made stale, and always conflict. The Rollout's annotations
+    /// (its revision) go last, so that a plan stopped by a conflict has not recorded a
+    /// revision whose announcement (`RolloutUpdated`) it never sent: the next reconcile
+    /// records and announces it.
+    pub(crate) fn order_writes(&mut self) {
+        let mut i = 0;
+        while i < self.actions.len() {
+            if let Action::AnnotateReplicaSet {
+                name,
+                resource_version,
+                annotations,
+            } = &self.actions[i]
+            {
+                let later = self.actions[i + 1..]
+                    .iter()
+                    .position(|a| a.replica_set() == Some(name.as_str()))
+                    .map(|k| i + 1 + k);
+                let (name, rv, extra) =
+                    (name.clone(), resource_version.clone(), annotations.clone());
+                let merged = match later.map(|j| (j, &mut self.actions[j])) {
+                    Some((
+                        _,
+                        Action::ScaleReplicaSet {
+                            resource_version,
+                            annotations,
+                            ..
+                        },
+                    )) if *resource_version == rv => {
+                        for (k, v) in extra {
+                            annotations.entry(k).or_insert(v);
+                        }
+                        true
+                    }
+                    Some((
+                        j,
+                        Action::ConfirmReplicaSet {
+                            resource_version, ..
+                        },
+                    )) if *resource_version == rv => {
+                        self.actions[j] = Action::AnnotateReplicaSet {
+                            name,
+                            resource_version: rv,
+                            annotations: extra,
+                        };
+                        true
+                    }
+                    _ => false,
+                };
+                if merged {
+                    self.actions.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if let Some(at) = self
+            .actions
+            .iter()
+            .position(|a| matches!(a, Action::AnnotateRollout { .. }))
+        {
+            let annotate = self.actions.remove(at);
+            self.actions.push(annotate);
+        }
+    }
+
     /// Sets (or, with `None`, removes) a Rollout annotation. All of a reconcile's annotations
     /// go in one write: two writes at the same resourceVersion would make the second conflict.
     pub(crate) fn annotate_rollout(

@@ -172,6 +172,7 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
         plan.events.retain(Event::reports_a_write);
         crate::plan::set_requeue(&mut plan.requeue_after, wait);
     }
+    plan.order_writes();
     plan
 }
 
@@ -225,6 +226,7 @@ struct Announcement {
 fn announce_update(events: &mut Vec<Event>, a: Announcement, start: usize, at: usize) {
     let mut at = at.min(events.len());
     let start = start.min(at);
+    let announcing = a.updated.is_some() || a.not_completed.is_some();
     if let Some(updated) = a.updated {
         let created_at = events[start..at]
             .iter()
@@ -236,6 +238,28 @@ fn announce_update(events: &mut Vec<Event>, a: Announcement, start: usize, at: u
     }
     let announced = a.skip_steps.into_iter().chain(a.not_completed);
     events.splice(at..at, announced.chain(a.resumed));
+    // The routers' weights of the new update are recorded, as Argo reports them, after the
+    // update is announced: Argo reconciles the routers once the new ReplicaSet exists.
+    if announcing {
+        let end = at
+            + events[at..]
+                .iter()
+                .take_while(|e| is_announcement(e))
+                .count();
+        let (moved, kept): (Vec<Event>, Vec<Event>) = events
+            .drain(..end)
+            .partition(|e| e.reason == "TrafficWeightUpdated");
+        let rest: Vec<Event> = std::mem::take(events);
+        events.extend(kept.into_iter().chain(moved).chain(rest));
+    }
+}
+
+/// The events [`announce_update`] puts where a new update is announced.
+fn is_announcement(e: &Event) -> bool {
+    matches!(
+        e.reason,
+        "SkipSteps" | "RolloutNotCompleted" | "RolloutResumed"
+    )
 }
 
 /// What the common part of a reconcile settled, for the strategy-specific part.

@@ -288,3 +288,106 @@ fn a_new_step_list_on_a_healthy_canary_is_announced_as_skipped_steps() {
     assert!(settle_typed_events(&mut w).is_empty());
     assert_eq!(w.phase(), RolloutPhase::Healthy);
 }
+
+#[test]
+fn an_undo_to_a_scaled_down_revision_announces_it_as_argo_does() {
+    // A live scenario found it (seed 1): going back to revision 1's template reuses its
+    // ReplicaSet as revision 3, and Argo records the revision on the Rollout with
+    // `RolloutUpdated` as for a new ReplicaSet.
+    let mut w = World::new(rollout(2, json!([])));
+    settle_typed_events(&mut w);
+    w.advance(60);
+    w.set_image("app:v2");
+    settle_typed_events(&mut w);
+    w.advance(60);
+    w.set_image("app:v1");
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "RolloutNotCompleted",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+        ])
+    );
+}
+
+#[test]
+fn an_undo_copying_a_replica_set_template_announces_it_as_argo_does() {
+    // `undo` copies the ReplicaSet's template, with the API server's defaults in it.
+    let mut w = World::new(rollout(2, json!([])));
+    settle_typed_events(&mut w);
+    let mut copied = w.rss[0].spec.clone().unwrap().template.unwrap();
+    copied
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(POD_TEMPLATE_HASH);
+    copied.spec.as_mut().unwrap().dns_policy = Some("ClusterFirst".into());
+    w.rss[0]
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .dns_policy = Some("ClusterFirst".into());
+    w.advance(60);
+    w.set_image("app:v2");
+    settle_typed_events(&mut w);
+    w.advance(60);
+    w.ro.spec.template = Some(copied);
+    assert_eq!(
+        settle_typed_events(&mut w),
+        normal(&[
+            "RolloutUpdated",
+            "RolloutNotCompleted",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "ScalingReplicaSet",
+            "RolloutCompleted",
+        ])
+    );
+}
+
+#[test]
+fn an_undo_writes_the_revision_with_the_scaling_and_the_rollouts_revision_last() {
+    // Annotating the restored ReplicaSet and then scaling it from the same observed copy
+    // would always conflict; and a plan stopped there must not have recorded the revision
+    // on the Rollout without announcing it.
+    let mut w = World::new(rollout(2, json!([])));
+    settle_typed_events(&mut w);
+    w.advance(60);
+    w.set_image("app:v2");
+    settle_typed_events(&mut w);
+    w.advance(60);
+    w.set_image("app:v1");
+    let plan = w.reconcile();
+    let kinds: Vec<&str> = plan
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::ScaleReplicaSet { annotations, .. } => {
+                assert_eq!(
+                    annotations.get(crate::labels::REVISION),
+                    Some(&Some("3".to_string())),
+                    "{annotations:?}"
+                );
+                "scale"
+            }
+            Action::AnnotateRollout { .. } => "annotate rollout",
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, ["scale", "annotate rollout"]);
+}
