@@ -13,9 +13,12 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
+use sluice_analysis::providers::ANALYSIS_RUN_UID_LABEL;
 use sluice_analysis::secrets::KubeSecrets;
 use sluice_analysis::{Providers, ResolvedArgs, RunContext, resolve_args, resolve_metric};
 use sluice_api::analysis::{AnalysisRun, Measurement, Metric};
@@ -52,7 +55,9 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     if let Some(plugins) = &hooks.plugins {
         providers = providers.with_plugins(plugins.clone());
     }
-    let runs: Api<AnalysisRun> = api_in(&client, watched_namespace(&client, args).as_deref());
+    let namespace = watched_namespace(&client, args);
+    let runs: Api<AnalysisRun> = api_in(&client, namespace.as_deref());
+    let job_metadata: Api<PartialObjectMeta<Job>> = api_in(&client, namespace.as_deref());
     let ctx = Arc::new(Context {
         secrets: KubeSecrets::new(client.clone()),
         writer: KubeCluster::with_gate(client, hooks.gate.clone()),
@@ -69,7 +74,16 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .modify(crate::cache::drop_managed_fields)
     .reflect(writer)
     .applied_objects();
+    // A Job metric's measurement ends when its Job does: as Argo, the run is looked at when
+    // one of its Jobs changes, not at the next poll. Only the Jobs' metadata is kept.
+    let jobs = watcher(
+        job_metadata,
+        watcher::Config::default().labels(ANALYSIS_RUN_UID_LABEL),
+    )
+    .default_backoff()
+    .applied_objects();
     let controller = Controller::for_stream(stream, cache)
+        .owns_stream(jobs)
         .with_config(ControllerConfig::default().concurrency(args.analysis_threads.max(1)));
     hooks.watch_run_cache(controller.store());
     harness::run(controller, ctx).await;

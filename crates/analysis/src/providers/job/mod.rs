@@ -95,7 +95,8 @@ pub fn build_job(
 }
 
 /// The measurement phase a Job's conditions give: Successful once `Complete` is true, Failed
-/// once `Failed` is true (with the condition's reason as message), `None` while it runs.
+/// once `Failed` is true (with the condition's reason and message, for the log), `None` while
+/// it runs.
 pub(crate) fn job_phase(job: &Job) -> Option<(AnalysisPhase, Option<String>)> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
     let holds = |kind: &str| {
@@ -229,10 +230,12 @@ async fn resume(providers: &Providers, ctx: &RunContext, measurement: Measuremen
         }
     };
     let mut measurement = measurement;
-    if let Some((phase, message)) = job_phase(&job) {
-        tracing::info!(job = %name, namespace = %namespace, %phase, "analysis job finished");
+    if let Some((phase, why)) = job_phase(&job) {
+        // As Argo, the measurement carries no message: a run's message (and the Rollout's,
+        // when it aborts) says the metric failed, the Job says why, and so does the log.
+        let why = why.unwrap_or_default();
+        tracing::info!(job = %name, namespace = %namespace, %phase, why, "analysis job finished");
         measurement.phase = Some(phase);
-        measurement.message = message;
         measurement.finished_at = Some(now());
     }
     measurement
