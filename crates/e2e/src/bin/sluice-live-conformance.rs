@@ -4,6 +4,7 @@
 //!
 //!     sluice-live-conformance --start 100 --scenarios 200 --jobs 4
 //!     sluice-live-conformance --start 137 --scenarios 1        # replay one seed
+//!     RUST_LOG=sluice_controller=debug sluice-live-conformance --start 137 --scenarios 1
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,6 +47,14 @@ async fn one(env: Arc<TestEnv>, seed: u64) -> anyhow::Result<Outcome> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // RUST_LOG=sluice_controller=debug shows what Sluice did in a scenario that differs.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     if args.print {
         for seed in args.start..args.start + args.scenarios {
             let scenario = Scenario::generate(seed);

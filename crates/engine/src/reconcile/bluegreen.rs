@@ -259,8 +259,9 @@ impl World<'_> {
                 if rs.annotation(SCALE_DOWN_DEADLINE).is_some() && !f.fast_tracked {
                     extra.insert(SCALE_DOWN_DEADLINE.to_string(), None);
                 }
-                let rev = rs.revision().unwrap_or(u.revision);
-                scaled |= self.scale_with(plan, events, rs, new_target, rev, extra);
+                // The revision it is being given in this reconcile (an undo's reused
+                // ReplicaSet has its old one until the write), as Argo's event says.
+                scaled |= self.scale_with(plan, events, rs, new_target, u.revision, extra);
             }
         }
 

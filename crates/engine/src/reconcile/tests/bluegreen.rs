@@ -468,3 +468,41 @@ fn blue_green_counts_are_the_active_replica_sets() {
     );
     assert!(s.selector.as_deref().unwrap().contains(&v2), "{s:#?}");
 }
+
+#[test]
+fn an_undo_to_a_scaled_down_preview_names_its_new_revision() {
+    // A live scenario found it (seed 5): the scale-up of the ReplicaSet an undo reuses said
+    // its old revision, the same message as its first scale-up, which the event API folds into
+    // that old event; Argo names the revision it is given.
+    let mut w = World::bg(bg_rollout(
+        2,
+        json!({"activeService": "active", "scaleDownDelaySeconds": 2, "autoPromotionEnabled": false}),
+    ));
+    w.settle_bg();
+    w.advance(30);
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.advance(30);
+    w.set_image("app:v3");
+    w.settle_bg();
+    w.advance(30);
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![
+            ("app:v1".into(), 2),
+            ("app:v2".into(), 0),
+            ("app:v3".into(), 2)
+        ]
+    );
+    w.advance(30);
+    w.set_image("app:v2");
+    let v2 = w.rs_named_by_image("app:v2");
+    let events = w.settle_bg_events();
+    assert!(
+        events.contains(&format!(
+            "ScalingReplicaSet: Scaled up ReplicaSet {v2} (revision 4) from 0 to 2"
+        )),
+        "{events:#?}"
+    );
+}
