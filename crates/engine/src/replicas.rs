@@ -6,6 +6,9 @@
 //! dashboards and tests; the table tests at the bottom hold Argo's published cases.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use sluice_api::rollout::CanaryStrategy;
+
+use crate::steps;
 
 /// Default for `maxSurge` and `maxUnavailable`: the string "25", which Kubernetes reads as 25%.
 pub const DEFAULT_MAX_SURGE: &str = "25%";
@@ -380,12 +383,14 @@ pub struct RoutedCanaryInputs {
 /// Traffic-routed canary. Without dynamicStableScale the stable stays at full size and the
 /// canary is sized to the weight (or the explicit `setCanaryScale`); with it, the stable is
 /// sized to the larger of its new and its recorded weight. Non-zero counts are raised to
-/// `minPodsPerReplicaSet` (capped at the replica count), except an explicit replica count
-/// without dynamicStableScale.
+/// `minPodsPerReplicaSet`, except an explicit replica count and the stable count without
+/// dynamicStableScale.
 pub fn routed_canary_counts(i: RoutedCanaryInputs) -> CanaryCounts {
     let r = i.replicas.max(0);
     let max = i64::from(i.max_weight.max(1));
     let count = |w: i32| ceil_div(i64::from(w.max(0)) * i64::from(r), max);
+    // The minimum is capped at the Rollout's replicas, as in Argo 1.10 (1.9 was not, and
+    // went on resizing such a canary).
     let floor = |n: i32| match i.min_pods_per_replica_set {
         Some(min) if n > 0 => n.max(min.min(r)),
         _ => n,
@@ -406,7 +411,8 @@ pub fn routed_canary_counts(i: RoutedCanaryInputs) -> CanaryCounts {
     } else {
         floor(count(i.weight))
     };
-    let mut stable = floor(r);
+    // Without dynamicStableScale the stable stays at the Rollout's replicas, minimum or not.
+    let mut stable = if i.dynamic_stable_scale { floor(r) } else { r };
     if i.dynamic_stable_scale {
         if i.aborted {
             // Back to stable: the stable grows to full at once (growing is always safe), the
@@ -415,11 +421,97 @@ pub fn routed_canary_counts(i: RoutedCanaryInputs) -> CanaryCounts {
                 canary = canary.max(floor(count(c)));
             }
         } else {
-            let recorded = i.previous_weights.map_or(0, |(_, s)| count(s));
-            stable = floor(count(i.max_weight - i.weight).max(recorded));
+            // The weight the canary is sized for, as Argo takes it: all of it on a full
+            // promotion, none under an explicit replica count (the stable stays whole), an
+            // explicit scale weight, or the step's weight.
+            let sized_for = if i.promote_full {
+                i.max_weight
+            } else if let (true, Some(_)) = (explicit, i.canary_scale_replicas) {
+                0
+            } else if let (true, Some(w)) = (explicit, i.canary_scale_weight) {
+                w
+            } else {
+                i.weight
+            };
+            let left = i.max_weight - sized_for;
+            // A scale weight above the maximum leaves the stable less than no weight: as in
+            // Argo, the count is rounded up toward zero, the recorded weight's count replaces
+            // it when larger, and a count below zero is raised to the minimum when there is
+            // one; never below zero here (Argo's write of it would be refused).
+            let wanted = i64::from(left) * i64::from(r);
+            let mut n = i32::try_from(-((-wanted).div_euclid(max))).unwrap_or(0);
+            if let Some((_, s)) = i.previous_weights {
+                n = n.max(count(s));
+            }
+            stable = match n {
+                0 => 0,
+                n if n < 0 => i
+                    .min_pods_per_replica_set
+                    .map_or(0, |min| min.min(r).max(0)),
+                n => floor(n),
+            };
         }
     }
     CanaryCounts { canary, stable }
+}
+
+/// Where a traffic-routed canary stands, as its counts need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedPosition {
+    pub replicas: i32,
+    /// `status.currentStepIndex` (0 when unset).
+    pub step_index: i32,
+    pub aborted: bool,
+    /// The weight while aborted (with dynamicStableScale, the one traffic is stepping down
+    /// through; see `reconcile/traffic/weight.rs`).
+    pub abort_weight: i32,
+    /// All of the new pods are wanted: `promote --full`, a rollback within the window, the
+    /// new pods already stable, or no stable ReplicaSet yet.
+    pub promote_full: bool,
+    /// `status.canary.weights` (canary, stable) as last recorded.
+    pub previous_weights: Option<(i32, i32)>,
+}
+
+/// [`routed_canary_counts`] of `canary` at position `p`: the weight of the current step (the
+/// router's maximum once past the steps), the `setCanaryScale` in force within the steps.
+pub fn routed_canary_counts_at(canary: &CanaryStrategy, p: RoutedPosition) -> CanaryCounts {
+    let max = canary
+        .traffic_routing
+        .clone()
+        .unwrap_or_default()
+        .max_traffic_weight();
+    let all_steps = steps::steps(canary);
+    let upto = usize::try_from(p.step_index.saturating_add(1))
+        .unwrap_or(0)
+        .min(all_steps.len());
+    let scale = all_steps[..upto]
+        .iter()
+        .rev()
+        .find_map(|s| s.set_canary_scale.clone());
+    let in_steps = p.step_index < all_steps.len() as i32;
+    let weight = if p.aborted {
+        p.abort_weight
+    } else if !in_steps {
+        max
+    } else {
+        steps::set_weight_at(all_steps, p.step_index)
+    };
+    routed_canary_counts(RoutedCanaryInputs {
+        replicas: p.replicas,
+        weight,
+        max_weight: max,
+        canary_scale_replicas: scale.as_ref().filter(|_| in_steps).and_then(|s| s.replicas),
+        canary_scale_weight: scale.as_ref().filter(|_| in_steps).and_then(|s| s.weight),
+        match_traffic_weight: scale
+            .as_ref()
+            .is_some_and(|s| s.match_traffic_weight == Some(true)),
+        promote_full: p.promote_full,
+        aborted: p.aborted,
+        keep_canary_on_abort: canary.abort_scale_down_delay_seconds == Some(0),
+        min_pods_per_replica_set: canary.min_pods_per_replica_set,
+        dynamic_stable_scale: canary.dynamic_stable_scale == Some(true),
+        previous_weights: p.previous_weights,
+    })
 }
 
 fn ceil_div(num: i64, den: i64) -> i32 {

@@ -41,6 +41,19 @@ pub fn weight_at(canary: &CanaryStrategy, index: i32) -> i32 {
         .clamp(0, 100)
 }
 
+/// The last `setWeight` at or before step `index` of `steps` (0 if none): the weight a routed
+/// canary's router is given there.
+pub fn set_weight_at(steps: &[CanaryStep], index: i32) -> i32 {
+    let end = usize::try_from(index.saturating_add(1))
+        .unwrap_or(0)
+        .min(steps.len());
+    steps[..end]
+        .iter()
+        .rev()
+        .find_map(|s| s.set_weight)
+        .unwrap_or(0)
+}
+
 /// The name of a step's kind, as in the spec.
 pub fn step_kind(action: &CanaryStepAction<'_>) -> &'static str {
     match action {

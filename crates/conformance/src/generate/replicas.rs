@@ -84,3 +84,75 @@ pub fn replica_set(name: &str, rs: Rs) -> Value {
         "status": {"replicas": rs.spec, "availableReplicas": rs.available, "readyReplicas": rs.available},
     })
 }
+
+/// A traffic-routed canary at some point of an update.
+#[derive(Debug, Clone)]
+pub struct RoutedCase {
+    pub replicas: i32,
+    /// The steps, as Rollout JSON: setWeight, setCanaryScale (replicas, weight or
+    /// matchTrafficWeight) and pause.
+    pub steps: Vec<Value>,
+    pub step_index: i32,
+    pub dynamic_stable_scale: bool,
+    pub min_pods_per_replica_set: Option<i32>,
+    /// `abortScaleDownDelaySeconds`: 0 keeps the canary after an abort.
+    pub abort_delay: Option<i32>,
+    pub aborted: bool,
+    pub promote_full: bool,
+    /// The new pods are already the stable ones.
+    pub new_is_stable: bool,
+    /// `status.canary.weights` as (canary, stable), when recorded.
+    pub weights: Option<(i32, i32)>,
+}
+
+fn routed_step() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => (0i32..=100).prop_map(|w| json!({"setWeight": w})),
+        1 => (0i32..12).prop_map(|r| json!({"setCanaryScale": {"replicas": r}})),
+        1 => (0i32..=150).prop_map(|w| json!({"setCanaryScale": {"weight": w}})),
+        1 => Just(json!({"setCanaryScale": {"matchTrafficWeight": true}})),
+        1 => Just(json!({"pause": {}})),
+    ]
+}
+
+pub fn routed_case() -> impl Strategy<Value = RoutedCase> {
+    (
+        (
+            0i32..12,
+            prop::collection::vec(routed_step(), 0..6),
+            0i32..7,
+        ),
+        (
+            prop::bool::weighted(0.4),
+            prop::option::weighted(0.3, 0i32..6),
+            prop::option::weighted(0.3, prop::sample::select(vec![0, 5, 30])),
+        ),
+        (
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.1),
+            prop::bool::weighted(0.1),
+        ),
+        prop::option::weighted(0.6, (0i32..=100).prop_map(|c| (c, 100 - c))),
+    )
+        .prop_map(
+            |(
+                (replicas, steps, index),
+                (dss, min_pods, abort_delay),
+                (aborted, promote_full, new_is_stable),
+                weights,
+            )| {
+                RoutedCase {
+                    replicas,
+                    step_index: index.min(steps.len() as i32),
+                    steps,
+                    dynamic_stable_scale: dss,
+                    min_pods_per_replica_set: min_pods,
+                    abort_delay,
+                    aborted,
+                    promote_full,
+                    new_is_stable,
+                    weights,
+                }
+            },
+        )
+}

@@ -18,13 +18,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use sluice_api::rollout::RolloutStatus;
 
-use super::traffic::set_weight_at;
 use super::{Update, World};
 use crate::labels::SCALE_DOWN_DEADLINE;
 use crate::observed::ReplicaSetExt;
 use crate::plan::{Event, Plan};
-use crate::replicas::{self, CanaryCounts, RoutedCanaryInputs};
-use crate::steps;
+use crate::replicas::{self, CanaryCounts, RoutedPosition};
 
 /// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` with a router.
 const DEFAULT_DELAY: i32 = 30;
@@ -38,45 +36,21 @@ impl World<'_> {
         abort_weight: i32,
         previous_weights: Option<(i32, i32)>,
     ) -> CanaryCounts {
-        let canary = self.spec.canary();
-        let routing = canary.traffic_routing.clone().unwrap_or_default();
-        let max = routing.max_traffic_weight();
-        let index = status.current_step_index.unwrap_or(0);
-        let all_steps = steps::steps(canary);
-        let scale = all_steps[..usize::try_from(index.saturating_add(1))
-            .unwrap_or(0)
-            .min(all_steps.len())]
-            .iter()
-            .rev()
-            .find_map(|s| s.set_canary_scale.clone());
-        let in_steps = index < all_steps.len() as i32;
-        let weight = if u.aborted {
-            abort_weight
-        } else if !in_steps {
-            max
-        } else {
-            set_weight_at(all_steps, index)
-        };
         let promote_full = status.promote_full == Some(true)
             || u.rollback_window
             || u.new_is_stable
             || status.stable_rs.is_none();
-        replicas::routed_canary_counts(RoutedCanaryInputs {
-            replicas: self.spec.replicas,
-            weight,
-            max_weight: max,
-            canary_scale_replicas: scale.as_ref().filter(|_| in_steps).and_then(|s| s.replicas),
-            canary_scale_weight: scale.as_ref().filter(|_| in_steps).and_then(|s| s.weight),
-            match_traffic_weight: scale
-                .as_ref()
-                .is_some_and(|s| s.match_traffic_weight == Some(true)),
-            promote_full,
-            aborted: u.aborted,
-            keep_canary_on_abort: canary.abort_scale_down_delay_seconds == Some(0),
-            min_pods_per_replica_set: canary.min_pods_per_replica_set,
-            dynamic_stable_scale: canary.dynamic_stable_scale == Some(true),
-            previous_weights,
-        })
+        replicas::routed_canary_counts_at(
+            self.spec.canary(),
+            RoutedPosition {
+                replicas: self.spec.replicas,
+                step_index: status.current_step_index.unwrap_or(0),
+                aborted: u.aborted,
+                abort_weight,
+                promote_full,
+                previous_weights,
+            },
+        )
     }
 
     /// Whether the ReplicaSets have the counts the current step asks for: the new one its

@@ -16,7 +16,6 @@ use sluice_routers::{Desired, Destination};
 pub(super) use read_back::{routed_canary_weight, routed_hashes};
 pub(super) use routers::Routers;
 pub use routers::{dependent_references, references, selections};
-pub(super) use weight::set_weight_at;
 
 use super::{Update, World};
 use crate::labels::POD_TEMPLATE_HASH;

@@ -17,6 +17,8 @@
 
 use sluice_api::rollout::CanaryStep;
 
+use crate::steps::set_weight_at;
+
 /// What the decision looks at.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Facts<'a> {
@@ -120,18 +122,6 @@ fn ceil_count(weight: i32, replicas: i32, max: i32) -> i32 {
     let num = i64::from(weight.max(0)) * i64::from(replicas.max(0));
     let den = i64::from(max.max(1));
     ((num + den - 1) / den) as i32
-}
-
-/// The last `setWeight` at or before `index` (0 if none).
-pub(crate) fn set_weight_at(steps: &[CanaryStep], index: i32) -> i32 {
-    let end = usize::try_from(index.saturating_add(1))
-        .unwrap_or(0)
-        .min(steps.len());
-    steps[..end]
-        .iter()
-        .rev()
-        .find_map(|s| s.set_weight)
-        .unwrap_or(0)
 }
 
 /// The last `setWeight` strictly before `index` (0 if none).
