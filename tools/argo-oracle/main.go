@@ -14,6 +14,7 @@
 //	                                                  -> {"canary":n,"stable":n}
 //	{"op":"routedCanary","rollout":{...},"newRS":{...},"stableRS":{...},"weights":{...}}
 //	                                                  -> {"canary":n,"stable":n}
+//	{"op":"validateMetrics","metrics":[...]}          -> {"error":"..."} ("" when valid)
 //	{"op":"version"}                                  -> {"version":"v1.9.1"}
 //
 // An input Go cannot decode answers {"decodeError":"..."}; a panic in Argo's code answers
@@ -31,6 +32,7 @@ import (
 	"github.com/argoproj/argo-rollouts/analysis"
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/validation"
+	analysisutil "github.com/argoproj/argo-rollouts/utils/analysis"
 	"github.com/argoproj/argo-rollouts/utils/evaluate"
 	"github.com/argoproj/argo-rollouts/utils/hash"
 	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
@@ -47,6 +49,7 @@ type request struct {
 	CollisionCount *int32                   `json:"collisionCount"`
 	Text           string                   `json:"text"`
 	Metric         json.RawMessage          `json:"metric"`
+	Metrics        json.RawMessage          `json:"metrics"`
 	Result         json.RawMessage          `json:"result"`
 	Terminating    bool                     `json:"terminating"`
 	Value          json.RawMessage          `json:"value"`
@@ -142,6 +145,13 @@ func serve(line []byte) (a answer) {
 			return answer{"error": err.Error()}
 		}
 		return answer{"nanos": int64(d)}
+	case "validateMetrics":
+		var metrics []v1alpha1.Metric
+		decode(req.Metrics, &metrics, "metrics")
+		if err := analysisutil.ValidateMetrics(metrics); err != nil {
+			return answer{"error": err.Error()}
+		}
+		return answer{"error": ""}
 	case "metricPhase":
 		var metric v1alpha1.Metric
 		var result v1alpha1.MetricResult

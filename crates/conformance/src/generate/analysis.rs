@@ -37,6 +37,67 @@ pub fn metric() -> impl Strategy<Value = Value> {
         })
 }
 
+/// A limit as a spec may hold it, bad values included: negative, a number in a string, a
+/// string that is no number.
+fn any_limit() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        6 => (-3i64..7).prop_map(Value::from),
+        1 => prop::sample::select(vec!["2", "0", "-1", "lots", ""]).prop_map(Value::from),
+    ]
+}
+
+fn provider() -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        8 => Just(Some(json!({"web": {"url": "http://metrics"}}))),
+        1 => Just(Some(json!({"prometheus": {"query": "up"}, "job": {"spec": {"template": {"spec": {"containers": []}}}}}))),
+        1 => Just(Some(json!({}))),
+        1 => Just(None),
+    ]
+}
+
+/// The metrics of a template or run, as Argo checks them before measuring: names (repeated,
+/// empty), every limit, count, interval and initial delay, and the provider.
+pub fn metric_specs() -> impl Strategy<Value = Value> {
+    let one = (
+        prop::sample::select(vec!["a", "b", "", "a"]),
+        (
+            sometimes(any_limit()),
+            sometimes(any_limit()),
+            sometimes(any_limit()),
+        ),
+        (sometimes(any_limit()), sometimes(any_limit())),
+        (
+            sometimes(
+                prop::sample::select(vec!["10s", "1m", "", "soon", "5"]).prop_map(Value::from),
+            ),
+            sometimes(prop::sample::select(vec!["5s", "", "later", "1h"]).prop_map(Value::from)),
+        ),
+        provider(),
+    )
+        .prop_map(
+            |(
+                name,
+                (count, failure, inconclusive),
+                (errors, success),
+                (interval, delay),
+                provider,
+            )| {
+                object(vec![
+                    ("name", Some(json!(name))),
+                    ("count", count),
+                    ("failureLimit", failure),
+                    ("inconclusiveLimit", inconclusive),
+                    ("consecutiveErrorLimit", errors),
+                    ("consecutiveSuccessLimit", success),
+                    ("interval", interval),
+                    ("initialDelay", delay),
+                    ("provider", provider),
+                ])
+            },
+        );
+    prop::collection::vec(one, 0..4).prop_map(Value::from)
+}
+
 const PHASES: [&str; 6] = [
     "Successful",
     "Failed",

@@ -1,13 +1,15 @@
-//! Analysis verdicts: a metric's phase from its limits, counters and measurements, and a
-//! measured value's phase from the success and failure conditions.
+//! Analysis: the checks of a metric spec, a metric's phase from its limits, counters and
+//! measurements, and a measured value's phase from the success and failure conditions.
 
 use serde_json::{Value, json};
 use sluice_api::AnalysisRun;
+use sluice_api::analysis::Metric;
 use sluice_api::common::AnalysisPhase;
 use sluice_conformance::differences::Differences;
-use sluice_conformance::generate::analysis::{conditions, metric, result, value};
+use sluice_conformance::generate::analysis::{conditions, metric, metric_specs, result, value};
 use sluice_conformance::oracle::{self, ARGO_VERSIONS};
 use sluice_conformance::run::compare;
+use sluice_engine::analysis::validate_metrics;
 
 fn phase_name(phase: &AnalysisPhase) -> String {
     serde_json::to_value(phase)
@@ -87,6 +89,40 @@ fn condition_verdicts_match_argo() {
                         }
                         Err(format!("Argo {version}: {answer}\nSluice: {sluice:?}"))
                     }
+                }
+            },
+        );
+    }
+}
+
+/// The checks a template's or run's metrics pass before anything is measured (Argo's
+/// `ValidateMetrics`): an AnalysisRun that fails them ends in Error with the message, and a
+/// Rollout naming such a template is InvalidSpec.
+#[test]
+fn metric_specs_are_checked_as_argo_checks_them() {
+    for version in ARGO_VERSIONS {
+        compare(
+            &format!("metric-specs/{version}"),
+            metric_specs,
+            |metrics| {
+                let Ok(parsed) = serde_json::from_value::<Vec<Metric>>(metrics.clone()) else {
+                    return Ok("Sluice cannot read it (refused when the object is read)".into());
+                };
+                let answer = oracle::shared(version)
+                    .ask(&json!({"op": "validateMetrics", "metrics": metrics}))
+                    .map_err(|e| format!("{e:#}"))?;
+                let Some(argo) = answer["error"].as_str() else {
+                    return Err(format!("Argo {version} could not check them: {answer}"));
+                };
+                let sluice = validate_metrics(&parsed).err().unwrap_or_default();
+                if sluice == argo {
+                    Ok(if argo.is_empty() {
+                        "both valid".into()
+                    } else {
+                        "same error".into()
+                    })
+                } else {
+                    Err(format!("Argo {version}: {argo:?}; Sluice: {sluice:?}"))
                 }
             },
         );

@@ -13,6 +13,7 @@ mod retention;
 mod rules;
 mod run;
 mod settings;
+pub use settings::validate_metrics;
 mod task;
 
 use std::time::Duration;

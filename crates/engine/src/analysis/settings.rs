@@ -83,6 +83,16 @@ pub(crate) fn metric_settings(run: &AnalysisRun) -> Result<Vec<MetricSettings>, 
     Ok(settings)
 }
 
+/// Whether `metrics` (their placeholders already resolved) pass Argo's checks, with the
+/// problem in Argo's words (without the run's "Analysis spec invalid: ").
+pub fn validate_metrics(metrics: &[Metric]) -> Result<(), String> {
+    let resolved = metrics
+        .iter()
+        .map(|m| Resolved::new(m, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_metrics(metrics, &resolved).map(drop)
+}
+
 /// The scheduling and limit fields of a metric with placeholders substituted.
 struct Resolved {
     interval: Option<String>,
@@ -132,6 +142,8 @@ pub(crate) fn substitute(text: &str, args: &[Argument]) -> Result<String, String
     })
 }
 
+/// The metrics checked as Argo checks them before measuring, in its order and words (an
+/// unnamed metric is allowed, as in Argo: only a repeated name is refused).
 fn check_metrics(metrics: &[Metric], resolved: &[Resolved]) -> Result<Vec<MetricSettings>, String> {
     if metrics.is_empty() {
         return Err("no metrics specified".into());
@@ -140,9 +152,6 @@ fn check_metrics(metrics: &[Metric], resolved: &[Resolved]) -> Result<Vec<Metric
     let mut settings = Vec::with_capacity(metrics.len());
     for (i, (metric, fields)) in metrics.iter().zip(resolved).enumerate() {
         let name = metric.name.as_deref().unwrap_or_default();
-        if name.is_empty() {
-            return Err(format!("metrics[{i}]: name is required"));
-        }
         if !seen.insert(name) {
             return Err(format!("metrics[{i}]: duplicate name '{name}'"));
         }
@@ -153,37 +162,21 @@ fn check_metrics(metrics: &[Metric], resolved: &[Resolved]) -> Result<Vec<Metric
 }
 
 fn check_metric(name: &str, metric: &Metric, f: &Resolved) -> Result<MetricSettings, String> {
-    let count = int_field("count", f.count.as_ref())?.unwrap_or(0);
-    let failure_limit = int_field("failureLimit", f.failure_limit.as_ref())?.unwrap_or(0);
-    let inconclusive_limit =
-        int_field("inconclusiveLimit", f.inconclusive_limit.as_ref())?.unwrap_or(0);
+    let count = int_field(f.count.as_ref()).unwrap_or(0);
+    let failure_limit = int_field(f.failure_limit.as_ref()).unwrap_or(0);
+    let inconclusive_limit = int_field(f.inconclusive_limit.as_ref()).unwrap_or(0);
     let consecutive_error_limit =
-        int_field("consecutiveErrorLimit", f.consecutive_error_limit.as_ref())?
-            .unwrap_or(DEFAULT_CONSECUTIVE_ERROR_LIMIT);
-    let consecutive_success_limit = int_field(
-        "consecutiveSuccessLimit",
-        f.consecutive_success_limit.as_ref(),
-    )?
-    .unwrap_or(0);
-    let interval = duration_field("interval", f.interval.as_deref())?;
-    let initial_delay = duration_field("initialDelay", f.initial_delay.as_deref())?;
+        int_field(f.consecutive_error_limit.as_ref()).unwrap_or(DEFAULT_CONSECUTIVE_ERROR_LIMIT);
+    let consecutive_success_limit = int_field(f.consecutive_success_limit.as_ref()).unwrap_or(0);
 
-    if count < 0 {
-        return Err("count must be >= 0".into());
-    }
-    if count > 0 {
-        if count < failure_limit {
-            return Err("count must be >= failureLimit".into());
-        }
-        if count < inconclusive_limit {
-            return Err("count must be >= inconclusiveLimit".into());
-        }
-    }
-    if count > 1 && interval.is_none() {
-        return Err("interval must be specified when count > 1".into());
+    if consecutive_success_limit < 0 {
+        return Err("consecutiveSuccessLimit must be >= 0".into());
     }
     if failure_limit < -1 {
-        return Err("failureLimit must be >= 0, or -1 to turn it off".into());
+        return Err("failureLimit must be >= 0, or -1 to be disabled".into());
+    }
+    if consecutive_success_limit == 0 && failure_limit == -1 {
+        return Err("failureLimit and consecutiveSuccessLimit cannot both be disabled".into());
     }
     if inconclusive_limit < 0 {
         return Err("inconclusiveLimit must be >= 0".into());
@@ -191,22 +184,36 @@ fn check_metric(name: &str, metric: &Metric, f: &Resolved) -> Result<MetricSetti
     if consecutive_error_limit < 0 {
         return Err("consecutiveErrorLimit must be >= 0".into());
     }
-    if consecutive_success_limit < 0 {
-        return Err("consecutiveSuccessLimit must be >= 0".into());
+    if count > 0 {
+        if failure_limit >= 0 {
+            if count < failure_limit + consecutive_success_limit {
+                return Err(format!(
+                    "count ({count}) must be >= failureLimit + consecutiveSuccessLimit \
+                     ({failure_limit} + {consecutive_success_limit}) if both >= 0"
+                ));
+            }
+        } else if count < consecutive_success_limit {
+            return Err("count must be >= consecutiveSuccessLimit".into());
+        }
+        if count < inconclusive_limit {
+            return Err("count must be >= inconclusiveLimit".into());
+        }
     }
-    if failure_limit < 0 && consecutive_success_limit == 0 {
-        return Err(
-            "failureLimit is -1 and consecutiveSuccessLimit is 0: one of them must apply".into(),
-        );
+    let interval_text = f.interval.as_deref().unwrap_or_default();
+    if count > 1 && interval_text.is_empty() {
+        return Err("interval must be specified when count > 1".into());
     }
+    let interval = duration_field("interval", f.interval.as_deref())?;
+    let initial_delay = duration_field("startDelay", f.initial_delay.as_deref())?;
     match metric.provider.as_ref().map_or(0, |p| p.kinds().len()) {
         0 => return Err("no provider specified".into()),
         1 => {}
         _ => return Err("multiple providers specified".into()),
     }
 
-    // No count: one measurement, or endless when an interval is set.
-    let count = match (count, interval) {
+    // No count (or a negative one, which Argo lets through): one measurement, or endless
+    // when an interval is set.
+    let count = match (count.max(0), interval) {
         (0, None) => Some(1),
         (0, Some(_)) => None,
         (n, _) => Some(n),
@@ -225,17 +232,13 @@ fn check_metric(name: &str, metric: &Metric, f: &Resolved) -> Result<MetricSetti
     })
 }
 
-/// An int-or-string field; an empty string counts as unset.
-fn int_field(field: &str, value: Option<&IntOrString>) -> Result<Option<i32>, String> {
+/// An int-or-string field as Go's `IntValue` reads it: a string that is not a whole number
+/// counts as 0 (Argo checks and runs the metric with that), an absent field as unset.
+fn int_field(value: Option<&IntOrString>) -> Option<i32> {
     match value {
-        None => Ok(None),
-        Some(IntOrString::Int(n)) => Ok(Some(*n)),
-        Some(IntOrString::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(IntOrString::String(s)) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{field} must be an integer, got {s:?}")),
+        None => None,
+        Some(IntOrString::Int(n)) => Some(*n),
+        Some(IntOrString::String(s)) => Some(s.parse().unwrap_or(0)),
     }
 }
 
@@ -245,7 +248,8 @@ fn duration_field(field: &str, value: Option<&str>) -> Result<Option<Duration>, 
         None | Some("") => Ok(None),
         Some(text) => parse_go_duration(text)
             .map(Some)
-            .map_err(|e| format!("invalid {field} string: {e}")),
+            // Go's error, which names its package.
+            .map_err(|e| format!("invalid {field} string: time: {e}")),
     }
 }
 
@@ -334,16 +338,12 @@ mod tests {
                 "Analysis spec invalid: metrics[0]: multiple providers specified",
             ),
             (
-                json!({"metrics": [{"name": "a", "count": "many", "provider": web()}]}),
-                "Analysis spec invalid: metrics[0]: count must be an integer, got \"many\"",
-            ),
-            (
                 json!({"metrics": [{"name": "a", "count": 3, "provider": web()}]}),
                 "Analysis spec invalid: metrics[0]: interval must be specified when count > 1",
             ),
             (
                 json!({"metrics": [{"name": "a", "count": 2, "interval": "1s", "failureLimit": 3, "provider": web()}]}),
-                "Analysis spec invalid: metrics[0]: count must be >= failureLimit",
+                "Analysis spec invalid: metrics[0]: count (2) must be >= failureLimit + consecutiveSuccessLimit (3 + 0) if both >= 0",
             ),
             (
                 json!({"metrics": [{"name": "a", "interval": "soon", "provider": web()}]}),
@@ -351,7 +351,7 @@ mod tests {
             ),
             (
                 json!({"metrics": [{"name": "a", "failureLimit": -1, "provider": web()}]}),
-                "Analysis spec invalid: metrics[0]: failureLimit is -1 and consecutiveSuccessLimit is 0: one of them must apply",
+                "Analysis spec invalid: metrics[0]: failureLimit and consecutiveSuccessLimit cannot both be disabled",
             ),
             (
                 json!({"metrics": [{"name": "a", "provider": web()}], "dryRun": [{"metricName": "b"}]}),

@@ -356,8 +356,9 @@ fn invalid_specs_end_in_error() {
             "Analysis spec invalid: metrics[1]: duplicate name 'a'",
         ),
         (
-            json!({"metrics": [{"name": "a", "count": "{{args.n}}", "interval": "1m"}], "args": [{"name": "n", "value": "lots"}]}),
-            r#"Analysis spec invalid: metrics[0]: count must be an integer, got "lots""#,
+            // A count that is no number reads as 0, as Go's IntValue reads it.
+            json!({"metrics": [{"name": "a", "count": "{{args.n}}", "failureLimit": "{{args.n}}", "consecutiveSuccessLimit": "0"}], "args": [{"name": "n", "value": "-1"}]}),
+            "Analysis spec invalid: metrics[0]: failureLimit and consecutiveSuccessLimit cannot both be disabled",
         ),
         (
             json!({"metrics": [{"name": "a", "count": "{{args.n}}"}]}),

@@ -165,13 +165,14 @@ fn metric_rules() {
         },
         Case {
             name: "count reached, both limits apply, neither hit: Inconclusive",
-            metric: json!({"interval": "1m", "count": 3, "failureLimit": 2, "consecutiveSuccessLimit": 2}),
-            outcomes: &["Successful", "Failed", "Successful"],
-            used: 3,
+            // count >= failureLimit + consecutiveSuccessLimit, as Argo requires.
+            metric: json!({"interval": "1m", "count": 4, "failureLimit": 2, "consecutiveSuccessLimit": 2}),
+            outcomes: &["Successful", "Failed", "Failed", "Successful"],
+            used: 4,
             metric_phase: "Inconclusive",
             run_phase: "Inconclusive",
             message: Some(
-                r#"Metric "m" assessed Inconclusive due to consecutiveSuccess (1) < consecutiveSuccessLimit (2) after count (3) reached"#,
+                r#"Metric "m" assessed Inconclusive due to consecutiveSuccess (1) < consecutiveSuccessLimit (2) after count (4) reached"#,
             ),
         },
         Case {
