@@ -15,6 +15,7 @@
 //	{"op":"routedCanary","rollout":{...},"newRS":{...},"stableRS":{...},"weights":{...}}
 //	                                                  -> {"canary":n,"stable":n}
 //	{"op":"validateMetrics","metrics":[...]}          -> {"error":"..."} ("" when valid)
+//	{"op":"verifyExperiment","experiment":{...}}      -> {"message":"..."} (InvalidSpec; "" when valid)
 //	{"op":"version"}                                  -> {"version":"v1.9.1"}
 //
 // An input Go cannot decode answers {"decodeError":"..."}; a panic in Argo's code answers
@@ -33,6 +34,7 @@ import (
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/pkg/apis/rollouts/validation"
 	analysisutil "github.com/argoproj/argo-rollouts/utils/analysis"
+	"github.com/argoproj/argo-rollouts/utils/conditions"
 	"github.com/argoproj/argo-rollouts/utils/evaluate"
 	"github.com/argoproj/argo-rollouts/utils/hash"
 	replicasetutil "github.com/argoproj/argo-rollouts/utils/replicaset"
@@ -50,6 +52,7 @@ type request struct {
 	Text           string                   `json:"text"`
 	Metric         json.RawMessage          `json:"metric"`
 	Metrics        json.RawMessage          `json:"metrics"`
+	Experiment     json.RawMessage          `json:"experiment"`
 	Result         json.RawMessage          `json:"result"`
 	Terminating    bool                     `json:"terminating"`
 	Value          json.RawMessage          `json:"value"`
@@ -152,6 +155,13 @@ func serve(line []byte) (a answer) {
 			return answer{"error": err.Error()}
 		}
 		return answer{"error": ""}
+	case "verifyExperiment":
+		var ex v1alpha1.Experiment
+		decode(req.Experiment, &ex, "experiment")
+		if cond := conditions.VerifyExperimentSpec(&ex, nil); cond != nil {
+			return answer{"message": cond.Message}
+		}
+		return answer{"message": ""}
 	case "metricPhase":
 		var metric v1alpha1.Metric
 		var result v1alpha1.MetricResult

@@ -6,6 +6,7 @@ mod conformance {
     mod coverage;
     mod duration;
     mod engine_runs;
+    mod experiment;
     mod hash;
     mod replicas;
     mod validation;

@@ -87,3 +87,44 @@ pub fn pause_duration() -> impl Strategy<Value = Value> {
 pub fn boolean() -> impl Strategy<Value = Value> {
     any::<bool>().prop_map(Value::from)
 }
+
+/// An Experiment's templates as its spec checks see them: selectors (missing, empty, empty
+/// maps, real), names (empty, repeated) and minReadySeconds against the deadline.
+pub fn experiment() -> impl Strategy<Value = Value> {
+    let selector = prop_oneof![
+        1 => Just(None),
+        1 => Just(Some(json!({}))),
+        1 => Just(Some(json!({"matchLabels": {}}))),
+        1 => Just(Some(json!({"matchExpressions": []}))),
+        5 => Just(Some(json!({"matchLabels": {"app": "a"}}))),
+    ];
+    let template = (
+        selector,
+        prop::sample::select(vec!["a", "b", "", "a"]),
+        sometimes((0i64..900).prop_map(Value::from)),
+    )
+        .prop_map(|(selector, name, min_ready)| {
+            object(vec![
+                ("name", Some(json!(name))),
+                ("selector", selector),
+                ("minReadySeconds", min_ready),
+                (
+                    "template",
+                    Some(json!({"metadata": {"labels": {"app": "a"}}})),
+                ),
+            ])
+        });
+    (
+        prop::collection::vec(template, 0..4),
+        sometimes((0i64..900).prop_map(Value::from)),
+    )
+        .prop_map(|(templates, deadline)| {
+            json!({
+                "metadata": {"name": "ex"},
+                "spec": object(vec![
+                    ("templates", Some(Value::from(templates))),
+                    ("progressDeadlineSeconds", deadline),
+                ]),
+            })
+        })
+}

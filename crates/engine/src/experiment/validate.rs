@@ -21,11 +21,9 @@ pub fn verify_spec(experiment: &Experiment) -> Option<String> {
                 "Rollout has missing field '.Spec.Templates[{i}].Selector'"
             ));
         };
-        let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
-            && selector
-                .match_expressions
-                .as_ref()
-                .is_none_or(|e| e.is_empty());
+        // As Argo compares it with an empty selector: a `matchLabels: {}` or
+        // `matchExpressions: []` written out is not empty to it.
+        let empty = selector.match_labels.is_none() && selector.match_expressions.is_none();
         if empty {
             return Some(format!(
                 "This experiment is selecting all pods at index {i}. A non-empty selector is required."
