@@ -1,6 +1,8 @@
 //! `lint -f FILE`: check Rollout manifests offline with the controller's own spec validation,
 //! plus what a strict decoder catches: fields of the wrong type and unknown (misspelt) fields,
 //! plus Argo's checks of the Services and router objects the file also holds (`lint_refs`).
+//! What only Sluice checks (a spec Argo runs as it is, which Sluice runs too) is a warning: it
+//! is printed, and does not fail the command.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -8,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 use sluice_api::Rollout;
-use sluice_api::validation::validate_rollout;
+use sluice_api::validation::{RolloutProblems, check_rollout};
 
 use super::emit;
 use crate::cli::LintArgs;
@@ -26,10 +28,17 @@ pub fn run(args: &LintArgs) -> anyhow::Result<()> {
     for problem in &report.problems {
         out.push_str(&format!("{shown}: {problem}\n"));
     }
+    for warning in &report.warnings {
+        out.push_str(&format!("{shown}: warning: {warning}\n"));
+    }
+    let warned = match report.warnings.len() {
+        0 => String::new(),
+        n => format!(" ({n} warning(s): Argo runs these specs, and so does Sluice)"),
+    };
     match (report.problems.len(), report.rollouts) {
         (0, 0) => out.push_str(&format!("{shown}: no Rollout found\n")),
         (0, n) => out.push_str(&format!(
-            "{shown}: {n} Rollout(s) checked, no problems found\n"
+            "{shown}: {n} Rollout(s) checked, no problems found{warned}\n"
         )),
         _ => {}
     }
@@ -57,6 +66,9 @@ pub struct LintReport {
     pub rollouts: usize,
     /// One line per problem, naming the document and the rollout.
     pub problems: Vec<String>,
+    /// What only Sluice checks: reported, not failing (the controller runs such a Rollout and
+    /// says so in a `SpecWarning` event).
+    pub warnings: Vec<String>,
 }
 
 /// Lints every Rollout of a multi-document YAML text; other kinds are skipped. A text that is
@@ -95,8 +107,12 @@ pub fn lint_text(text: &str) -> Result<LintReport, sluice_api::yaml::YamlError> 
                 .problems
                 .push(format!("{place}: unknown field {field:?}"));
         }
-        for problem in validate_rollout(&rollout) {
+        let RolloutProblems { argo, sluice } = check_rollout(&rollout);
+        for problem in argo {
             report.problems.push(format!("{place}: {problem}"));
+        }
+        for warning in sluice {
+            report.warnings.push(format!("{place}: {warning}"));
         }
         for problem in super::lint_refs::reference_problems(&rollout, &referenced) {
             report.problems.push(format!("{place}: {problem}"));
@@ -179,7 +195,7 @@ spec:
             report,
             LintReport {
                 rollouts: 1,
-                problems: vec![]
+                ..LintReport::default()
             }
         );
     }
@@ -220,6 +236,24 @@ spec:
             [
                 r#"document 2, Rollout "web": spec.strategy.strategy: Invalid value: "blueGreen: true canary: true": Multiple Strategies can not be listed"#
             ]
+        );
+    }
+
+    #[test]
+    fn what_only_sluice_checks_is_a_warning() {
+        // Argo runs a canary without routing that sets abortScaleDownDelaySeconds; so does
+        // Sluice, and lint says so without failing.
+        let text = VALID.replace(
+            "      steps:\n",
+            "      abortScaleDownDelaySeconds: 5\n      steps:\n",
+        );
+        let report = lint_text(&text).unwrap();
+        assert_eq!(report.problems, Vec::<String>::new());
+        assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+        assert!(
+            report.warnings[0].contains("abortScaleDownDelaySeconds"),
+            "{:?}",
+            report.warnings
         );
     }
 
