@@ -330,7 +330,10 @@ fn step() -> impl Strategy<Value = Value> {
         sometimes(
             prop::collection::vec(
                 // Now and then without a value, which Argo refuses.
-                (prop::option::of(name()), prop::option::weighted(0.9, string_match()))
+                (
+                    prop::option::of(name()),
+                    prop::option::weighted(0.9, string_match()),
+                )
                     .prop_map(|(h, v)| object(vec![("headerName", h), ("headerValue", v)])),
                 0..3,
             )
