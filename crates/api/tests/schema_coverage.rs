@@ -1,6 +1,7 @@
-//! Our types cover Argo's API field for field: every property path of Argo's v1.9.1 CRD schemas
-//! exists in our generated schema with the same type, and an instance with every Argo field set
-//! survives a trip through our types unchanged.
+//! Our types cover Argo's API field for field: every property path of Argo's v1.9.1 and
+//! v1.10.0-rc1 CRD schemas exists in our generated schema (with the same type, for 1.9.1),
+//! no field is ours alone, and an instance with every Argo field set survives a trip through
+//! our types unchanged.
 
 mod support;
 
@@ -8,7 +9,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use support::schema::{is_free_form, is_int_or_string, paths, sample};
-use support::{KINDS, argo_crd, crd_file_for, json_diff, open_api_schema, our_crd, round_trip};
+use support::{
+    KINDS, argo_1_10_crd, argo_crd, crd_file_for, json_diff, open_api_schema, our_crd, round_trip,
+};
 
 /// Paths inside embedded Kubernetes types, which come from k8s-openapi and may carry fields of
 /// newer Kubernetes releases than the one Argo's CRDs were generated from.
@@ -70,12 +73,38 @@ fn every_argo_property_path_exists_with_the_same_shape() {
 }
 
 #[test]
+fn every_argo_1_10_property_path_exists() {
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for kind in KINDS {
+        let argo = argo_1_10_crd(crd_file_for(kind));
+        let ours = our_crd(kind);
+        let our_paths = paths(open_api_schema(&ours));
+        for path in paths(open_api_schema(&argo)).keys() {
+            checked += 1;
+            if !our_paths.contains_key(path) && !inside_kubernetes_type(path) {
+                missing.push(format!("{kind} {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "fields of Argo 1.10 Sluice lacks:\n{}",
+        missing.join("\n")
+    );
+    assert!(checked > 5000, "only {checked} paths checked");
+}
+
+#[test]
 fn no_fields_beyond_argo_outside_kubernetes_types() {
     let mut extra = Vec::new();
     for kind in KINDS {
         let argo = argo_crd(crd_file_for(kind));
         let ours = our_crd(kind);
-        let argo_paths = paths(open_api_schema(&argo));
+        let argo_1_10 = argo_1_10_crd(crd_file_for(kind));
+        let mut argo_paths = paths(open_api_schema(&argo));
+        // A field Argo 1.10 added is Argo's too.
+        argo_paths.extend(paths(open_api_schema(&argo_1_10)));
         for path in paths(open_api_schema(&ours)).keys() {
             let under_free_form = argo_paths
                 .iter()

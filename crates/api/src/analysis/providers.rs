@@ -271,6 +271,9 @@ pub struct DatadogMetric {
     #[schemars(extend("enum" = ["avg", "min", "max", "sum", "last", "percentile", "mean", "l2norm", "area"]))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aggregator: Option<String>,
+    /// Go duration the request to Datadog may take (Argo 1.10; default 10s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timeout: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretRef>,
 }

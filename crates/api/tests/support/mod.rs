@@ -48,6 +48,18 @@ pub fn argo_crd(file_name: &str) -> Value {
     docs.remove(0)
 }
 
+/// Argo 1.10's CRD for the given file name, from the newer corpus beside the 1.9.1 one
+/// (`../v1.10.0-rc1/manifests/crds/`).
+pub fn argo_1_10_crd(file_name: &str) -> Value {
+    let path = corpus::corpus_dir()
+        .join("../v1.10.0-rc1/manifests/crds")
+        .join(file_name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut docs = sluice_api::yaml::from_multi_doc_str(&text).unwrap();
+    assert_eq!(docs.len(), 1, "{}", path.display());
+    docs.remove(0)
+}
+
 /// Our generated CRD for a kind, as JSON.
 pub fn our_crd(kind: &str) -> Value {
     let manifest = sluice_api::crd::manifests()

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sluice_api::analysis::{DatadogMetric, MetricProvider, ProviderKind};
+use sluice_api::duration::parse_go_duration_nanos;
 use sluice_api::parse_go_duration;
 
 use super::http::{join_url, read_body, request_error, snippet};
@@ -42,6 +43,7 @@ pub(crate) struct Query<'a> {
     dd: &'a DatadogMetric,
     interval: u64,
     request: Request,
+    timeout: Duration,
 }
 
 impl Provider for Datadog {
@@ -75,6 +77,7 @@ impl Provider for Datadog {
             dd,
             interval,
             request,
+            timeout: request_timeout(dd)?,
         })
     }
 
@@ -87,6 +90,27 @@ impl Provider for Datadog {
     }
 }
 
+/// `requestTimeout` (Argo 1.10), or 10 s; in Argo's words when it is no positive duration.
+fn request_timeout(dd: &DatadogMetric) -> Result<Duration, ProviderError> {
+    let Some(text) = dd.request_timeout.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok(TIMEOUT);
+    };
+    let nanos = parse_go_duration_nanos(text).map_err(|e| {
+        ProviderError(format!(
+            "Could not parse the request timeout: time: {e}. Please review the Analysis Template."
+        ))
+    })?;
+    let timeout = Duration::from_nanos(u64::try_from(nanos).unwrap_or(0));
+    if timeout.is_zero() {
+        return Err(ProviderError(
+            "Request timeout must be a positive duration (e.g. 30s). Please review the Analysis \
+             Template."
+                .into(),
+        ));
+    }
+    Ok(timeout)
+}
+
 async fn measure(
     env: Env<'_>,
     query: Query<'_>,
@@ -96,6 +120,7 @@ async fn measure(
         dd,
         interval,
         request,
+        timeout,
     } = query;
     let providers = env.providers;
     let credentials = credentials(providers, env.run, dd).await?;
@@ -131,10 +156,10 @@ async fn measure(
         .header("Content-Type", "application/json")
         .header("DD-API-KEY", &credentials.api_key)
         .header("DD-APPLICATION-KEY", &credentials.app_key)
-        .timeout(TIMEOUT)
+        .timeout(timeout)
         .send()
         .await
-        .map_err(|e| request_error(&e, TIMEOUT))?;
+        .map_err(|e| request_error(&e, timeout))?;
     let status = response.status().as_u16();
     let body = read_body(response).await?;
     match status {

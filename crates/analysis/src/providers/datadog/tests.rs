@@ -316,6 +316,19 @@ async fn errors() {
             "datadog query and queries cannot both be set",
         ),
         (json!({"apiVersion": "v2"}), "datadog query is empty"),
+        // Argo 1.10's requestTimeout, in its words.
+        (
+            json!({"query": "x", "requestTimeout": "soon"}),
+            "Could not parse the request timeout: time: invalid duration \"soon\". Please review",
+        ),
+        (
+            json!({"query": "x", "requestTimeout": "-5s"}),
+            "Request timeout must be a positive duration (e.g. 30s).",
+        ),
+        (
+            json!({"query": "x", "requestTimeout": "0s"}),
+            "Request timeout must be a positive duration (e.g. 30s).",
+        ),
     ];
     for (dd, message) in cases {
         let measurement = p.measure(&ctx(), &metric(dd, "true", None)).await;
