@@ -368,7 +368,12 @@ impl World<'_> {
         let mut analysis = AnalysisState::default();
         let rollback_window =
             status.abort != Some(true) && !new_is_stable && self.rollback_within_window();
-        let verdicts = if status.abort == Some(true) || new_is_stable || rollback_window {
+        // As Argo, a full promotion skips analysis: a failed run no longer aborts it.
+        let verdicts = if status.abort == Some(true)
+            || new_is_stable
+            || rollback_window
+            || status.promote_full == Some(true)
+        {
             Verdicts::default()
         } else {
             self.read_verdicts(revision, status, &mut events, &mut analysis)

@@ -4,6 +4,7 @@
 //!
 //!     sluice-live-conformance --start 100 --scenarios 200 --jobs 4
 //!     sluice-live-conformance --start 137 --scenarios 1        # replay one seed
+//!     sluice-live-conformance --seeds 103,137,162               # replay several
 //!     RUST_LOG=sluice_controller=debug sluice-live-conformance --start 137 --scenarios 1
 
 use std::collections::BTreeMap;
@@ -24,6 +25,9 @@ struct Args {
     /// How many scenarios (seeds start, start+1, ...).
     #[arg(long, default_value_t = 200)]
     scenarios: u64,
+    /// Play these seeds instead of a range (comma-separated), e.g. the ones a run reported.
+    #[arg(long, value_delimiter = ',')]
+    seeds: Vec<u64>,
     /// Scenarios played at once (each runs one Argo controller and one Sluice controller).
     #[arg(long, default_value_t = 4)]
     jobs: usize,
@@ -55,8 +59,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let seeds: Vec<u64> = if args.seeds.is_empty() {
+        (args.start..args.start + args.scenarios).collect()
+    } else {
+        args.seeds.clone()
+    };
     if args.print {
-        for seed in args.start..args.start + args.scenarios {
+        for &seed in &seeds {
             let scenario = Scenario::generate(seed);
             println!(
                 "# seed {seed}\n{}\n# actions: {:?}",
@@ -71,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
     let gate = Arc::new(Semaphore::new(args.jobs.max(1)));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for seed in args.start..args.start + args.scenarios {
+    for &seed in &seeds {
         let (env, gate) = (env.clone(), gate.clone());
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
@@ -79,6 +88,7 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     let (mut same, mut documented, mut points) = (0, BTreeMap::<&str, u64>::new(), 0);
+    let mut differing = 0;
     let mut failed = Vec::new();
     // Reported as each scenario ends, whichever seed it is.
     let mut ended = 0;
@@ -86,7 +96,10 @@ async fn main() -> anyhow::Result<()> {
         let (seed, outcome) = task?;
         ended += 1;
         match outcome {
-            Err(e) => failed.push(format!("seed {seed}: could not run: {e:#}")),
+            Err(e) => {
+                differing += 1;
+                failed.push(format!("seed {seed}: could not run: {e:#}"));
+            }
             Ok(outcome) => {
                 points += outcome.settle_points;
                 for key in &outcome.documented {
@@ -98,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
                     *documented.entry(key).or_default() += 1;
                 }
                 if !outcome.differences.is_empty() {
+                    differing += 1;
                     failed.extend(outcome.differences);
                 } else if outcome.documented.is_empty() {
                     same += 1;
@@ -106,16 +120,17 @@ async fn main() -> anyhow::Result<()> {
         }
         eprintln!(
             "[live] {ended}/{} scenarios played (seed {seed} ended), {} s",
-            args.scenarios,
+            seeds.len(),
             started.elapsed().as_secs()
         );
     }
+    let first = seeds.iter().min().copied().unwrap_or_default();
+    let last = seeds.iter().max().copied().unwrap_or_default();
     println!(
-        "live scenarios {}..{}: {} played, {points} settle points; {same} the same throughout, \
-         documented differences {documented:?}, {} differences",
-        args.start,
-        args.start + args.scenarios,
-        args.scenarios,
+        "live scenarios {first}..={last}: {} played, {points} settle points; {same} the same \
+         throughout, documented differences {documented:?}, {differing} scenarios with {} \
+         differences",
+        seeds.len(),
         failed.len()
     );
     for f in &failed {

@@ -126,6 +126,26 @@ fn failed_background_analysis_aborts_with_the_run_message() {
 }
 
 #[test]
+fn promote_full_after_a_failed_background_analysis_promotes() {
+    // A live scenario found it (seeds 232, 290): Argo skips analysis on a full promotion, so
+    // the failed run that aborted the update does not abort it again.
+    let ro = with_background_analysis(rollout(2, json!([{"setWeight": 50}, {"pause": {}}])), 0);
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    w.verdict("Background", AnalysisPhase::Failed, "failed");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    w.ro.status.as_mut().unwrap().promote_full = Some(true);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 2)]
+    );
+}
+
+#[test]
 fn background_analysis_waits_for_its_starting_step_and_stops_when_the_update_completes() {
     let ro = with_background_analysis(
         rollout(
