@@ -204,7 +204,7 @@ impl World<'_> {
             .is_some_and(|s| s.aborted_at.is_some() && s.current_pod_hash.as_deref() == Some(hash))
     }
 
-    /// Creates the new ReplicaSet when there is none (unless paused by a user or aborted), at
+    /// Creates the new ReplicaSet when there is none (unless aborted), at
     /// the size it is to have now. Returns the event of its scale-up, which Argo reports after
     /// routing the preview Service to it.
     fn create_new(
@@ -214,7 +214,8 @@ impl World<'_> {
         events: &mut Vec<Event>,
         u: &Update,
     ) -> Option<Event> {
-        if self.new_rs.is_some() || u.manually_paused || u.aborted {
+        // As Argo, also while a user pauses the Rollout: the pause holds the promotion only.
+        if self.new_rs.is_some() || u.aborted {
             return None;
         }
         let anti = f.bg.anti_affinity.as_ref().zip(f.active_hash.as_deref());
@@ -443,7 +444,6 @@ impl World<'_> {
         if *verdict == Verdict::Missing
             && !f.is_active
             && !u.aborted
-            && !u.manually_paused
             && !u.new_is_stable
             && self.saturated(f.new_target)
         {

@@ -68,10 +68,18 @@ impl World<'_> {
         };
         let counts = self.routed_counts(status, u, traffic.weight, previous);
         let held = !u.aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
-        // Held by an Inconclusive run, or paused by a user once the new pods exist: nothing
-        // is resized.
-        let frozen = held || (u.manually_paused && self.new_rs.is_some());
-        let scaled = !frozen && self.size_routed_canary(status, plan, events, u, &counts);
+        // Held by an Inconclusive run, or paused by a user: nothing is resized. As Argo, a new
+        // template while paused still gets its ReplicaSet, at no pods.
+        let frozen = held || u.manually_paused;
+        let scaled = if u.manually_paused && !held && !u.aborted && self.new_rs.is_none() {
+            let canary = self.spec.canary();
+            let anti = canary.anti_affinity.as_ref().zip(self.stable_hash());
+            let _no_scaling =
+                self.create_new_replica_set(plan, events, u.revision, 0, anti, u.new_is_stable);
+            true
+        } else {
+            !frozen && self.size_routed_canary(status, plan, events, u, &counts)
+        };
         let at_desired =
             !scaled && self.routed_at_desired(&counts) && traffic.verified != Some(false);
         let router_writes = plan.actions.iter().any(|a| {
@@ -270,6 +278,36 @@ impl World<'_> {
                 ),
             ));
             return true;
+        }
+        // A user's pause holds the steps, not the analyses: as Argo, the current step's
+        // analysis and the background one start (and their verdicts count) meanwhile.
+        if manually_paused
+            && !aborted
+            && !held_by_analysis
+            && !new_is_stable
+            && self.new_rs.is_some()
+            && status.promote_full != Some(true)
+        {
+            if let Some(step) = steps::current_step(self.spec.canary(), step_index)
+                && let Some(CanaryStepAction::Analysis(a)) = step.action()
+                && u.verdicts.step == Verdict::Missing
+                && status.pause_conditions.as_ref().is_none_or(Vec::is_empty)
+            {
+                self.runs()
+                    .start_analysis(Role::Step(step_index), a, revision, plan, analysis);
+            }
+            if let Some(bga) = &self.spec.canary().analysis
+                && u.verdicts.background == Verdict::Missing
+                && step_index >= bga.starting_step.unwrap_or(0)
+            {
+                self.runs().start_analysis(
+                    Role::Background,
+                    &bga.analysis,
+                    revision,
+                    plan,
+                    analysis,
+                );
+            }
         }
         if !aborted
             && !manually_paused

@@ -97,7 +97,7 @@ impl World<'_> {
             scaled |= self.scale_with(plan, events, stable, counts.stable, rev, extra);
         }
         match self.new_rs {
-            None if !u.manually_paused => {
+            None => {
                 let anti = canary.anti_affinity.as_ref().zip(self.stable_hash());
                 let scale_up = self.create_new_replica_set(
                     plan,
@@ -111,7 +111,6 @@ impl World<'_> {
                 events.extend((counts.canary > 0).then_some(scale_up));
                 scaled = true;
             }
-            None => {}
             // A gradual abort keeps every canary pod until the router reads back weight 0.
             Some(_)
                 if u.aborted

@@ -146,6 +146,24 @@ fn promote_full_after_a_failed_background_analysis_promotes() {
 }
 
 #[test]
+fn a_user_pause_does_not_hold_a_step_analysis() {
+    // A live scenario found it (seed 274): under Argo, the analysis of the current step runs
+    // while a user pauses the Rollout, and its failure aborts the update.
+    let ro = rollout(
+        2,
+        json!([{"analysis": {"templates": [{"templateName": "health"}]}}, {"pause": {}}]),
+    );
+    let mut w = analysis_world(ro);
+    w.ro.spec.paused = Some(true);
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.runs_of("Step").len(), 1, "{:#?}", w.status());
+    w.verdict("Step", AnalysisPhase::Failed, "failed");
+    w.settle();
+    assert_eq!(w.status().abort, Some(true));
+}
+
+#[test]
 fn background_analysis_waits_for_its_starting_step_and_stops_when_the_update_completes() {
     let ro = with_background_analysis(
         rollout(

@@ -506,3 +506,24 @@ fn an_undo_to_a_scaled_down_preview_names_its_new_revision() {
         "{events:#?}"
     );
 }
+
+#[test]
+fn a_user_pause_holds_the_promotion_not_the_preview() {
+    // A live scenario found it (seed 185): under Argo, a blue-green update made while the
+    // Rollout is paused gets its ReplicaSet, scaled up as the preview, and its pre-promotion
+    // analysis; only the switch waits for the resume.
+    let mut w = World::bg(bg_rollout(2, json!({"activeService": "active"})));
+    w.settle_bg();
+    w.ro.spec.paused = Some(true);
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 2), ("app:v2".into(), 2)]
+    );
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    w.ro.spec.paused = Some(false);
+    w.settle_bg();
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+}

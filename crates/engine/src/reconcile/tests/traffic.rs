@@ -353,3 +353,27 @@ fn a_canary_created_at_weight_zero_reports_no_scaling() {
         "{messages:?}"
     );
 }
+
+#[test]
+fn a_paused_routed_canary_gets_its_new_replica_set_at_no_pods() {
+    // A live scenario found it (seed 153): as Argo, a new template while a user pauses the
+    // Rollout gets its ReplicaSet at 0; nothing is scaled until the resume.
+    let mut w = world(routed(
+        3,
+        json!([{"setWeight": 50}, {"pause": {}}]),
+        json!({}),
+    ));
+    w.ro.spec.paused = Some(true);
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 0)]
+    );
+    w.ro.spec.paused = Some(false);
+    w.settle();
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 3), ("app:v2".into(), 2)]
+    );
+}
