@@ -149,7 +149,10 @@ impl World<'_> {
                 now,
                 true,
             );
-        } else if !self.at_indefinite_step(status) && !self.waiting_for_scale_down() {
+        } else if !self.at_indefinite_step(status)
+            && !self.was_paused()
+            && !self.waiting_for_scale_down()
+        {
             wait = self.check_deadline(status, &mut conds, events, requeue);
         }
 
@@ -208,6 +211,17 @@ impl World<'_> {
         matches!(self.spec.strategy, Strategy::Canary(_))
             && steps::current_step(self.spec.canary(), status.current_step_index.unwrap_or(0))
                 .is_some_and(|s| s.experiment.is_some() || s.analysis.is_some())
+    }
+
+    /// Whether the status read says Paused: as in Argo, no progress is expected of a paused
+    /// Rollout (a user's pause of a completed one included), so its deadline does not run.
+    fn was_paused(&self) -> bool {
+        self.ro
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|conds| c::find(conds, Cond::Paused))
+            .is_some_and(|cond| cond.status.as_ref().is_some_and(|s| s.as_str() == TRUE))
     }
 
     /// Whether an older ReplicaSet waits out its scale-down delay (`scale-down-deadline`):
