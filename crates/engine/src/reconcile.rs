@@ -270,6 +270,8 @@ struct Update {
     manually_paused: bool,
     /// Back to a revision within `spec.rollbackWindow`: no steps, pauses or analyses.
     rollback_window: bool,
+    /// `promote --full`: no analysis is started or read.
+    promote_full: bool,
     verdicts: Verdicts,
 }
 
@@ -400,6 +402,7 @@ impl World<'_> {
             aborted,
             manually_paused,
             rollback_window,
+            promote_full: status.promote_full == Some(true),
             verdicts,
         };
         let strategy_events = events.len();

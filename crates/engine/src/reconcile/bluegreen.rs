@@ -437,7 +437,9 @@ impl World<'_> {
         let Some(pre) = &f.bg.pre_promotion_analysis else {
             return true;
         };
-        if f.fast_tracked {
+        // A full promotion skips analysis (its verdicts are not read): starting a run here
+        // would start one on every pass.
+        if f.fast_tracked || u.promote_full {
             return true;
         }
         let verdict = &u.verdicts.pre_promotion;
@@ -547,7 +549,7 @@ impl World<'_> {
         let Some(post) = &f.bg.post_promotion_analysis else {
             return true;
         };
-        if u.rollback_window || self.skips_post_promotion(f, u) {
+        if u.rollback_window || u.promote_full || self.skips_post_promotion(f, u) {
             return true;
         }
         let verdict = &u.verdicts.post_promotion;

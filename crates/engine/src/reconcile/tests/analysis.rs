@@ -164,6 +164,24 @@ fn a_user_pause_does_not_hold_a_step_analysis() {
 }
 
 #[test]
+fn promote_full_after_a_failed_pre_promotion_analysis_promotes_without_new_runs() {
+    // A live scenario found it (seeds 173, 204): a full promotion reads no analysis verdict,
+    // and must then start no run either (one was started on every pass).
+    let mut w = bg_analysis_world("prePromotionAnalysis");
+    w.set_image("app:v2");
+    w.settle_bg();
+    w.verdict("PrePromotion", AnalysisPhase::Failed, "failed");
+    w.settle_bg();
+    assert_eq!(w.phase(), RolloutPhase::Degraded);
+    let runs = w.runs.len();
+    w.ro.status.as_mut().unwrap().promote_full = Some(true);
+    w.settle_bg();
+    assert_eq!(w.runs.len(), runs, "no run started by the full promotion");
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
+}
+
+#[test]
 fn background_analysis_waits_for_its_starting_step_and_stops_when_the_update_completes() {
     let ro = with_background_analysis(
         rollout(
