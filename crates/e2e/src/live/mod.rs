@@ -17,6 +17,7 @@ mod snapshot;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt as _;
@@ -33,8 +34,9 @@ use crate::harness::TestNamespace;
 /// The fake kubelet's annotation that keeps a pod from turning Ready.
 const NEVER_READY_ANNOTATION: &str = sluice_testenv::fake_kubelet::rules::NEVER_READY_ANNOTATION;
 
-/// Applies one action to the Rollout `web` of `ns`.
-pub async fn apply(ns: &TestNamespace, action: &Action) {
+/// Applies one action to the Rollout `web` of `ns`. A write the API server refuses is an
+/// error of the scenario, reported with its seed rather than ending the whole run.
+pub async fn apply(ns: &TestNamespace, action: &Action) -> anyhow::Result<()> {
     let api = crate::rollouts(ns);
     let spec = |spec: Value| {
         let api = api.clone();
@@ -45,7 +47,8 @@ pub async fn apply(ns: &TestNamespace, action: &Action) {
                 &Patch::Merge(json!({ "spec": spec })),
             )
             .await
-            .expect("spec patch");
+            .map(drop)
+            .context("spec patch")
         }
     };
     match action {
@@ -57,18 +60,34 @@ pub async fn apply(ns: &TestNamespace, action: &Action) {
             }
             spec(json!({ "template": template })).await
         }
-        Action::Promote => crate::promote(&api, "web").await,
-        Action::PromoteFull => crate::promote_full(&api, "web").await,
-        Action::Abort => crate::abort(&api, "web").await,
-        Action::Retry => crate::retry(&api, "web").await,
-        Action::Pause => crate::pause(&api, "web").await,
-        Action::Resume => crate::resume(&api, "web").await,
+        Action::Promote => {
+            crate::promote(&api, "web").await;
+            Ok(())
+        }
+        Action::PromoteFull => {
+            crate::promote_full(&api, "web").await;
+            Ok(())
+        }
+        Action::Abort => {
+            crate::abort(&api, "web").await;
+            Ok(())
+        }
+        Action::Retry => {
+            crate::retry(&api, "web").await;
+            Ok(())
+        }
+        Action::Pause => {
+            crate::pause(&api, "web").await;
+            Ok(())
+        }
+        Action::Resume => {
+            crate::resume(&api, "web").await;
+            Ok(())
+        }
         Action::Scale(n) => spec(json!({ "replicas": n })).await,
         Action::Undo => undo(ns).await,
         Action::Restart => {
-            let now = jiff::Timestamp::now()
-                .round(jiff::Unit::Second)
-                .expect("round");
+            let now = jiff::Timestamp::now().round(jiff::Unit::Second)?;
             spec(json!({ "restartAt": now.to_string() })).await
         }
     }
@@ -76,12 +95,12 @@ pub async fn apply(ns: &TestNamespace, action: &Action) {
 
 /// What `kubectl argo rollouts undo` does: the pod template of the ReplicaSet of the revision
 /// before the newest, without the controller's hash label, becomes the Rollout's again.
-async fn undo(ns: &TestNamespace) {
+async fn undo(ns: &TestNamespace) -> anyhow::Result<()> {
     let rss: Vec<ReplicaSet> = ns
         .api::<ReplicaSet>()
         .list(&ListParams::default())
         .await
-        .expect("listing ReplicaSets")
+        .context("listing ReplicaSets")?
         .items;
     let mut by_revision: Vec<(i64, &ReplicaSet)> = rss
         .iter()
@@ -89,24 +108,24 @@ async fn undo(ns: &TestNamespace) {
         .collect();
     by_revision.sort_by_key(|(revision, _)| std::cmp::Reverse(*revision));
     let Some((_, rs)) = by_revision.get(1) else {
-        return; // nothing to go back to, as the command says
+        return Ok(()); // nothing to go back to, as the command says
     };
     let mut template = rs
         .spec
         .as_ref()
         .and_then(|s| s.template.clone())
-        .expect("a ReplicaSet's pod template");
+        .context("a ReplicaSet without a pod template")?;
     if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
         labels.remove(POD_TEMPLATE_HASH);
     }
     let patch: json_patch::Patch = serde_json::from_value(json!([
         {"op": "replace", "path": "/spec/template", "value": template}
-    ]))
-    .expect("json patch");
+    ]))?;
     crate::rollouts(ns)
         .patch("web", &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
-        .expect("undo");
+        .context("undo")?;
+    Ok(())
 }
 
 /// Waits until the controller of `ns` has observed the Rollout's generation and nothing it
@@ -232,10 +251,15 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
             Duration::from_secs(seconds.unsigned_abs() + 5)
         });
     let manifests = scenario.manifests();
-    let (a, b) = tokio::join!(sluice.apply_yaml(&manifests), argo.apply_yaml(&manifests));
-    a.expect("applying the scenario for Sluice");
-    b.expect("applying the scenario for Argo");
     let mut outcome = Outcome::default();
+    let (a, b) = tokio::join!(sluice.apply_yaml(&manifests), argo.apply_yaml(&manifests));
+    if let Err(e) = a.and(b) {
+        outcome.differences.push(format!(
+            "seed {}: could not create the scenario: {e:#}",
+            scenario.seed
+        ));
+        return outcome;
+    }
     let compare = |label: &str, s: Snapshot, a: Snapshot, outcome: &mut Outcome| {
         outcome.settle_points += 1;
         if s != a {
@@ -254,7 +278,14 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
     );
     compare("the first deploy", s, a, &mut outcome);
     for action in &scenario.actions {
-        tokio::join!(apply(sluice, action), apply(argo, action));
+        let (a, b) = tokio::join!(apply(sluice, action), apply(argo, action));
+        if let Err(e) = a.and(b) {
+            outcome.differences.push(format!(
+                "seed {}: could not apply {action:?}: {e:#}",
+                scenario.seed
+            ));
+            return outcome;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let (s, a) = tokio::join!(
             settle(sluice, quiet, at_least, limit),

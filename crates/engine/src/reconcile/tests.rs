@@ -517,6 +517,24 @@ impl World {
     }
 }
 
+impl World {
+    /// The first ReplicaSet's pod template as `undo` copies it: with the API server's defaults
+    /// in it (a `dnsPolicy`, set on the ReplicaSet too) and without the controller's hash label.
+    fn template_as_undo_copies_it(&mut self) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+        let template = self.rss[0]
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.as_mut())
+            .expect("a ReplicaSet with a template");
+        template.spec.as_mut().expect("a pod spec").dns_policy = Some("ClusterFirst".into());
+        let mut copied = template.clone();
+        if let Some(labels) = copied.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+            labels.remove(POD_TEMPLATE_HASH);
+        }
+        copied
+    }
+}
+
 fn apply_annotations(rs: &mut ReplicaSet, annotations: &BTreeMap<String, Option<String>>) {
     apply_changes(&mut rs.metadata.annotations, annotations);
 }

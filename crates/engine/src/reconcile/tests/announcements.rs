@@ -289,75 +289,45 @@ fn a_new_step_list_on_a_healthy_canary_is_announced_as_skipped_steps() {
     assert_eq!(w.phase(), RolloutPhase::Healthy);
 }
 
-#[test]
-fn an_undo_to_a_scaled_down_revision_announces_it_as_argo_does() {
-    // A live scenario found it (seed 1): going back to revision 1's template reuses its
-    // ReplicaSet as revision 3, and Argo records the revision on the Rollout with
-    // `RolloutUpdated` as for a new ReplicaSet.
+/// The events of going back to the first revision's template from a completed second one,
+/// the template given by `restore` from the world of the first revision.
+fn undo_events(
+    restore: impl FnOnce(&mut World) -> k8s_openapi::api::core::v1::PodTemplateSpec,
+) -> Vec<(crate::EventType, &'static str)> {
     let mut w = World::new(rollout(2, json!([])));
     settle_typed_events(&mut w);
+    let first = restore(&mut w);
     w.advance(60);
     w.set_image("app:v2");
     settle_typed_events(&mut w);
     w.advance(60);
-    w.set_image("app:v1");
-    assert_eq!(
-        settle_typed_events(&mut w),
-        normal(&[
-            "RolloutUpdated",
-            "RolloutNotCompleted",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "RolloutCompleted",
-        ])
-    );
+    w.ro.spec.template = Some(first);
+    settle_typed_events(&mut w)
+}
+
+/// What Argo says going back to a scaled-down revision: its ReplicaSet, reused as revision 3,
+/// is recorded on the Rollout (`RolloutUpdated`) as a new one would be.
+const UNDO_EVENTS: [&str; 7] = [
+    "RolloutUpdated",
+    "RolloutNotCompleted",
+    "ScalingReplicaSet",
+    "ScalingReplicaSet",
+    "ScalingReplicaSet",
+    "ScalingReplicaSet",
+    "RolloutCompleted",
+];
+
+#[test]
+fn an_undo_to_a_scaled_down_revision_announces_it_as_argo_does() {
+    // A live scenario found it (seed 1).
+    let events = undo_events(|w| w.ro.spec.template.clone().expect("a template"));
+    assert_eq!(events, normal(&UNDO_EVENTS));
 }
 
 #[test]
 fn an_undo_copying_a_replica_set_template_announces_it_as_argo_does() {
-    // `undo` copies the ReplicaSet's template, with the API server's defaults in it.
-    let mut w = World::new(rollout(2, json!([])));
-    settle_typed_events(&mut w);
-    let mut copied = w.rss[0].spec.clone().unwrap().template.unwrap();
-    copied
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove(POD_TEMPLATE_HASH);
-    copied.spec.as_mut().unwrap().dns_policy = Some("ClusterFirst".into());
-    w.rss[0]
-        .spec
-        .as_mut()
-        .unwrap()
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
-        .dns_policy = Some("ClusterFirst".into());
-    w.advance(60);
-    w.set_image("app:v2");
-    settle_typed_events(&mut w);
-    w.advance(60);
-    w.ro.spec.template = Some(copied);
-    assert_eq!(
-        settle_typed_events(&mut w),
-        normal(&[
-            "RolloutUpdated",
-            "RolloutNotCompleted",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "ScalingReplicaSet",
-            "RolloutCompleted",
-        ])
-    );
+    let events = undo_events(World::template_as_undo_copies_it);
+    assert_eq!(events, normal(&UNDO_EVENTS));
 }
 
 #[test]

@@ -466,28 +466,7 @@ fn restart_evicts_old_pods_within_max_unavailable_then_records_it() {
 fn rollback_to_a_template_copied_from_a_replica_set_reuses_it() {
     let mut w = healthy_world(2, json!([{"setWeight": 50}, {"pause": {}}]));
     // The API server fills defaults into ReplicaSet templates; `undo` copies such a template.
-    let rs = w.rss[0].clone();
-    let mut copied = rs.spec.unwrap().template.unwrap();
-    copied
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .as_mut()
-        .unwrap()
-        .remove(POD_TEMPLATE_HASH);
-    copied.spec.as_mut().unwrap().dns_policy = Some("ClusterFirst".into());
-    w.rss[0]
-        .spec
-        .as_mut()
-        .unwrap()
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
-        .dns_policy = Some("ClusterFirst".into());
+    let copied = w.template_as_undo_copies_it();
     w.set_image("app:v2");
     w.settle();
     assert_eq!(w.rss.len(), 2);
