@@ -561,6 +561,8 @@ fn healthy_world(replicas: i32, steps: serde_json::Value) -> World {
 }
 
 mod analysis;
+mod bg_world;
+use bg_world::*;
 mod analysis_retry;
 mod announcements;
 mod blue_green_updates;
@@ -575,78 +577,6 @@ mod step_plugins;
 mod traffic;
 mod waits;
 mod workload_ref;
-
-fn bg_rollout(replicas: i32, strategy: serde_json::Value) -> Rollout {
-    let mut ro = rollout(replicas, json!([]));
-    ro.spec.strategy = Some(serde_json::from_value(json!({"blueGreen": strategy})).unwrap());
-    ro
-}
-
-fn service(name: &str) -> k8s_openapi::api::core::v1::Service {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"selector": {"app": "demo"}}
-    }))
-    .unwrap()
-}
-
-impl World {
-    fn bg(ro: Rollout) -> Self {
-        let mut w = World::new(ro);
-        w.services = vec![service("active"), service("preview")];
-        w
-    }
-
-    fn selector_of(&self, svc: &str) -> Option<String> {
-        self.services
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(svc))?
-            .spec
-            .as_ref()?
-            .selector
-            .as_ref()?
-            .get(POD_TEMPLATE_HASH)
-            .cloned()
-    }
-
-    fn image_behind(&self, svc: &str) -> Option<String> {
-        let hash = self.selector_of(svc)?;
-        self.rss
-            .iter()
-            .find(|rs| rs.pod_hash() == Some(hash.as_str()))
-            .map(World::image_of)
-    }
-
-    /// The active Service never selects a ReplicaSet with fewer available pods than desired.
-    fn assert_active_fully_available(&self) {
-        let Some(hash) = self.selector_of("active") else {
-            return;
-        };
-        let rs = self
-            .rss
-            .iter()
-            .find(|rs| rs.pod_hash() == Some(hash.as_str()))
-            .expect("active ReplicaSet exists");
-        assert!(
-            rs.available_replicas() >= self.ro.spec.replicas.unwrap(),
-            "active selects {} with {} available",
-            rs.name(),
-            rs.available_replicas()
-        );
-    }
-
-    fn settle_bg(&mut self) {
-        for _ in 0..50 {
-            let before = (self.ro.clone(), self.rss.clone(), self.services.clone());
-            self.reconcile();
-            self.assert_active_fully_available();
-            if before.0 == self.ro && before.1 == self.rss && before.2 == self.services {
-                return;
-            }
-        }
-        panic!("did not settle: {:#?}", self.ro.status);
-    }
-}
 
 fn with_background_analysis(mut ro: Rollout, starting_step: i32) -> Rollout {
     let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
