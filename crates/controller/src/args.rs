@@ -14,10 +14,11 @@ mod client_flags;
 pub use argo_flags::ArgoFlags;
 pub use client_flags::{ClientFlags, Secret};
 
-/// Lease that Argo Rollouts' controller campaigns for. Sluice uses the same one by default, so a
-/// Sluice and an Argo Rollouts controller never both write: while one holds the lease the other
-/// only watches. Installing Sluice beside a running Argo Rollouts and then scaling Argo Rollouts
-/// to zero is therefore a safe migration path (and scaling Sluice to zero the way back).
+/// Lease that Argo Rollouts' controller campaigns for without an instance id (1.9 and 1.10), and
+/// with any instance id (1.9). Sluice follows Argo's names, so a Sluice and an Argo Rollouts
+/// controller never both write: while one holds the lease the other only watches. Installing
+/// Sluice beside a running Argo Rollouts and then scaling Argo Rollouts to zero is therefore a
+/// safe migration path (and scaling Sluice to zero the way back).
 pub const DEFAULT_LEASE_NAME: &str = "argo-rollouts-controller-lock";
 
 /// Namespace of the lease when neither `POD_NAMESPACE` nor a service-account namespace is known.
@@ -125,9 +126,12 @@ pub struct Args {
     #[arg(long = "leader-election-retry-period", default_value = "2s", value_parser = parse_go_duration, value_name = "DURATION")]
     pub leader_election_retry_period: Duration,
 
-    /// Name of the Lease. Default: argo-rollouts-controller-lock, whatever --instance-id says:
-    /// the lease Argo Rollouts uses, so that Sluice and Argo Rollouts exclude each other and can
-    /// run side by side during a migration.
+    /// Name of the Lease. Default: Argo Rollouts' lock, argo-rollouts-controller-lock, or with
+    /// --instance-id X argo-rollouts-controller-lock-X (Argo 1.10's name); with an instance id,
+    /// argo-rollouts-controller-lock (Argo 1.9's name whatever the instance id) is then held
+    /// as a guard as well, shared with other Sluice instances, so that neither Argo line leads
+    /// beside Sluice during a migration while Sluice instances still lead side by side. Set,
+    /// only the Lease named is used.
     #[arg(long = "leader-election-lease-name", value_name = "NAME")]
     pub leader_election_lease_name: Option<String>,
 
@@ -338,13 +342,22 @@ impl Args {
         Duration::from_secs(self.rollout_resync.max(1))
     }
 
-    /// The Lease's name: the flag, or Argo Rollouts' lock name. Argo takes that name whatever
-    /// its instance id, so an instance id must not change it: a Sluice and an Argo Rollouts
-    /// started with the same `--instance-id` would otherwise both write.
+    /// The leader Lease's name: the flag, or the name Argo Rollouts 1.10 campaigns for with
+    /// the same instance id (Argo's lock name, suffixed `-<instance id>` when there is one).
     pub fn lease_name(&self) -> String {
-        self.leader_election_lease_name
-            .clone()
-            .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string())
+        match (&self.leader_election_lease_name, self.instance_id.as_str()) {
+            (Some(name), _) => name.clone(),
+            (None, "") => DEFAULT_LEASE_NAME.to_string(),
+            (None, id) => format!("{DEFAULT_LEASE_NAME}-{id}"),
+        }
+    }
+
+    /// The guard Lease's name, with an instance id and no --leader-election-lease-name: the
+    /// name Argo Rollouts 1.9 campaigns for whatever its instance id, so that a 1.9 controller
+    /// of this instance (it cannot be told apart from one of another) never leads beside us.
+    pub fn guard_lease_name(&self) -> Option<String> {
+        (self.leader_election_lease_name.is_none() && !self.instance_id.is_empty())
+            .then(|| DEFAULT_LEASE_NAME.to_string())
     }
 
     /// The Lease's namespace: the flag, $POD_NAMESPACE, the service account's namespace file,
@@ -399,6 +412,7 @@ mod tests {
         assert_eq!(a.qps, 40.0);
         assert_eq!(a.burst, 80);
         assert_eq!(a.lease_name(), "argo-rollouts-controller-lock");
+        assert_eq!(a.guard_lease_name(), None);
         let a = Args::parse_from([
             "sluice-controller",
             "--namespaced",
@@ -415,7 +429,11 @@ mod tests {
         assert_eq!(a.namespace.as_deref(), Some("team-a"));
         assert_eq!(a.logformat, LogFormat::Json);
         assert_eq!(a.instance_id, "e2e");
-        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock");
+        assert_eq!(a.lease_name(), "argo-rollouts-controller-lock-e2e");
+        assert_eq!(
+            a.guard_lease_name().as_deref(),
+            Some("argo-rollouts-controller-lock")
+        );
     }
 
     #[test]
@@ -440,6 +458,7 @@ mod tests {
         assert_eq!(a.leader_election_renew_deadline, Duration::from_millis(500));
         assert_eq!(a.leader_election_retry_period, Duration::from_millis(200));
         assert_eq!(a.lease_name(), "mine");
+        assert_eq!(a.guard_lease_name(), None);
         assert_eq!(a.lease_namespace(), "ops");
         assert_eq!(a.lease_identity(), "me");
         assert!(Args::parse_from(["sluice-controller", "--leader-elect"]).leader_elect);

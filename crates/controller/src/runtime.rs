@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::args::Args;
 use crate::leader::election::{Election, KubeLeases, LeaseClient};
 use crate::leader::fence::{InFlight, Leadership, WriteGate};
-use crate::leader::lease::ElectionConfig;
+use crate::leader::lease::{ElectionConfig, LeaseRole};
 use crate::loops::Hooks;
 use crate::serve::health::{BoundPorts, Health, Listeners, write_ports_file};
 use crate::serve::metrics::Metrics;
@@ -27,6 +27,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub struct Options {
     /// Reach the Lease through this instead of the API server (to inject lease faults).
     pub lease_client: Option<Arc<dyn LeaseClient>>,
+    /// Reach the guard Lease (`Args::guard_lease_name`) through this.
+    pub guard_lease_client: Option<Arc<dyn LeaseClient>>,
     /// Read `argo-rollouts-config` from this namespace instead of the controller's own.
     pub config_namespace: Option<String>,
 }
@@ -116,6 +118,7 @@ pub async fn start(
         .leader_elect
         .then(|| {
             let c = ElectionConfig {
+                role: LeaseRole::Leader,
                 identity: identity.clone(),
                 lease_name: args.lease_name(),
                 lease_namespace: args.lease_namespace(),
@@ -173,12 +176,29 @@ pub async fn start(
             let leases: Arc<dyn LeaseClient> = match options.lease_client {
                 Some(leases) => leases,
                 None => Arc::new(KubeLeases::new(
-                    client::lease_client(config, metrics.clone())?,
+                    client::lease_client(config.clone(), metrics.clone())?,
                     &config_.lease_namespace,
                     &config_.lease_name,
                 )),
             };
-            let election = Election::new(config_, leases, leadership, in_flight, metrics.clone());
+            let guard = args.guard_lease_name().map(|name| ElectionConfig {
+                role: LeaseRole::Guard,
+                lease_name: name,
+                ..config_.clone()
+            });
+            let mut election =
+                Election::new(config_, leases, leadership, in_flight, metrics.clone());
+            if let Some(guard) = guard {
+                let leases: Arc<dyn LeaseClient> = match options.guard_lease_client {
+                    Some(leases) => leases,
+                    None => Arc::new(KubeLeases::new(
+                        client::lease_client(config.clone(), metrics.clone())?,
+                        &guard.lease_namespace,
+                        &guard.lease_name,
+                    )),
+                };
+                election = election.with_guard(guard, leases);
+            }
             tokio::spawn(election.run(stop.clone()))
         }
         None => {

@@ -1,6 +1,7 @@
 //! Two controller replicas campaigning for one Lease: only the leader writes; when the leader's
 //! lease traffic is black-holed it stops writing within the renew deadline and stays up as a
-//! follower while the other takes over; a graceful shutdown hands over at once.
+//! follower while the other takes over; a graceful shutdown hands over at once. With instance
+//! ids: the Leases of both Argo lines are respected, and two instances lead side by side.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -240,26 +241,16 @@ async fn only_the_leader_writes_and_leadership_moves_on_loss_and_on_shutdown() {
     a.shutdown().await.unwrap();
 }
 
-/// Argo Rollouts campaigns for `argo-rollouts-controller-lock` whatever its `--instance-id`:
-/// a replica started with an instance id must take that Lease too, or it would write beside
-/// an Argo controller of the same instance. Here the Lease is held as Argo holds it: the
-/// replica does not lead while it is valid, then takes over that same Lease, and no Lease
-/// named after the instance id appears.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_instance_id_campaigns_for_argos_lease() {
-    let env = TestEnv::with_crds().await.expect("control plane");
-    let ns = TestNamespace::create(&env, "lease-instance-id")
-        .await
-        .unwrap();
-    const ARGO_LEASE: &str = "argo-rollouts-controller-lock";
-    const HELD_FOR: Duration = Duration::from_secs(4);
-    let leases: kube::Api<Lease> = kube::Api::namespaced(env.client(), ns.name());
+const ARGO_19_LEASE: &str = "argo-rollouts-controller-lock";
+
+/// Creates `name` as Argo's client-go leader election holds it, renewed just now.
+async fn argo_holds(leases: &kube::Api<Lease>, name: &str, held_for: Duration) {
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
     let held: Lease = serde_json::from_value(json!({
-        "metadata": {"name": ARGO_LEASE, "namespace": ns.name()},
+        "metadata": {"name": name},
         "spec": {
             "holderIdentity": "argo-rollouts-7d9f8c6b5-x2x4q_3b1c2d4e-0000-4000-8000-000000000000",
-            "leaseDurationSeconds": HELD_FOR.as_secs(),
+            "leaseDurationSeconds": held_for.as_secs(),
             "acquireTime": now,
             "renewTime": now,
             "leaseTransitions": 0
@@ -267,30 +258,91 @@ async fn an_instance_id_campaigns_for_argos_lease() {
     }))
     .unwrap();
     leases.create(&Default::default(), &held).await.unwrap();
+}
 
+async fn holder(leases: &kube::Api<Lease>, name: &str) -> Option<String> {
+    leases.get(name).await.ok()?.spec?.holder_identity
+}
+
+async fn start_instance(
+    env: &TestEnv,
+    ns: &TestNamespace,
+    identity: &str,
+    instance: &str,
+) -> ControllerHandle {
     let mut args = controller_args(ns.name());
-    args.instance_id = "team-a".into();
-    let replica = start_with(&env, &ns, "sluice-a", None, args).await;
-    // The Lease was renewed just now: not before it expires on the replica's own clock.
-    tokio::time::sleep(HELD_FOR - Duration::from_secs(1)).await;
+    args.instance_id = instance.into();
+    start_with(env, ns, identity, None, args).await
+}
+
+/// With `--instance-id`, Argo 1.9 campaigns for `argo-rollouts-controller-lock` and Argo 1.10
+/// for `argo-rollouts-controller-lock-<id>`. A Sluice instance must stay out while either is
+/// held by Argo, whichever line a team runs; here each is held as Argo holds it, the instance
+/// does not lead while it is valid, then leads holding both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_id_waits_for_argo_of_either_line() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    const HELD_FOR: Duration = Duration::from_secs(4);
+    for (line, held) in [
+        ("1.9", ARGO_19_LEASE),
+        ("1.10", "argo-rollouts-controller-lock-team-a"),
+    ] {
+        let ns = TestNamespace::create(&env, &format!("lease-argo-{}", line.replace('.', "")))
+            .await
+            .unwrap();
+        let leases: kube::Api<Lease> = kube::Api::namespaced(env.client(), ns.name());
+        argo_holds(&leases, held, HELD_FOR).await;
+        let replica = start_instance(&env, &ns, "sluice-a", "team-a").await;
+        // The Lease was renewed just now: not before it expires on the replica's own clock.
+        tokio::time::sleep(HELD_FOR - Duration::from_secs(1)).await;
+        assert!(
+            !replica.is_leader(),
+            "led while Argo {line}'s controller held {held}"
+        );
+        wait_leading(&replica, true, HELD_FOR + 4 * RETRY_PERIOD + SLACK).await;
+        for name in [ARGO_19_LEASE, "argo-rollouts-controller-lock-team-a"] {
+            assert_eq!(
+                holder(&leases, name).await.as_deref(),
+                Some("sluice-a"),
+                "{name}"
+            );
+        }
+        replica.shutdown().await.unwrap();
+    }
+}
+
+/// Two Sluice instances with different instance ids in one namespace lead side by side (Argo
+/// 1.10's behaviour), and while they run, an Argo 1.9 controller would find its Lease held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instance_ids_lead_side_by_side() {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "lease-shards").await.unwrap();
+    let leases: kube::Api<Lease> = kube::Api::namespaced(env.client(), ns.name());
+    let a = start_instance(&env, &ns, "sluice-a", "team-a").await;
+    let b = start_instance(&env, &ns, "sluice-b", "team-b").await;
+    wait_leading(&a, true, 4 * RETRY_PERIOD + SLACK).await;
+    wait_leading(&b, true, 4 * RETRY_PERIOD + SLACK).await;
+    let guard = holder(&leases, ARGO_19_LEASE).await.unwrap_or_default();
     assert!(
-        !replica.is_leader(),
-        "led while Argo's controller held the lease"
+        ["sluice-a", "sluice-b"].contains(&guard.as_str()),
+        "{guard}"
     );
-    wait_leading(&replica, true, HELD_FOR + 4 * RETRY_PERIOD + SLACK).await;
-    let lease = leases.get(ARGO_LEASE).await.unwrap();
-    assert_eq!(
-        lease.spec.and_then(|s| s.holder_identity).as_deref(),
-        Some("sluice-a")
+    // Stopping the guard's holder hands the guard to the other, which never stops leading.
+    let (first, second) = if guard == "sluice-a" { (a, b) } else { (b, a) };
+    first.shutdown().await.unwrap();
+    let until = Instant::now() + LEASE_DURATION + 2 * RETRY_PERIOD;
+    while Instant::now() < until {
+        assert!(second.is_leader(), "the other instance stopped leading");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_ne!(
+        holder(&leases, ARGO_19_LEASE).await.as_deref(),
+        Some(guard.as_str())
     );
-    let names: Vec<String> = leases
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|l| l.metadata.name)
-        .collect();
-    assert_eq!(names, [ARGO_LEASE]);
-    replica.shutdown().await.unwrap();
+    assert!(
+        holder(&leases, ARGO_19_LEASE)
+            .await
+            .is_some_and(|h| !h.is_empty())
+    );
+    second.shutdown().await.unwrap();
 }

@@ -8,6 +8,8 @@
 //! - Losing the lease never ends the process: the replica keeps its caches and campaigns again.
 //! - On shutdown it closes the gate, waits briefly for in-flight writes, and releases the lease
 //!   so a standby takes over at its next attempt.
+//! - With a guard (see [`Election::with_guard`]) it leads only while it also holds the guard
+//!   Lease or sees another Sluice replica renew it, and releases both on shutdown.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::leader::fence::{InFlight, Leadership};
-use crate::leader::lease::{ElectionConfig, JITTER_FACTOR, LeaderElector, Step};
+use crate::leader::lease::{ElectionConfig, JITTER_FACTOR, LeaderElector, LeaseRecord, Step};
 use crate::serve::metrics::Metrics;
 
 /// The longest a stopping controller waits for the API server to take the lease back.
@@ -77,8 +79,10 @@ impl LeaseClient for KubeLeases {
 #[derive(Debug)]
 enum Outcome {
     Leading,
-    /// Somebody else holds an unexpired lease.
-    Held,
+    /// Somebody else holds an unexpired lease (its holder).
+    Held(String),
+    /// A guard another Sluice replica holds, counted as held until then.
+    Shared(Instant),
     /// The Lease changed between read and write: read again at once.
     Conflict,
     Failed(String),
@@ -88,9 +92,32 @@ enum Outcome {
 pub struct Election {
     elector: LeaderElector,
     leases: Arc<dyn LeaseClient>,
+    guard: Option<Guard>,
     leadership: Leadership,
     in_flight: InFlight,
     metrics: Arc<Metrics>,
+    /// The term published: bumped each time leadership starts again.
+    term: u64,
+    /// The leader lease's own term when `term` was published.
+    lease_term: Option<u64>,
+}
+
+/// A second Lease this candidate must hold, or see held by another Sluice replica, to lead.
+struct Guard {
+    elector: LeaderElector,
+    leases: Arc<dyn LeaseClient>,
+    /// Until when another Sluice replica's hold counts (see [`Step::Shared`](crate::leader::lease::Step)).
+    shared_until: Option<Instant>,
+    /// Who holds it, when that is not a Sluice replica (logged once per holder).
+    blocked_by: Option<String>,
+}
+
+impl Guard {
+    /// Until when the guard counts as held: our own renew deadline, or another Sluice
+    /// replica's freshness.
+    fn held_until(&self) -> Option<Instant> {
+        self.elector.deadline().or(self.shared_until)
+    }
 }
 
 impl Election {
@@ -104,24 +131,56 @@ impl Election {
         Election {
             elector: LeaderElector::new(config),
             leases,
+            guard: None,
             leadership,
             in_flight,
             metrics,
+            term: 0,
+            lease_term: None,
+        }
+    }
+
+    /// Leads only while the guard Lease in `config` (its role should be
+    /// [`LeaseRole::Guard`](crate::leader::lease::LeaseRole)) is held too: by us, or by another
+    /// Sluice replica that renews it. The guard is tried after each successful renewal of the
+    /// leader lease, within the same renew deadline.
+    pub fn with_guard(mut self, config: ElectionConfig, leases: Arc<dyn LeaseClient>) -> Election {
+        self.guard = Some(Guard {
+            elector: LeaderElector::new(config),
+            leases,
+            shared_until: None,
+            blocked_by: None,
+        });
+        self
+    }
+
+    /// When leadership ends unless renewed before: the earlier of the leader lease's deadline
+    /// and the guard's.
+    fn deadline(&self) -> Option<Instant> {
+        let lease = self.elector.deadline()?;
+        match &self.guard {
+            None => Some(lease),
+            Some(guard) => guard.held_until().map(|g| g.min(lease)),
         }
     }
 
     /// Campaigns until `stop` fires, then releases the lease if held.
     pub async fn run(mut self, stop: CancellationToken) {
         let config = self.elector.config().clone();
+        let guard = self.guard.as_ref().map(|g| {
+            let c = g.elector.config();
+            format!("{}/{}", c.lease_namespace, c.lease_name)
+        });
         info!(
             identity = %config.identity,
             lease = %format!("{}/{}", config.lease_namespace, config.lease_name),
+            guard = guard.as_deref().unwrap_or("none"),
             "campaigning for the leader lease"
         );
         let mut next_attempt = Instant::now();
         loop {
             // Wait for the next attempt; close the gate if the renew deadline comes first.
-            let deadline = self.elector.deadline();
+            let deadline = self.deadline();
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = sleep_until(next_attempt) => {}
@@ -137,7 +196,12 @@ impl Election {
             // Only a gate that is still open needs closing at the deadline.
             let mut deadline = deadline.filter(|_| self.leadership.term().is_some());
             let outcome = {
-                let attempt = attempt(&mut self.elector, self.leases.as_ref(), at);
+                let attempt = attempt_guarded(
+                    &mut self.elector,
+                    self.leases.as_ref(),
+                    self.guard.as_mut(),
+                    at,
+                );
                 tokio::pin!(attempt);
                 let attempt_timeout = sleep_until(at + config.renew_deadline);
                 tokio::pin!(attempt_timeout);
@@ -165,7 +229,7 @@ impl Election {
                 Outcome::Leading if !was_leading => {
                     info!(identity = %config.identity, "became leader");
                 }
-                Outcome::Leading | Outcome::Held => {}
+                Outcome::Leading | Outcome::Shared(_) | Outcome::Held(_) => {}
                 Outcome::Conflict => debug!("lease changed while writing it; reading again"),
                 Outcome::Failed(why) => {
                     if was_leading {
@@ -180,6 +244,14 @@ impl Election {
             }
             let now = Instant::now();
             next_attempt = match outcome {
+                _ if leading
+                    && self
+                        .deadline()
+                        .is_some_and(|d| d < at + config.retry_period) =>
+                {
+                    // A shared guard going stale: look again before leadership would lapse.
+                    now.max(self.deadline().unwrap_or(now))
+                }
                 Outcome::Conflict => now,
                 _ if leading => at + config.retry_period,
                 _ => now + jittered(config.retry_period),
@@ -188,16 +260,29 @@ impl Election {
         self.step_down().await;
     }
 
-    /// Publishes the elector's leadership now.
-    fn publish(&self) {
-        let term = self.elector.term(Instant::now());
+    /// Publishes the leadership now: the leader lease held, and the guard if there is one.
+    /// A new term starts whenever leadership starts again, or the leader lease's term changed.
+    fn publish(&mut self) {
+        let now = Instant::now();
+        let lease_term = self.elector.term(now);
+        let leading = lease_term.is_some() && self.deadline().is_some_and(|d| now < d);
+        let term = if leading {
+            if self.leadership.term().is_none() || self.lease_term != lease_term {
+                self.term += 1;
+                self.lease_term = lease_term;
+            }
+            Some(self.term)
+        } else {
+            None
+        };
         self.leadership.set(term);
         self.metrics.set_leader(term.is_some());
     }
 
-    /// Closes the gate, lets in-flight writes finish (briefly) and releases the lease.
+    /// Closes the gate, lets in-flight writes finish (briefly) and releases the lease (and the
+    /// guard).
     ///
-    /// At most 1 s of waiting for writes plus [`RELEASE_TIMEOUT`] for the release.
+    /// At most 1 s of waiting for writes plus [`RELEASE_TIMEOUT`] for each release.
     async fn step_down(mut self) {
         let was_leading = self.leadership.term().is_some();
         self.leadership.set(None);
@@ -210,38 +295,82 @@ impl Election {
                 "releasing the lease with writes still in flight"
             );
         }
-        let Some(release) = self.elector.release(Timestamp::now()) else {
-            return;
-        };
-        let leases = self.leases.clone();
-        let elector = &mut self.elector;
-        // Bounded well inside the 5 s a stopping controller is given, whatever the renew deadline.
-        let released = timeout(config.renew_deadline.min(RELEASE_TIMEOUT), async move {
-            match leases.replace(&release).await {
-                // A renewal cut short by the shutdown may have landed after all: release the
-                // Lease as it is now, if it still names us.
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    let current = leases.get().await?;
-                    match current.and_then(|c| elector.release_of(&c, Timestamp::now())) {
-                        Some(release) => leases.replace(&release).await.map(Some),
-                        None => Ok(None),
-                    }
-                }
-                other => other.map(Some),
-            }
-        })
-        .await;
-        match released {
-            Ok(Ok(Some(_))) => {
-                info!(identity = %config.identity, was_leading, "released the leader lease");
-            }
-            Ok(Ok(None)) => debug!("the lease was no longer ours to release"),
-            Ok(Err(e)) => {
-                warn!(error = %e, "could not release the leader lease; it expires on its own");
-            }
-            Err(_) => warn!("releasing the leader lease timed out; it expires on its own"),
+        release(&mut self.elector, self.leases.clone(), was_leading).await;
+        if let Some(guard) = &mut self.guard {
+            release(&mut guard.elector, guard.leases.clone(), was_leading).await;
         }
     }
+}
+
+/// Frees the Lease `elector` campaigns for, if it holds it, within [`RELEASE_TIMEOUT`].
+async fn release(elector: &mut LeaderElector, leases: Arc<dyn LeaseClient>, was_leading: bool) {
+    let config = elector.config().clone();
+    let lease = format!("{}/{}", config.lease_namespace, config.lease_name);
+    let Some(release) = elector.release(Timestamp::now()) else {
+        return;
+    };
+    // Bounded well inside the 5 s a stopping controller is given, whatever the renew deadline.
+    let released = timeout(config.renew_deadline.min(RELEASE_TIMEOUT), async move {
+        match leases.replace(&release).await {
+            // A renewal cut short by the shutdown may have landed after all: release the
+            // Lease as it is now, if it still names us.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let current = leases.get().await?;
+                match current.and_then(|c| elector.release_of(&c, Timestamp::now())) {
+                    Some(release) => leases.replace(&release).await.map(Some),
+                    None => Ok(None),
+                }
+            }
+            other => other.map(Some),
+        }
+    })
+    .await;
+    match released {
+        Ok(Ok(Some(_))) => {
+            info!(identity = %config.identity, %lease, was_leading, "released the leader lease");
+        }
+        Ok(Ok(None)) => debug!(%lease, "the lease was no longer ours to release"),
+        Ok(Err(e)) => {
+            warn!(error = %e, %lease, "could not release the leader lease; it expires on its own");
+        }
+        Err(_) => warn!(%lease, "releasing the leader lease timed out; it expires on its own"),
+    }
+}
+
+/// One round on the leader lease and, once that is held, one on the guard.
+async fn attempt_guarded(
+    elector: &mut LeaderElector,
+    leases: &dyn LeaseClient,
+    guard: Option<&mut Guard>,
+    at: Instant,
+) -> Outcome {
+    let outcome = attempt(elector, leases, at).await;
+    let Some(guard) = guard else {
+        return outcome;
+    };
+    if !matches!(outcome, Outcome::Leading) {
+        return outcome;
+    }
+    let outcome = attempt(&mut guard.elector, guard.leases.as_ref(), at).await;
+    guard.shared_until = match outcome {
+        Outcome::Shared(until) => Some(until),
+        _ => None,
+    };
+    match &outcome {
+        Outcome::Held(holder) if guard.blocked_by.as_ref() != Some(holder) => {
+            let c = guard.elector.config();
+            info!(
+                guard = %format!("{}/{}", c.lease_namespace, c.lease_name),
+                holder = %holder,
+                "not leading: the guard lease is held by a controller that is not Sluice (Argo \
+                 Rollouts 1.9 takes this lease whatever its instance id); waiting for it to expire"
+            );
+            guard.blocked_by = Some(holder.clone());
+        }
+        Outcome::Held(_) => {}
+        _ => guard.blocked_by = None,
+    }
+    outcome
 }
 
 /// One read-decide-write round.
@@ -251,7 +380,11 @@ async fn attempt(elector: &mut LeaderElector, leases: &dyn LeaseClient, at: Inst
         Err(e) => return Outcome::Failed(format!("reading the lease: {e}")),
     };
     let written = match elector.observe(at, Timestamp::now(), current.as_ref()) {
-        Step::Wait => return Outcome::Held,
+        Step::Wait => {
+            let holder = current.as_ref().map(LeaseRecord::from_lease);
+            return Outcome::Held(holder.map(|r| r.holder_identity).unwrap_or_default());
+        }
+        Step::Shared(until) => return Outcome::Shared(until),
         Step::Create(lease) => leases.create(&lease).await,
         Step::Update(lease) => leases.replace(&lease).await,
     };
@@ -279,229 +412,4 @@ fn jittered(period: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use kube::core::Status;
-
-    use crate::leader::fence::WriteGate;
-
-    /// An in-memory API server for one Lease, with resourceVersion checks.
-    #[derive(Default)]
-    struct Server {
-        lease: Mutex<Option<Lease>>,
-        version: Mutex<u64>,
-    }
-
-    fn conflict() -> kube::Error {
-        kube::Error::Api(Box::new(
-            Status::failure("conflict", "Conflict").with_code(409),
-        ))
-    }
-
-    impl Server {
-        fn store(&self, lease: &Lease) -> Lease {
-            let mut version = self.version.lock().unwrap();
-            *version += 1;
-            let mut stored = lease.clone();
-            stored.metadata.resource_version = Some(version.to_string());
-            *self.lease.lock().unwrap() = Some(stored.clone());
-            stored
-        }
-        fn holder(&self) -> String {
-            self.lease
-                .lock()
-                .unwrap()
-                .as_ref()
-                .map(|l| crate::leader::lease::LeaseRecord::from_lease(l).holder_identity)
-                .unwrap_or_default()
-        }
-    }
-
-    /// One candidate's connection to the shared server; can be cut (requests hang).
-    struct Link {
-        server: Arc<Server>,
-        cut: AtomicBool,
-    }
-
-    impl Link {
-        async fn hang_if_cut(&self) {
-            if self.cut.load(Ordering::SeqCst) {
-                futures::future::pending::<()>().await;
-            }
-        }
-    }
-
-    impl LeaseClient for Link {
-        fn get(&self) -> BoxFuture<'_, Result<Option<Lease>, kube::Error>> {
-            Box::pin(async move {
-                self.hang_if_cut().await;
-                Ok(self.server.lease.lock().unwrap().clone())
-            })
-        }
-        fn create<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-            Box::pin(async move {
-                self.hang_if_cut().await;
-                if self.server.lease.lock().unwrap().is_some() {
-                    return Err(conflict());
-                }
-                Ok(self.server.store(lease))
-            })
-        }
-        fn replace<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<Lease, kube::Error>> {
-            Box::pin(async move {
-                self.hang_if_cut().await;
-                let current = self
-                    .server
-                    .lease
-                    .lock()
-                    .unwrap()
-                    .as_ref()
-                    .and_then(|l| l.metadata.resource_version.clone());
-                if current != lease.metadata.resource_version {
-                    return Err(conflict());
-                }
-                Ok(self.server.store(lease))
-            })
-        }
-    }
-
-    struct Candidate {
-        link: Arc<Link>,
-        gate: WriteGate,
-        stop: CancellationToken,
-        task: tokio::task::JoinHandle<()>,
-    }
-
-    fn candidate(server: &Arc<Server>, identity: &str) -> Candidate {
-        let link = Arc::new(Link {
-            server: server.clone(),
-            cut: AtomicBool::new(false),
-        });
-        let (leadership, gate) = Leadership::new();
-        let config = ElectionConfig {
-            identity: identity.into(),
-            lease_name: "lock".into(),
-            lease_namespace: "ns".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        };
-        let election = Election::new(
-            config,
-            link.clone(),
-            leadership,
-            InFlight::default(),
-            Metrics::new("test"),
-        );
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(election.run(stop.clone()));
-        Candidate {
-            link,
-            gate,
-            stop,
-            task,
-        }
-    }
-
-    async fn leading_within(c: &Candidate, limit: Duration) -> Duration {
-        let start = Instant::now();
-        timeout(limit, c.gate.wait_for(true))
-            .await
-            .expect("became leader in time");
-        start.elapsed()
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn one_leader_then_takeover_after_a_black_hole_then_instant_handover_on_release() {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        leading_within(&a, Duration::from_secs(1)).await;
-        let b = candidate(&server, "b");
-        // b never leads while a renews.
-        for _ in 0..30 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            assert!(a.gate.is_open() && !b.gate.is_open());
-        }
-        assert_eq!(server.holder(), "a");
-
-        // Cut a off: it stops writing within the renew deadline, b leads within the lease
-        // duration (plus one retry with jitter), and never both at once.
-        a.link.cut.store(true, Ordering::SeqCst);
-        let cut_at = Instant::now();
-        timeout(Duration::from_secs(11), a.gate.wait_for(false))
-            .await
-            .expect("a stops within the renew deadline");
-        let fenced_after = cut_at.elapsed();
-        assert!(fenced_after <= Duration::from_secs(10), "{fenced_after:?}");
-        assert!(!b.gate.is_open(), "b must not lead while a may still write");
-        leading_within(&b, Duration::from_secs(15 + 5)).await;
-        let takeover_after = cut_at.elapsed();
-        assert!(
-            takeover_after >= Duration::from_secs(13),
-            "{takeover_after:?}"
-        );
-        assert!(!a.gate.is_open());
-        assert!(!a.task.is_finished(), "a stays up as a follower");
-
-        // a reconnects and follows.
-        a.link.cut.store(false, Ordering::SeqCst);
-        for _ in 0..20 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            assert!(b.gate.is_open() && !a.gate.is_open());
-        }
-
-        // b shuts down: the lease is released and a takes over at its next attempt.
-        let released_at = Instant::now();
-        b.stop.cancel();
-        b.task.await.unwrap();
-        assert_eq!(server.holder(), "");
-        leading_within(&a, Duration::from_secs(5)).await;
-        assert!(
-            released_at.elapsed() <= Duration::from_millis(4400 + 100),
-            "one jittered retry period at most"
-        );
-        a.stop.cancel();
-        a.task.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn racing_candidates_never_lead_together() {
-        let server = Arc::new(Server::default());
-        let cs: Vec<Candidate> = ["a", "b", "c"]
-            .iter()
-            .map(|id| candidate(&server, id))
-            .collect();
-        let mut leaders_seen = std::collections::BTreeSet::new();
-        for step in 0..200 {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let leading: Vec<usize> = (0..cs.len()).filter(|i| cs[*i].gate.is_open()).collect();
-            assert!(
-                leading.len() <= 1,
-                "two leaders at step {step}: {leading:?}"
-            );
-            leaders_seen.extend(leading.iter().copied());
-            // Every 10s, cut off whoever leads.
-            if step % 40 == 39
-                && let Some(&i) = leading.first()
-            {
-                cs[i].link.cut.store(true, Ordering::SeqCst);
-                for (j, c) in cs.iter().enumerate() {
-                    if j != i {
-                        c.link.cut.store(false, Ordering::SeqCst);
-                    }
-                }
-            }
-        }
-        assert!(
-            leaders_seen.len() >= 2,
-            "leadership moved: {leaders_seen:?}"
-        );
-        for c in cs {
-            c.stop.cancel();
-            c.task.abort();
-        }
-    }
-}
+mod tests;

@@ -19,6 +19,13 @@
 //! - Releasing (on shutdown) writes an empty holder with a one-second duration, so a standby
 //!   takes over at its next attempt instead of waiting for expiry.
 //!
+//! Sluice adds one thing client-go does not have: a Lease written by Sluice names its holder and
+//! its [`LeaseRole`] in two annotations ([`HOLDER_ANNOTATION`], [`ROLE_ANNOTATION`]). A client-go
+//! controller that takes the Lease over keeps the annotations but changes the holder, so "held by
+//! a Sluice replica" is exactly "the holder annotation names the current holder". That lets a
+//! *guard* lease (Argo Rollouts 1.9's lock name, which every 1.9 controller campaigns for
+//! whatever its instance id) keep Argo 1.9 out while several Sluice instances share it.
+//!
 //! [`LeaderElector`] does no I/O: its caller reads the Lease, asks [`LeaderElector::observe`]
 //! what to write, performs the write and reports success with [`LeaderElector::written`].
 
@@ -32,9 +39,52 @@ use tokio::time::Instant;
 /// client-go's jitter factor for retries while not leading.
 pub const JITTER_FACTOR: f64 = 1.2;
 
+/// Annotation naming the Sluice replica that wrote the Lease (see the module documentation).
+pub const HOLDER_ANNOTATION: &str = "rollouts.sluice.dev/lease-holder";
+/// Annotation saying what the writing Sluice replica holds the Lease for: `leader` or `guard`.
+pub const ROLE_ANNOTATION: &str = "rollouts.sluice.dev/lease-role";
+
+/// What a candidate campaigns for a Lease for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LeaseRole {
+    /// The Lease that elects one leader among the replicas of one instance.
+    #[default]
+    Leader,
+    /// A Lease held only to keep other controllers (Argo Rollouts 1.9) from leading: any Sluice
+    /// replica holding it will do, so a guard never waits for another Sluice replica, and a
+    /// replica that needs this Lease as its leader lease takes it from a guard at once.
+    Guard,
+}
+
+impl LeaseRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            LeaseRole::Leader => "leader",
+            LeaseRole::Guard => "guard",
+        }
+    }
+
+    /// The role a Sluice replica holds `lease` for, or `None` if nobody or somebody other than
+    /// a Sluice replica holds it.
+    pub fn of(lease: &Lease) -> Option<LeaseRole> {
+        let holder = lease.spec.as_ref()?.holder_identity.as_deref()?;
+        let annotations = lease.metadata.annotations.as_ref()?;
+        if holder.is_empty()
+            || annotations.get(HOLDER_ANNOTATION).map(String::as_str) != Some(holder)
+        {
+            return None;
+        }
+        match annotations.get(ROLE_ANNOTATION).map(String::as_str) {
+            Some("guard") => Some(LeaseRole::Guard),
+            _ => Some(LeaseRole::Leader),
+        }
+    }
+}
+
 /// Timing and identity of one candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElectionConfig {
+    pub role: LeaseRole,
     pub identity: String,
     pub lease_name: String,
     pub lease_namespace: String,
@@ -128,6 +178,10 @@ pub enum Step {
     Update(Lease),
     /// Somebody else holds an unexpired lease: try again after the retry period.
     Wait,
+    /// A guard only: another Sluice replica holds the Lease, which keeps Argo out as well as
+    /// holding it ourselves would, as long as that replica renews it; counted as held until
+    /// the instant given (one renew deadline after the Lease last changed, by our clock).
+    Shared(Instant),
 }
 
 /// The lease as last seen, and when (local clock) it was first seen in that state.
@@ -212,7 +266,7 @@ impl LeaderElector {
                 renew_time: Some(wall),
                 lease_transitions: record.lease_transitions,
             };
-            return Step::Update(with_record(lease, &renewed));
+            return Step::Update(self.ours(lease, &renewed));
         }
 
         // Somebody else's (or nobody's): we are not leading, whatever we thought, and have
@@ -221,8 +275,17 @@ impl LeaderElector {
         self.last_written = None;
         let expires =
             since + Duration::from_secs(u64::try_from(record.lease_duration_seconds).unwrap_or(0));
-        if !record.holder_identity.is_empty() && now < expires {
-            return Step::Wait;
+        let fresh_until = since + self.config.renew_deadline;
+        let held = !record.holder_identity.is_empty() && now < expires;
+        match (self.config.role, LeaseRole::of(lease)) {
+            // A leader lease held by a Sluice guard: the guard is as well served by us.
+            (LeaseRole::Leader, Some(LeaseRole::Guard)) => {}
+            // Another Sluice replica keeps the guard while it renews; one that stopped
+            // renewing is replaced before its Lease could expire for anybody else.
+            (LeaseRole::Guard, Some(_)) if now < fresh_until => return Step::Shared(fresh_until),
+            (LeaseRole::Guard, Some(_)) => {}
+            _ if held => return Step::Wait,
+            _ => {}
         }
         let acquired = LeaseRecord {
             holder_identity: self.config.identity.clone(),
@@ -231,7 +294,7 @@ impl LeaderElector {
             renew_time: Some(wall),
             lease_transitions: record.lease_transitions.saturating_add(1),
         };
-        Step::Update(with_record(lease, &acquired))
+        Step::Update(self.ours(lease, &acquired))
     }
 
     /// The write decided by the [`observe`](Self::observe) call made at `at` succeeded; `stored`
@@ -277,14 +340,24 @@ impl LeaderElector {
     }
 
     fn new_lease(&self, record: &LeaseRecord) -> Lease {
-        Lease {
+        let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.config.lease_name.clone()),
                 namespace: Some(self.config.lease_namespace.clone()),
                 ..Default::default()
             },
-            spec: Some(record.to_spec()),
-        }
+            spec: None,
+        };
+        self.ours(&lease, record)
+    }
+
+    /// `lease` with `record` (naming us) as its spec, and annotated as ours and why.
+    fn ours(&self, lease: &Lease, record: &LeaseRecord) -> Lease {
+        let mut ours = with_record(lease, record);
+        let annotations = ours.metadata.annotations.get_or_insert_default();
+        annotations.insert(HOLDER_ANNOTATION.into(), self.config.identity.clone());
+        annotations.insert(ROLE_ANNOTATION.into(), self.config.role.as_str().into());
+        ours
     }
 }
 
@@ -297,302 +370,4 @@ fn with_record(lease: &Lease, record: &LeaseRecord) -> Lease {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(identity: &str) -> ElectionConfig {
-        ElectionConfig {
-            identity: identity.into(),
-            lease_name: "argo-rollouts-controller-lock".into(),
-            lease_namespace: "argo-rollouts".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        }
-    }
-
-    /// A fake clock: a fixed origin plus seconds.
-    struct Clock {
-        origin: Instant,
-        wall: Timestamp,
-    }
-
-    impl Clock {
-        fn new() -> Clock {
-            Clock {
-                origin: Instant::now(),
-                wall: "2026-01-01T00:00:00Z".parse().unwrap(),
-            }
-        }
-        fn at(&self, secs: f64) -> (Instant, Timestamp) {
-            let d = Duration::from_secs_f64(secs);
-            (
-                self.origin + d,
-                self.wall + jiff::SignedDuration::try_from(d).unwrap(),
-            )
-        }
-    }
-
-    /// What the API server would store: the lease with a new resourceVersion.
-    fn stored(lease: &Lease, rv: u64) -> Lease {
-        let mut l = lease.clone();
-        l.metadata.resource_version = Some(rv.to_string());
-        l
-    }
-
-    fn held_by(holder: &str, renew: Timestamp, transitions: i32, rv: u64) -> Lease {
-        let mut l = Lease {
-            metadata: ObjectMeta {
-                name: Some("argo-rollouts-controller-lock".into()),
-                namespace: Some("argo-rollouts".into()),
-                resource_version: Some(rv.to_string()),
-                ..Default::default()
-            },
-            spec: None,
-        };
-        l.spec = Some(
-            LeaseRecord {
-                holder_identity: holder.into(),
-                lease_duration_seconds: 15,
-                acquire_time: Some(renew),
-                renew_time: Some(renew),
-                lease_transitions: transitions,
-            }
-            .to_spec(),
-        );
-        l
-    }
-
-    fn record(step: &Step) -> LeaseRecord {
-        match step {
-            Step::Create(l) | Step::Update(l) => LeaseRecord::from_lease(l),
-            Step::Wait => panic!("expected a write, got Wait"),
-        }
-    }
-
-    #[test]
-    fn creates_a_missing_lease_with_a_client_go_record() {
-        let clock = Clock::new();
-        let mut e = LeaderElector::new(config("a"));
-        let (now, wall) = clock.at(0.0);
-        let step = e.observe(now, wall, None);
-        let Step::Create(lease) = &step else {
-            panic!("{step:?}")
-        };
-        assert_eq!(
-            lease.metadata.name.as_deref(),
-            Some("argo-rollouts-controller-lock")
-        );
-        assert_eq!(lease.metadata.namespace.as_deref(), Some("argo-rollouts"));
-        assert_eq!(
-            record(&step),
-            LeaseRecord {
-                holder_identity: "a".into(),
-                lease_duration_seconds: 15,
-                acquire_time: Some(wall),
-                renew_time: Some(wall),
-                lease_transitions: 0,
-            }
-        );
-        assert_eq!(e.term(now), None, "not leading before the write succeeded");
-        e.written(now, &stored(lease, 1));
-        assert_eq!(e.term(now), Some(1));
-    }
-
-    #[test]
-    fn leadership_ends_at_the_renew_deadline_counted_from_the_start_of_the_last_renewal() {
-        let clock = Clock::new();
-        let mut e = LeaderElector::new(config("a"));
-        let (t0, w0) = clock.at(0.0);
-        let Step::Create(l) = e.observe(t0, w0, None) else {
-            panic!()
-        };
-        e.written(t0, &stored(&l, 1));
-        assert_eq!(e.term(clock.at(9.999).0), Some(1));
-        assert_eq!(e.term(clock.at(10.0).0), None);
-        assert_eq!(e.deadline(), Some(t0 + Duration::from_secs(10)));
-
-        // A renewal started at 2s moves the deadline to 12s.
-        let (t2, w2) = clock.at(2.0);
-        let step = e.observe(t2, w2, Some(&stored(&l, 1)));
-        let r = record(&step);
-        assert_eq!(r.renew_time, Some(w2));
-        assert_eq!(r.acquire_time, Some(w0), "acquireTime kept while renewing");
-        assert_eq!(r.lease_transitions, 0);
-        let Step::Update(renewed) = step else {
-            panic!()
-        };
-        assert_eq!(
-            renewed.metadata.resource_version.as_deref(),
-            Some("1"),
-            "conditional on what was read"
-        );
-        e.written(t2, &stored(&renewed, 2));
-        assert_eq!(e.term(clock.at(11.9).0), Some(1));
-        assert_eq!(e.term(clock.at(12.0).0), None);
-    }
-
-    #[test]
-    fn a_held_lease_is_taken_only_after_it_stayed_unchanged_for_its_duration_on_the_local_clock() {
-        let clock = Clock::new();
-        let mut b = LeaderElector::new(config("b"));
-        // The holder's renewTime is long past by our wall clock: irrelevant, only our own
-        // observation time counts (client-go's rule, immune to clock skew).
-        let ancient: Timestamp = "2020-01-01T00:00:00Z".parse().unwrap();
-        let lease = held_by("a", ancient, 3, 7);
-        let (t0, w0) = clock.at(0.0);
-        assert_eq!(b.observe(t0, w0, Some(&lease)), Step::Wait);
-        let (t, w) = clock.at(14.9);
-        assert_eq!(b.observe(t, w, Some(&lease)), Step::Wait);
-        let (t15, w15) = clock.at(15.0);
-        let step = b.observe(t15, w15, Some(&lease));
-        assert_eq!(
-            record(&step),
-            LeaseRecord {
-                holder_identity: "b".into(),
-                lease_duration_seconds: 15,
-                acquire_time: Some(w15),
-                renew_time: Some(w15),
-                lease_transitions: 4,
-            }
-        );
-        let Step::Update(taken) = step else { panic!() };
-        assert_eq!(taken.metadata.resource_version.as_deref(), Some("7"));
-        b.written(t15, &stored(&taken, 8));
-        assert_eq!(b.term(t15), Some(1));
-    }
-
-    #[test]
-    fn every_renewal_by_the_holder_restarts_the_expiry_clock() {
-        let clock = Clock::new();
-        let mut b = LeaderElector::new(config("b"));
-        let (t0, w0) = clock.at(0.0);
-        assert_eq!(b.observe(t0, w0, Some(&held_by("a", w0, 0, 1))), Step::Wait);
-        let (t10, w10) = clock.at(10.0);
-        assert_eq!(
-            b.observe(t10, w10, Some(&held_by("a", w10, 0, 2))),
-            Step::Wait
-        );
-        let (t20, w20) = clock.at(20.0);
-        assert_eq!(
-            b.observe(t20, w20, Some(&held_by("a", w10, 0, 2))),
-            Step::Wait,
-            "seen unchanged for 10s only"
-        );
-        let (t25, w25) = clock.at(25.0);
-        assert!(matches!(
-            b.observe(t25, w25, Some(&held_by("a", w10, 0, 2))),
-            Step::Update(_)
-        ));
-    }
-
-    #[test]
-    fn a_released_lease_is_taken_at_once() {
-        let clock = Clock::new();
-        let mut a = LeaderElector::new(config("a"));
-        let mut b = LeaderElector::new(config("b"));
-        let (t0, w0) = clock.at(0.0);
-        let Step::Create(l) = a.observe(t0, w0, None) else {
-            panic!()
-        };
-        let l = stored(&l, 1);
-        a.written(t0, &l);
-        assert_eq!(b.observe(t0, w0, Some(&l)), Step::Wait);
-
-        let (t1, w1) = clock.at(1.0);
-        let released = a.release(w1).expect("a holds the lease");
-        assert_eq!(
-            a.term(t1),
-            None,
-            "stops leading before the release is written"
-        );
-        let r = LeaseRecord::from_lease(&released);
-        assert_eq!(r.holder_identity, "");
-        assert_eq!(r.lease_duration_seconds, 1);
-        assert_eq!(r.lease_transitions, 0);
-        assert_eq!(released.metadata.resource_version.as_deref(), Some("1"));
-        assert_eq!(a.release(w1), None, "released once");
-        // After a conflict (a renewal landed meanwhile), the fresh Lease is released instead.
-        let renewed_meanwhile = stored(&l, 7);
-        let again = a.release_of(&renewed_meanwhile, w1).expect("still ours");
-        assert_eq!(again.metadata.resource_version.as_deref(), Some("7"));
-        assert_eq!(LeaseRecord::from_lease(&again).holder_identity, "");
-        assert_eq!(
-            a.release_of(&held_by("b", w1, 1, 8), w1),
-            None,
-            "not ours any more"
-        );
-
-        let released = stored(&released, 2);
-        let (t2, w2) = clock.at(1.5);
-        let step = b.observe(t2, w2, Some(&released));
-        assert_eq!(record(&step).holder_identity, "b");
-        assert_eq!(record(&step).lease_transitions, 1);
-    }
-
-    #[test]
-    fn seeing_another_holder_ends_leadership_immediately() {
-        let clock = Clock::new();
-        let mut a = LeaderElector::new(config("a"));
-        let (t0, w0) = clock.at(0.0);
-        let Step::Create(l) = a.observe(t0, w0, None) else {
-            panic!()
-        };
-        a.written(t0, &stored(&l, 1));
-        let (t1, w1) = clock.at(1.0);
-        assert_eq!(a.observe(t1, w1, Some(&held_by("b", w1, 1, 5))), Step::Wait);
-        assert_eq!(a.term(t1), None);
-        assert_eq!(a.release(w1), None, "nothing to release: not ours");
-    }
-
-    #[test]
-    fn competing_candidates_both_write_conditionally_on_the_same_version() {
-        let clock = Clock::new();
-        let mut b = LeaderElector::new(config("b"));
-        let mut c = LeaderElector::new(config("c"));
-        let free = held_by("", clock.at(0.0).1, 2, 9);
-        let (t, w) = clock.at(0.0);
-        for e in [&mut b, &mut c] {
-            let Step::Update(l) = e.observe(t, w, Some(&free)) else {
-                panic!()
-            };
-            assert_eq!(l.metadata.resource_version.as_deref(), Some("9"));
-        }
-    }
-
-    #[test]
-    fn regaining_the_lease_starts_a_new_term() {
-        let clock = Clock::new();
-        let mut a = LeaderElector::new(config("a"));
-        let (t0, w0) = clock.at(0.0);
-        let Step::Create(l) = a.observe(t0, w0, None) else {
-            panic!()
-        };
-        let l = stored(&l, 1);
-        a.written(t0, &l);
-        assert_eq!(a.term(t0), Some(1));
-        // Renewals fail until the deadline passes; then one succeeds again.
-        let (t11, w11) = clock.at(11.0);
-        assert_eq!(a.term(t11), None);
-        let step = a.observe(t11, w11, Some(&l));
-        let Step::Update(renewed) = step else {
-            panic!()
-        };
-        a.written(t11, &stored(&renewed, 2));
-        assert_eq!(a.term(t11), Some(2));
-    }
-
-    #[test]
-    fn configuration_rules_match_client_go() {
-        assert_eq!(config("a").validate(), Ok(()));
-        let mut c = config("a");
-        c.renew_deadline = c.lease_duration;
-        assert!(c.validate().is_err());
-        let mut c = config("a");
-        c.retry_period = Duration::from_secs(9);
-        assert!(c.validate().is_err(), "10s <= 1.2 x 9s");
-        let mut c = config("a");
-        c.identity.clear();
-        assert!(c.validate().is_err());
-    }
-}
+mod tests;
