@@ -42,6 +42,31 @@ pub enum ServiceKind {
     Teams(TeamsOptions),
     Email(EmailOptions),
     Grafana(GrafanaOptions),
+    /// One of [`services::table`](crate::services::table)'s.
+    Other(OtherService),
+}
+
+/// A service of [`services::table`](crate::services::table), with the settings it was parsed
+/// from (after `$key` substitution; never shown by `Debug`).
+#[derive(Clone)]
+pub struct OtherService {
+    settings: Value,
+    pub sender: std::sync::Arc<dyn crate::services::NotificationService>,
+}
+
+impl PartialEq for OtherService {
+    fn eq(&self, other: &Self) -> bool {
+        self.settings == other.settings
+    }
+}
+
+impl Eq for OtherService {}
+
+impl fmt::Debug for OtherService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The service's own Debug leaves its secrets out.
+        self.sender.fmt(f)
+    }
 }
 
 /// A configured service: `service.<type>` is named `<type>`, `service.<type>.<name>` `<name>`.
@@ -353,15 +378,22 @@ impl Config {
             "grafana" => {
                 serde_json::from_value::<GrafanaOptions>(settings).map(ServiceKind::Grafana)
             }
-            other => {
-                self.unsupported_services
-                    .insert(name.to_owned(), other.to_owned());
-                self.problem(
+            other => match crate::services::table::parse(other, settings.clone()) {
+                Some(Ok(sender)) => Ok(ServiceKind::Other(OtherService { settings, sender })),
+                Some(Err(e)) => {
+                    self.problem(key, format!("bad {type_} service settings: {e}"));
+                    return;
+                }
+                None => {
+                    self.unsupported_services
+                        .insert(name.to_owned(), other.to_owned());
+                    self.problem(
                     key,
                     format!("service type '{other}' is not supported by this controller; notifications to '{name}' are not sent"),
                 );
-                return;
-            }
+                    return;
+                }
+            },
         };
         match kind {
             Ok(kind) => {
@@ -380,7 +412,7 @@ impl Config {
 }
 
 /// A serde error's message without the values it may quote (which can come from the Secret).
-fn redact(e: &serde_json::Error) -> String {
+pub(crate) fn redact(e: &serde_json::Error) -> String {
     let text = e.to_string();
     match text.find(": ") {
         Some(_) if text.contains("invalid type") => "a field has the wrong type".to_owned(),

@@ -6,12 +6,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use serde_json::Value as Json;
+
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
 pub mod email;
 pub mod grafana;
+pub mod pushover;
 pub mod slack;
+pub mod table;
 pub mod teams;
 pub mod webhook;
 
@@ -62,6 +67,41 @@ impl SendError {
     }
 }
 
+/// A service of [`table`]: the engine's other service types, each sending one notification
+/// to one recipient.
+pub trait NotificationService: Send + Sync + std::fmt::Debug {
+    fn send<'a>(&'a self, ctx: SendContext<'a>) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
+/// What a [`NotificationService`] sends with.
+#[derive(Debug, Clone, Copy)]
+pub struct SendContext<'a> {
+    /// The service's name (`<type>` or `<name>` of `service.<type>.<name>`), for messages.
+    pub service: &'a str,
+    pub recipient: &'a str,
+    /// The rendered templates (`message`, `<type>: {...}`).
+    pub content: &'a Json,
+    pub http: &'a Http,
+}
+
+/// The HTTP clients a service sends through.
+#[derive(Debug, Clone)]
+pub struct Http {
+    client: reqwest::Client,
+    insecure_client: reqwest::Client,
+}
+
+impl Http {
+    /// The client: one that accepts any certificate with `insecure_skip_verify`.
+    pub fn client(&self, insecure_skip_verify: bool) -> &reqwest::Client {
+        if insecure_skip_verify {
+            &self.insecure_client
+        } else {
+            &self.client
+        }
+    }
+}
+
 /// How long one request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -70,6 +110,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Sender {
     client: reqwest::Client,
     insecure_client: reqwest::Client,
+    http: Http,
 }
 
 impl Sender {
@@ -88,9 +129,14 @@ impl Sender {
                 .build()
                 .map_err(|_| SendError::permanent("cannot build an HTTP client"))
         };
+        let (client, insecure_client) = (build(false)?, build(true)?);
         Ok(Sender {
-            client: build(false)?,
-            insecure_client: build(true)?,
+            http: Http {
+                client: client.clone(),
+                insecure_client: insecure_client.clone(),
+            },
+            client,
+            insecure_client,
         })
     }
 
@@ -138,6 +184,16 @@ impl Sender {
                 };
                 let recipient = &n.destination.recipient;
                 grafana::send(client, service_name, opts, recipient, &n.content).await?;
+                Ok(Sent::default())
+            }
+            ServiceKind::Other(other) => {
+                let ctx = SendContext {
+                    service: service_name,
+                    recipient: &n.destination.recipient,
+                    content: &n.content,
+                    http: &self.http,
+                };
+                other.sender.send(ctx).await?;
                 Ok(Sent::default())
             }
         }
