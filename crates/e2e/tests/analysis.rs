@@ -324,6 +324,10 @@ async fn prometheus_analysis_promotes_a_healthy_metric_and_aborts_a_bad_one() {
 
 /// A standalone AnalysisRun with one Job metric.
 fn job_run(name: &str, command: &[&str]) -> String {
+    job_run_of(name, "busybox", command)
+}
+
+fn job_run_of(name: &str, image: &str, command: &[&str]) -> String {
     json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "AnalysisRun",
@@ -334,7 +338,7 @@ fn job_run(name: &str, command: &[&str]) -> String {
                 "backoffLimit": 0,
                 "template": {"spec": {
                     "restartPolicy": "Never",
-                    "containers": [{"name": "check", "image": "busybox", "command": command}]
+                    "containers": [{"name": "check", "image": image, "command": command}]
                 }}
             }}}
         }]}
@@ -362,6 +366,8 @@ async fn wait_run_phase(api: &Api<AnalysisRun>, name: &str, want: AnalysisPhase)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_metric_succeeds_with_a_succeeding_job_and_fails_with_a_failing_one() {
+    // And, as Argo 1.10, is Inconclusive when the Job's image cannot be pulled (the fake
+    // kubelet never pulls an image named `does-not-exist`).
     let (_env, ns, _controller) = setup("job-metric").await;
     let runs = ns.api::<AnalysisRun>();
     ns.apply_yaml(&job_run("job-ok", &["sh", "-c", "sleep 1"]))
@@ -370,8 +376,29 @@ async fn job_metric_succeeds_with_a_succeeding_job_and_fails_with_a_failing_one(
     ns.apply_yaml(&job_run("job-bad", &["/bad-command"]))
         .await
         .unwrap();
+    ns.apply_yaml(&job_run_of("job-no-image", "does-not-exist:1", &["true"]))
+        .await
+        .unwrap();
     let ok = wait_run_phase(&runs, "job-ok", AnalysisPhase::Successful).await;
     let bad = wait_run_phase(&runs, "job-bad", AnalysisPhase::Failed).await;
+    let no_image = wait_run_phase(&runs, "job-no-image", AnalysisPhase::Inconclusive).await;
+    let result = &no_image
+        .status
+        .as_ref()
+        .unwrap()
+        .metric_results
+        .as_ref()
+        .unwrap()[0];
+    let message = result.measurements.as_ref().unwrap()[0]
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("Pod ")
+            && message.contains(", container check has terminal error (")
+            && message.ends_with('\n'),
+        "{message:?}"
+    );
 
     let jobs = ns
         .api::<k8s_openapi::api::batch::v1::Job>()
@@ -379,7 +406,7 @@ async fn job_metric_succeeds_with_a_succeeding_job_and_fails_with_a_failing_one(
         .await
         .unwrap()
         .items;
-    for run in [&ok, &bad] {
+    for run in [&ok, &bad, &no_image] {
         let uid = run.metadata.uid.clone().unwrap();
         let job = jobs
             .iter()
@@ -392,6 +419,9 @@ async fn job_metric_succeeds_with_a_succeeding_job_and_fails_with_a_failing_one(
             });
         let labels = job.metadata.labels.clone().unwrap_or_default();
         assert_eq!(labels.get("analysisrun.argoproj.io/uid"), Some(&uid));
+        let template = job.spec.as_ref().unwrap().template.metadata.as_ref();
+        let pod_labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
+        assert_eq!(pod_labels.get("analysisrun.argoproj.io/uid"), Some(&uid));
         let annotations = job.metadata.annotations.clone().unwrap_or_default();
         assert_eq!(
             annotations.get("analysisrun.argoproj.io/name"),

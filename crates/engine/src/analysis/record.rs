@@ -113,7 +113,13 @@ pub(crate) fn record(
         if outcome.is_some() && measurement.finished_at.is_none() {
             measurement.finished_at = Some(Time(now));
         }
-        if kind == TaskKind::Terminate && outcome == Some(AnalysisPhase::Successful) {
+        // Argo 1.10 words a terminated Inconclusive measurement (a Job cut short) the same way.
+        if kind == TaskKind::Terminate
+            && matches!(
+                outcome,
+                Some(AnalysisPhase::Successful | AnalysisPhase::Inconclusive)
+            )
+        {
             measurement.message = Some(METRIC_TERMINATED.to_owned());
         }
         let results = status.metric_results.get_or_insert_with(Vec::new);

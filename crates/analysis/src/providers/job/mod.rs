@@ -1,14 +1,22 @@
 //! Job: each measurement runs a `batch/v1` Job; Complete is Successful, Failed is Failed.
 //!
 //! The Job is named `<run uid>.<metric>.<n>` (n = measurements taken + 1), lives in the run's
-//! namespace, carries the run's uid as a label and its name, namespace and metric as
-//! annotations, and is controlled by the AnalysisRun. Terminating deletes it and counts the
-//! measurement as Successful, as Argo does.
+//! namespace, carries the run's uid as a label (on its pods too) and its name, namespace and
+//! metric as annotations, and is controlled by the AnalysisRun.
+//!
+//! As Argo 1.10 (its pull requests 4602 and 4692): a pod of the Job whose container cannot
+//! start because its image cannot be pulled makes the measurement Inconclusive at once (the
+//! Job would never finish on its own, and a person should look rather than the Rollout
+//! aborting), and terminating a running measurement deletes the Job and counts it as
+//! Inconclusive (1.9 said Successful: a Job that never finished proved nothing). While the Job
+//! runs, the measurement is looked at again after a delay growing with the square root of its
+//! age, since its pods change without the Job changing.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use sluice_api::analysis::{JobMetric, Measurement, Metric, MetricProvider, ProviderKind};
 use sluice_api::common::AnalysisPhase;
@@ -63,6 +71,14 @@ pub fn build_job(
     let meta = job.metadata.clone().unwrap_or_default();
     let mut labels = meta.labels.unwrap_or_default();
     labels.insert(ANALYSIS_RUN_UID_LABEL.to_owned(), ctx.uid.clone());
+    let mut spec = spec;
+    // Argo's pod informer selects the pods of analysis Jobs by this label.
+    spec.template
+        .metadata
+        .get_or_insert_default()
+        .labels
+        .get_or_insert_default()
+        .insert(ANALYSIS_RUN_UID_LABEL.to_owned(), ctx.uid.clone());
     let mut annotations = meta.annotations.unwrap_or_default();
     annotations.insert(ANALYSIS_RUN_NAME_ANNOTATION.to_owned(), ctx.name.clone());
     annotations.insert(
@@ -204,10 +220,13 @@ async fn create(
         Err(err) => return Err(ProviderError(format!("job create {name} failed: {err}"))),
     }
     tracing::info!(job = %name, namespace = %ctx.namespace, "analysis job created");
-    Ok(Outcome::running(BTreeMap::from([
+    let mut outcome = Outcome::running(BTreeMap::from([
         (JOB_NAME_KEY.to_owned(), name),
         (JOB_NAMESPACE_KEY.to_owned(), ctx.namespace.clone()),
-    ])))
+    ]));
+    // Looked at again at once: a short Job may be over before its first watch event.
+    outcome.resume_at = Some(now());
+    Ok(outcome)
 }
 
 async fn resume(providers: &Providers, ctx: &RunContext, measurement: Measurement) -> Measurement {
@@ -237,8 +256,82 @@ async fn resume(providers: &Providers, ctx: &RunContext, measurement: Measuremen
         tracing::info!(job = %name, namespace = %namespace, %phase, why, "analysis job finished");
         measurement.phase = Some(phase);
         measurement.finished_at = Some(now());
+        return measurement;
     }
+    let pods = match job_pods(providers, &namespace, &job).await {
+        Ok(pods) => pods,
+        Err(err) => return mark_error(measurement, err.0),
+    };
+    if let Some(message) = pods.iter().find_map(terminal_pod_error) {
+        tracing::info!(job = %name, namespace = %namespace, message, "analysis job cannot run");
+        measurement.phase = Some(AnalysisPhase::Inconclusive);
+        measurement.message = Some(message);
+        measurement.finished_at = Some(now());
+        return measurement;
+    }
+    let started = measurement.started_at.as_ref().map(|t| t.0);
+    measurement.resume_at = Some(next_look(started, jiff::Timestamp::now()));
     measurement
+}
+
+/// When to look at a running Job again: after sqrt(2 x its age in seconds) seconds, as Argo.
+fn next_look(started: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Time {
+    let age = started.map_or(0.0, |s| (now - s).total(jiff::Unit::Second).unwrap_or(0.0));
+    let delay = (2.0 * age.max(0.0)).sqrt();
+    let delay = jiff::SignedDuration::try_from_secs_f64(delay).unwrap_or_default();
+    Time(now.checked_add(delay).unwrap_or(now))
+}
+
+/// Waiting reasons after which a container never starts on its own.
+const TERMINAL_WAITING_REASONS: [&str; 3] =
+    ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"];
+
+/// Argo's message for the first (init, then main) container of `pod` waiting for good.
+pub(crate) fn terminal_pod_error(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let statuses = status.init_container_statuses.iter().flatten();
+    statuses
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|cs| {
+            let waiting = cs.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref()?;
+            TERMINAL_WAITING_REASONS.contains(&reason).then(|| {
+                format!(
+                    "Pod {}, container {} has terminal error ({reason}): {}\n",
+                    pod.metadata.name.as_deref().unwrap_or_default(),
+                    cs.name,
+                    waiting.message.as_deref().unwrap_or_default()
+                )
+            })
+        })
+}
+
+/// The pods the Job's selector selects.
+async fn job_pods(
+    providers: &Providers,
+    namespace: &str,
+    job: &Job,
+) -> Result<Vec<Pod>, ProviderError> {
+    let labels = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .and_then(|s| s.match_labels.as_ref());
+    let Some(labels) = labels.filter(|l| !l.is_empty()) else {
+        // A Job the API server accepted always has a selector; without one, no pod is its.
+        return Ok(Vec::new());
+    };
+    let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let api: kube::Api<Pod> = kube::Api::namespaced(providers.kube()?.clone(), namespace);
+    api.list(&ListParams::default().labels(&selector.join(",")))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| {
+            ProviderError(format!(
+                "failed to list the pods of job {namespace}/{}: {e}",
+                job.metadata.name.as_deref().unwrap_or_default()
+            ))
+        })
 }
 
 async fn terminate(
@@ -254,7 +347,7 @@ async fn terminate(
         return mark_error(measurement, err.0);
     }
     let mut measurement = measurement;
-    measurement.phase = Some(AnalysisPhase::Successful);
+    measurement.phase = Some(AnalysisPhase::Inconclusive);
     measurement.finished_at = Some(now());
     measurement
 }

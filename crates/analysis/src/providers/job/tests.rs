@@ -59,7 +59,16 @@ fn job_construction() {
             }]
         })
     );
-    assert_eq!(job.spec, job_metric().spec);
+    // The pods carry the run's uid too (Argo 1.10 selects them by it).
+    let mut spec = job_metric().spec.unwrap();
+    spec.template.metadata = Some(ObjectMeta {
+        labels: Some(BTreeMap::from([(
+            ANALYSIS_RUN_UID_LABEL.to_owned(),
+            "9c2f3e55-4d3b-4b8f-9a0a-1b2c3d4e5f60".to_owned(),
+        )])),
+        ..Default::default()
+    });
+    assert_eq!(job.spec, Some(spec));
     assert_eq!(
         job_name(&ctx, "other"),
         "9c2f3e55-4d3b-4b8f-9a0a-1b2c3d4e5f60.other.1"
@@ -331,14 +340,67 @@ async fn terminate_deletes_the_job() {
     let (p, api) = start().await;
     let m = p.measure(&ctx(), &metric()).await;
     let m = p.terminate(&ctx(), &metric(), m).await;
-    assert_eq!(m.phase, Some(AnalysisPhase::Successful));
+    // Argo 1.10: a Job cut short proved nothing.
+    assert_eq!(m.phase, Some(AnalysisPhase::Inconclusive));
     assert!(m.finished_at.is_some());
     assert!(api.jobs.lock().unwrap().is_empty());
     let policy = api.deleted.lock().unwrap()[0].1["propagationPolicy"].clone();
     assert_eq!(policy, "Foreground");
     // Deleting again (the Job is gone) still succeeds.
     let again = p.terminate(&ctx(), &metric(), m).await;
-    assert_eq!(again.phase, Some(AnalysisPhase::Successful));
+    assert_eq!(again.phase, Some(AnalysisPhase::Inconclusive));
+}
+
+#[test]
+fn a_container_that_cannot_pull_its_image_is_a_terminal_error_in_argos_words() {
+    let pod = |init: serde_json::Value, main: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "run.job.1-x7k2p"},
+            "status": {"initContainerStatuses": init, "containerStatuses": main}
+        }))
+        .unwrap()
+    };
+    let waiting = |name: &str, reason: &str| {
+        json!([{"name": name, "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": "pull access denied"}}}])
+    };
+    assert_eq!(
+        terminal_pod_error(&pod(json!([]), waiting("check", "ImagePullBackOff"))).as_deref(),
+        Some(
+            "Pod run.job.1-x7k2p, container check has terminal error (ImagePullBackOff): pull access denied\n"
+        )
+    );
+    // Init containers first, as Argo looks at them first.
+    let both = pod(
+        waiting("setup", "InvalidImageName"),
+        waiting("check", "ErrImagePull"),
+    );
+    assert!(
+        terminal_pod_error(&both)
+            .unwrap()
+            .contains("container setup has terminal error (InvalidImageName)")
+    );
+    // Waiting for other reasons is not terminal: the Job may still run.
+    assert_eq!(
+        terminal_pod_error(&pod(json!([]), waiting("check", "ContainerCreating"))),
+        None
+    );
+    assert_eq!(terminal_pod_error(&pod(json!([]), json!([]))), None);
+}
+
+#[test]
+fn a_running_job_is_looked_at_again_later_the_older_it_is() {
+    let now: jiff::Timestamp = "2026-01-01T00:00:50Z".parse().unwrap();
+    let at = |started: &str| {
+        let started: jiff::Timestamp = started.parse().unwrap();
+        next_look(Some(started), now)
+            .0
+            .duration_since(now)
+            .as_secs_f64()
+    };
+    assert_eq!(at("2026-01-01T00:00:50Z"), 0.0);
+    assert_eq!(at("2026-01-01T00:00:42Z"), 4.0);
+    assert_eq!(at("2026-01-01T00:00:00Z"), 10.0);
 }
 
 #[tokio::test]
