@@ -440,9 +440,16 @@ impl<'a> UpdateRuns<'a> {
     /// Every template the Rollout's analyses need is present and they merge: otherwise the
     /// spec is invalid, and nothing is decided. The problem reads as Argo's controller reports
     /// it (a field error at the analysis's `templates`), found in its order.
+    ///
+    /// An analysis naming no templates is not a problem: Argo creates no run for it (and the
+    /// step, promotion or post-promotion it gates waits, as Argo's do, until a person promotes),
+    /// so neither does [`UpdateRuns::start_analysis`].
     pub(crate) fn check_analysis_templates(&self) -> Result<(), String> {
         for (path, analysis) in analyses_by_field(self.ro) {
             let refs = analysis.templates.as_deref().unwrap_or_default();
+            if refs.is_empty() {
+                continue;
+            }
             let missing = refs
                 .iter()
                 .map(TemplateKey::of)

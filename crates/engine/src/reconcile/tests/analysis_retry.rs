@@ -208,3 +208,37 @@ fn a_retry_after_a_failed_pre_promotion_analysis_starts_a_new_run() {
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
 }
+
+/// An analysis naming no templates runs nothing, as in Argo: a background one is no gate, and
+/// a step one holds its step (no run can pass it) until a person promotes.
+#[test]
+fn an_analysis_without_templates_starts_no_run_and_its_step_waits_for_a_promotion() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"analysis": {"templates": []}},
+        {"setWeight": 50}
+    ]);
+    let mut ro = rollout(4, steps);
+    ro.spec
+        .strategy
+        .as_mut()
+        .unwrap()
+        .canary
+        .as_mut()
+        .unwrap()
+        .analysis = Some(serde_json::from_value(json!({"templates": []})).unwrap());
+    let mut w = analysis_world(ro);
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Progressing, "{:#?}", w.status());
+    assert_eq!(w.status().current_step_index, Some(1));
+    w.advance(600);
+    w.settle();
+    assert_eq!(w.status().current_step_index, Some(1), "the step waits");
+    assert!(w.runs.is_empty(), "no run: {:?}", w.runs);
+    // `promote` of an update that is not paused skips the current step, as Argo's CLI does.
+    w.ro.status.as_mut().unwrap().current_step_index = Some(2);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
+    assert!(w.runs.is_empty());
+}
