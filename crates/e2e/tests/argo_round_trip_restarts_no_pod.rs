@@ -1,5 +1,5 @@
-//! A round trip with Argo Rollouts' own controller (v1.9.1, or `ARGO_VERSION`, built from its Go
-//! module by `scripts/build-argo-rollouts.sh`): Argo brings a canary Rollout to a state, Argo stops,
+//! A round trip with Argo Rollouts' own controller (v1.9.1, or `ARGO_VERSION`, and the newest
+//! 1.10 release that builds here, built from its Go module by `scripts/build-argo-rollouts.sh`): Argo brings a canary Rollout to a state, Argo stops,
 //! Sluice takes over, Sluice stops, Argo takes over again; at neither swap is a ReplicaSet
 //! created, deleted or scaled, or a pod replaced, and the Rollout keeps its revision, phase,
 //! step and hashes. Then the update is finished under Argo.
@@ -27,7 +27,7 @@ use kube::ResourceExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
-use sluice_e2e::harness::{ArgoController, TestEnv, TestNamespace, wait_for};
+use sluice_e2e::harness::{ARGO_1_10, ArgoController, TestEnv, TestNamespace, wait_for};
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
 use tokio::task::JoinHandle;
@@ -44,12 +44,27 @@ const ARGO_FLAGS: &[&str] = &["--rollout-resync", "5"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_canary_goes_argo_sluice_argo_without_a_pod_replaced() {
-    round_trip(State::Healthy).await;
+    round_trip(State::Healthy, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn canary_paused_at_its_first_step_goes_argo_sluice_argo_without_a_pod_replaced() {
-    round_trip(State::PausedAtFirstStep).await;
+    round_trip(State::PausedAtFirstStep, None).await;
+}
+
+/// The same with the newest Argo 1.10 release that builds here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canary_paused_at_its_first_step_goes_argo_1_10_sluice_argo_1_10_without_a_pod_replaced() {
+    round_trip(State::PausedAtFirstStep, Some(ARGO_1_10)).await;
+}
+
+/// Argo's controller of `version`, or of `ARGO_VERSION` (1.9.1 by default).
+async fn start_argo(env: &TestEnv, ns: &TestNamespace, version: Option<&str>) -> ArgoController {
+    let started = match version {
+        Some(v) => ArgoController::start_version(env, ns.name(), ARGO_FLAGS, v).await,
+        None => ArgoController::start(env, ns.name(), ARGO_FLAGS).await,
+    };
+    started.unwrap_or_else(|e| panic!("starting Argo Rollouts: {e:#}"))
 }
 
 /// Argo's Lease, as Argo writes it (`--leader-election-lease-duration 4s`): short, so that
@@ -206,11 +221,12 @@ enum State {
     PausedAtFirstStep,
 }
 
-async fn round_trip(state: State) {
+async fn round_trip(state: State, version: Option<&str>) {
     let env = TestEnv::with_crds().await.expect("local control plane");
-    let prefix = match state {
-        State::Healthy => "argo-round-trip-healthy",
-        State::PausedAtFirstStep => "argo-round-trip-paused",
+    let prefix = match (state, version) {
+        (State::Healthy, _) => "argo-round-trip-healthy",
+        (State::PausedAtFirstStep, None) => "argo-round-trip-paused",
+        (State::PausedAtFirstStep, Some(_)) => "argo-round-trip-paused-version",
     };
     let ns = TestNamespace::create(&env, prefix)
         .await
@@ -218,9 +234,7 @@ async fn round_trip(state: State) {
     let api = rollouts(&ns);
 
     // Argo brings the Rollout to the state.
-    let argo = ArgoController::start(&env, ns.name(), ARGO_FLAGS)
-        .await
-        .unwrap_or_else(|e| panic!("starting Argo Rollouts: {e:#}"));
+    let argo = start_argo(&env, &ns, version).await;
     ns.apply_yaml(&canary_rollout(
         NAME,
         4,
@@ -267,9 +281,7 @@ async fn round_trip(state: State) {
 
     // Argo takes over again.
     let watch = Watch::begin(&ns).await;
-    let argo = ArgoController::start(&env, ns.name(), ARGO_FLAGS)
-        .await
-        .unwrap_or_else(|e| panic!("starting Argo Rollouts again: {e:#}"));
+    let argo = start_argo(&env, &ns, version).await;
     let who = format!("Argo Rollouts {argo_version}, taking over from Sluice");
     watch.hold(&ns, QUIET, &who).await;
     let reconciles = argo_reconciles(&argo);

@@ -35,6 +35,46 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
 
+/// The newest Argo Rollouts 1.10 release that builds with the Go installed here, tested beside
+/// 1.9.1 (1.10.2 needs a newer Go).
+pub const ARGO_1_10: &str = "1.10.1";
+
+/// Binaries of given releases, built once per test process.
+static VERSIONED: std::sync::Mutex<Vec<(String, std::sync::Arc<OnceCell<PathBuf>>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The Argo Rollouts controller of release `version` (`1.10.1`), from the cached build of
+/// `scripts/build-argo-rollouts.sh` (built first when not cached).
+pub async fn argo_rollouts_binary_of(version: &str) -> anyhow::Result<PathBuf> {
+    let cell = {
+        let mut versions = VERSIONED
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the Argo binaries' table was poisoned"))?;
+        match versions.iter().find(|(v, _)| v == version) {
+            Some((_, cell)) => cell.clone(),
+            None => {
+                let cell = std::sync::Arc::new(OnceCell::new());
+                versions.push((version.to_string(), cell.clone()));
+                cell
+            }
+        }
+    };
+    cell.get_or_try_init(|| async {
+        let path =
+            super::build_script::run_with("build-argo-rollouts.sh", &[("ARGO_VERSION", version)])
+                .await?;
+        if !path.is_file() {
+            bail!(
+                "scripts/build-argo-rollouts.sh printed {}, which is not a file",
+                path.display()
+            );
+        }
+        Ok(path)
+    })
+    .await
+    .cloned()
+}
+
 /// The Argo Rollouts controller binary: `$SLUICE_ARGO_ROLLOUTS_BIN`, or the cached build of
 /// `scripts/build-argo-rollouts.sh` (built first when not cached: several minutes, once).
 pub async fn argo_rollouts_binary() -> anyhow::Result<PathBuf> {
@@ -93,6 +133,38 @@ impl ArgoController {
         extra_args: &[&str],
     ) -> anyhow::Result<ArgoController> {
         let binary = argo_rollouts_binary().await?;
+        Self::spawn_binary(env, namespace, extra_args, binary)
+    }
+
+    /// [`ArgoController::spawn`] with Argo's release `version` (see [`argo_rollouts_binary_of`]).
+    pub async fn spawn_version(
+        env: &TestEnv,
+        namespace: &str,
+        extra_args: &[&str],
+        version: &str,
+    ) -> anyhow::Result<ArgoController> {
+        let binary = argo_rollouts_binary_of(version).await?;
+        Self::spawn_binary(env, namespace, extra_args, binary)
+    }
+
+    /// [`ArgoController::start`] with Argo's release `version`.
+    pub async fn start_version(
+        env: &TestEnv,
+        namespace: &str,
+        extra_args: &[&str],
+        version: &str,
+    ) -> anyhow::Result<ArgoController> {
+        let mut argo = ArgoController::spawn_version(env, namespace, extra_args, version).await?;
+        argo.wait_started(START_TIMEOUT).await?;
+        Ok(argo)
+    }
+
+    fn spawn_binary(
+        env: &TestEnv,
+        namespace: &str,
+        extra_args: &[&str],
+        binary: PathBuf,
+    ) -> anyhow::Result<ArgoController> {
         let logs = env.repo_root().join(".dev/logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         let log = (1..)

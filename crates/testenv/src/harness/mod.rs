@@ -39,7 +39,9 @@ use kube::api::DynamicObject;
 use tokio::sync::OnceCell;
 
 pub use apply::{parse_documents, resolve_kind};
-pub use argo::{ARGO_BIN_ENV, ArgoController, argo_rollouts_binary};
+pub use argo::{
+    ARGO_1_10, ARGO_BIN_ENV, ArgoController, argo_rollouts_binary, argo_rollouts_binary_of,
+};
 pub use cluster::{ClusterPaths, repo_root};
 pub use crds::gateway_api_crds_dir;
 pub use namespace::{TestNamespace, dump_namespace};

@@ -58,7 +58,11 @@ pub(super) fn parse_v1(document: &serde_json::Value) -> Result<Reading, Provider
 }
 
 pub(super) fn parse_v2(document: &serde_json::Value) -> Result<Reading, ProviderError> {
-    let errors = match document.get("errors") {
+    // Datadog documents `errors` beside `data`; Argo reads it inside `data`. Either counts.
+    let reported = document
+        .get("errors")
+        .or_else(|| document.pointer("/data/errors"));
+    let errors = match reported {
         Some(serde_json::Value::String(e)) => e.clone(),
         Some(serde_json::Value::Array(e)) => e
             .iter()
@@ -73,7 +77,7 @@ pub(super) fn parse_v2(document: &serde_json::Value) -> Result<Reading, Provider
     };
     if !errors.is_empty() {
         return Err(ProviderError(format!(
-            "there were errors in the datadog query: {errors}"
+            "There were errors in your query: {errors}"
         )));
     }
     let attributes = document

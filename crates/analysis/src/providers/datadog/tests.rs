@@ -293,7 +293,7 @@ async fn errors() {
         ),
         (
             json!({"apiVersion": "v2", "query": "broken"}),
-            "there were errors in the datadog query: Error parsing query",
+            "There were errors in your query: Error parsing query",
         ),
         (
             json!({"apiVersion": "v3", "query": "x"}),
