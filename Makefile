@@ -26,6 +26,7 @@ fake-kubelet: ## Build the fake kubelet binary
 
 argo-rollouts: ## Build Argo Rollouts' own controller (ARGO_VERSION, default 1.9.1) for the round-trip tests; cached by version
 	scripts/build-argo-rollouts.sh >/dev/null
+	ARGO_VERSION=1.10.1 scripts/build-argo-rollouts.sh >/dev/null
 
 plugins: ## Build the plugin bridge and Argo's sample plugins (ARGO_VERSION, default 1.9.1) for the plugin tests; cached
 	scripts/build-plugins.sh >/dev/null
@@ -42,6 +43,7 @@ conformance: argo-oracle ## Compare Sluice with Argo's own code on a million gen
 	SLUICE_CONFORMANCE_CASES=$(CONFORMANCE_CASES) $(CARGO) test --release -p sluice-conformance -- --nocapture --test-threads 1
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/build-argo-rollouts.sh >/dev/null
+	ARGO_VERSION=1.10.1 scripts/build-argo-rollouts.sh >/dev/null
 	$(call with_cluster,$(CARGO) run -q -p sluice-e2e --bin sluice-live-conformance -- --start $(LIVE_START) --scenarios $(LIVE_SCENARIOS))
 
 # The control plane is stopped afterwards if the target started it (KEEP_CLUSTER=1 keeps it).
@@ -60,6 +62,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
 	scripts/build-argo-rollouts.sh >/dev/null
+	ARGO_VERSION=1.10.1 scripts/build-argo-rollouts.sh >/dev/null
 	scripts/build-plugins.sh >/dev/null
 	ARGO_VERSION=1.9.1 scripts/build-argo-oracle.sh >/dev/null
 	ARGO_VERSION=1.10.1 scripts/build-argo-oracle.sh >/dev/null
