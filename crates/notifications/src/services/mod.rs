@@ -18,6 +18,7 @@ pub mod pushover;
 pub mod slack;
 pub mod table;
 pub mod teams;
+pub mod teams_workflows;
 pub mod webhook;
 
 /// The annotation keeping Slack thread timestamps of `groupingKey` threads on the Rollout, so

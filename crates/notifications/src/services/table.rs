@@ -22,6 +22,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     }
     Some(match type_ {
         "pushover" => boxed(super::pushover::parse(settings)),
+        "teams-workflows" => boxed(super::teams_workflows::parse(settings)),
         _ => return None,
     })
 }

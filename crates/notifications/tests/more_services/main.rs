@@ -6,3 +6,4 @@
 mod support;
 
 mod pushover;
+mod teams_workflows;
