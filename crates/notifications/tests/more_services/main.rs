@@ -5,5 +5,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod googlechat;
 mod pushover;
 mod teams_workflows;
