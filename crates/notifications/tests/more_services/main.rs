@@ -8,3 +8,4 @@ mod support;
 mod googlechat;
 mod pushover;
 mod teams_workflows;
+mod webex;
