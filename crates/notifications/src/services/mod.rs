@@ -20,6 +20,7 @@ pub mod slack;
 pub mod table;
 pub mod teams;
 pub mod teams_workflows;
+pub mod telegram;
 pub mod webex;
 pub mod webhook;
 

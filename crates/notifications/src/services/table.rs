@@ -24,6 +24,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         "googlechat" => boxed(super::googlechat::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         "teams-workflows" => boxed(super::teams_workflows::parse(settings)),
+        "telegram" => boxed(super::telegram::parse(settings)),
         "webex" => boxed(super::webex::parse(settings)),
         _ => return None,
     })

@@ -8,4 +8,5 @@ mod support;
 mod googlechat;
 mod pushover;
 mod teams_workflows;
+mod telegram;
 mod webex;
