@@ -13,11 +13,15 @@ use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
 pub mod email;
+pub mod googlechat;
 pub mod grafana;
 pub mod pushover;
 pub mod slack;
 pub mod table;
 pub mod teams;
+pub mod teams_workflows;
+pub mod telegram;
+pub mod webex;
 pub mod webhook;
 
 /// The annotation keeping Slack thread timestamps of `groupingKey` threads on the Rollout, so

@@ -21,7 +21,11 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         parsed.map(|s| Arc::new(s) as Arc<dyn NotificationService>)
     }
     Some(match type_ {
+        "googlechat" => boxed(super::googlechat::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
+        "teams-workflows" => boxed(super::teams_workflows::parse(settings)),
+        "telegram" => boxed(super::telegram::parse(settings)),
+        "webex" => boxed(super::webex::parse(settings)),
         _ => return None,
     })
 }

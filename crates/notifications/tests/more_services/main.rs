@@ -5,4 +5,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod googlechat;
 mod pushover;
+mod teams_workflows;
+mod telegram;
+mod webex;
