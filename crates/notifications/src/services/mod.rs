@@ -13,7 +13,9 @@ use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
 pub mod email;
+pub(crate) mod go_json;
 pub mod grafana;
+pub mod opsgenie;
 pub mod pushover;
 pub mod slack;
 pub mod table;
