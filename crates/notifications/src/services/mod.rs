@@ -16,6 +16,7 @@ pub mod email;
 pub(crate) mod go_json;
 pub mod grafana;
 pub mod opsgenie;
+pub mod pagerduty;
 pub mod pushover;
 pub mod slack;
 pub mod table;

@@ -6,4 +6,5 @@
 mod support;
 
 mod opsgenie;
+mod pagerduty;
 mod pushover;
