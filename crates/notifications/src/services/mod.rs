@@ -17,6 +17,7 @@ pub(crate) mod go_json;
 pub mod grafana;
 pub mod opsgenie;
 pub mod pagerduty;
+pub mod pagerdutyv2;
 pub mod pushover;
 pub mod slack;
 pub mod table;

@@ -23,6 +23,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     Some(match type_ {
         "opsgenie" => boxed(super::opsgenie::parse(settings)),
         "pagerduty" => boxed(super::pagerduty::parse(settings)),
+        "pagerdutyv2" => boxed(super::pagerdutyv2::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         _ => return None,
     })

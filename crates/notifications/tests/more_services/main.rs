@@ -7,4 +7,5 @@ mod support;
 
 mod opsgenie;
 mod pagerduty;
+mod pagerdutyv2;
 mod pushover;
