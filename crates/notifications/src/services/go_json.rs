@@ -97,6 +97,11 @@ pub(crate) fn de_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Er
     text(&Value::deserialize(d)?).ok_or_else(|| D::Error::custom("invalid type: expected text"))
 }
 
+pub(crate) fn de_strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = serde_json::json!({ "v": Value::deserialize(d)? });
+    strings(&v, "v").map_err(|_| D::Error::custom("invalid type: expected a list of texts"))
+}
+
 pub(crate) fn de_string_map<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<String, String>, D::Error> {

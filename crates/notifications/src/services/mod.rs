@@ -12,6 +12,7 @@ use serde_json::Value as Json;
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
+pub mod alertmanager;
 pub mod email;
 pub(crate) mod go_json;
 pub mod grafana;

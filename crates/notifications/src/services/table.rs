@@ -21,6 +21,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         parsed.map(|s| Arc::new(s) as Arc<dyn NotificationService>)
     }
     Some(match type_ {
+        "alertmanager" => boxed(super::alertmanager::parse(settings)),
         "opsgenie" => boxed(super::opsgenie::parse(settings)),
         "pagerduty" => boxed(super::pagerduty::parse(settings)),
         "pagerdutyv2" => boxed(super::pagerdutyv2::parse(settings)),

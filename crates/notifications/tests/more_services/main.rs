@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alertmanager;
 mod opsgenie;
 mod pagerduty;
 mod pagerdutyv2;
