@@ -147,10 +147,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
         &url,
         &[
             ("template.broken", "message: '{{.rollout.metadata.name'\n"),
-            (
-                "service.opsgenie",
-                "apiUrl: http://127.0.0.1:9\napiKeys: {}\n",
-            ),
+            ("service.irc", "server: 127.0.0.1:9\n"),
             (
                 "trigger.on-rollout-step-completed",
                 "- send: [rollout-step-completed]\n  when: rollout.status.phase ==\n",
@@ -170,7 +167,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
         "web",
         &[
             (
-                "notifications.argoproj.io/subscribe.on-rollout-paused.opsgenie",
+                "notifications.argoproj.io/subscribe.on-rollout-paused.irc",
                 "x",
             ),
             (
@@ -253,7 +250,7 @@ async fn a_malformed_config_map_is_reported_and_valid_notifications_still_go_out
             let has =
                 |kind: &str, text: &str| notes.iter().any(|(k, n)| k == kind && n.contains(text));
             if has("ConfigMap", "template.broken: bad template")
-                && has("ConfigMap", "service type 'opsgenie' is not supported")
+                && has("ConfigMap", "service type 'irc' is not supported")
                 && has(
                     "ConfigMap",
                     "trigger.on-rollout-step-completed: bad trigger: cannot compile when",

@@ -145,7 +145,7 @@ async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_se
     // Malformed entries: each is reported, and everything else still goes out.
     for (key, value) in [
         ("template.broken", "message: '{{.rollout.metadata.name'\n"),
-        ("service.opsgenie", "apiUrl: http://127.0.0.1:9\n"),
+        ("service.irc", "server: 127.0.0.1:9\n"),
         (
             "trigger.on-rollout-aborted",
             "- send: [rollout-aborted]\n  when: rollout.status.phase ==\n",
@@ -231,7 +231,7 @@ async fn a_namespaces_own_configuration_notifies_besides_the_controllers_with_se
     // a service only one of the configurations has is no problem of the Rollout's.
     let problems = [
         "template.broken: bad template",
-        "service.opsgenie: service type 'opsgenie' is not supported",
+        "service.irc: service type 'irc' is not supported",
         "trigger.on-rollout-aborted: bad trigger: cannot compile when",
     ];
     let events: Api<Event> = team.api();

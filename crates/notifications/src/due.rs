@@ -222,10 +222,14 @@ pub fn render(
             key: format!("template.{name}"),
             message: format!("template '{name}' is not configured"),
         })?;
-        let rendered = template.render(&vars, subject.now).map_err(|e| Problem {
+        let problem = |e: String| Problem {
             key: format!("template.{name}"),
             message: format!("cannot render template '{name}': {e}"),
-        })?;
+        };
+        let mut rendered = template.render(&vars, subject.now).map_err(problem)?;
+        // The engine's templater fills in an Alertmanager alert knowing the template's name.
+        crate::services::alertmanager::complete(name, template.tree(), &mut rendered, subject.now)
+            .map_err(problem)?;
         merge(&mut content, rendered);
     }
     Ok(content)

@@ -69,6 +69,11 @@ impl CompiledTemplate {
         }
     }
 
+    /// The template's YAML tree, unrendered.
+    pub fn tree(&self) -> &Json {
+        &self.tree
+    }
+
     /// Renders every string of the template with `vars` (and `.time`, `.strings`) at `now`.
     pub fn render(&self, vars: &Json, now: jiff::Timestamp) -> Result<Json, String> {
         let mut context = to_gtmpl(vars);

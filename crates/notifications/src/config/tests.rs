@@ -58,7 +58,7 @@ fn services_are_named_by_their_key_and_read_secrets() {
                 "service.grafana",
                 "apiUrl: http://grafana:3000/api\napiKey: $grafana-api-key\n",
             ),
-            ("service.opsgenie", "apiUrl: x\n"),
+            ("service.irc", "server: x\n"),
             ("service.a.b.c", "x: 1\n"),
             ("defaultTriggers", "[on-rollout-completed]"),
             ("defaultTriggers.hook", "- on-rollout-paused\n"),
@@ -101,12 +101,12 @@ fn services_are_named_by_their_key_and_read_secrets() {
         panic!()
     };
     assert_eq!(grafana.api_key, "glsa_k3y");
-    assert_eq!(cfg.unsupported_services["opsgenie"], "opsgenie");
+    assert_eq!(cfg.unsupported_services["irc"], "irc");
     assert_eq!(cfg.default_triggers, ["on-rollout-completed"]);
     assert_eq!(cfg.service_default_triggers["hook"], ["on-rollout-paused"]);
     assert_eq!(cfg.subscriptions[0].selector, "team=web");
     let keys: Vec<&str> = cfg.problems.iter().map(|p| p.key.as_str()).collect();
-    assert_eq!(keys, ["service.a.b.c", "service.opsgenie"]);
+    assert_eq!(keys, ["service.a.b.c", "service.irc"]);
     // Nothing of the Secret is in a debug print or a problem.
     let printed = format!("{cfg:?}");
     assert!(!printed.contains("xoxb-secret"));

@@ -12,9 +12,14 @@ use serde_json::Value as Json;
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
+pub mod alertmanager;
 pub mod email;
+pub(crate) mod go_json;
 pub mod googlechat;
 pub mod grafana;
+pub mod opsgenie;
+pub mod pagerduty;
+pub mod pagerdutyv2;
 pub mod pushover;
 pub mod slack;
 pub mod table;

@@ -21,7 +21,11 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         parsed.map(|s| Arc::new(s) as Arc<dyn NotificationService>)
     }
     Some(match type_ {
+        "alertmanager" => boxed(super::alertmanager::parse(settings)),
         "googlechat" => boxed(super::googlechat::parse(settings)),
+        "opsgenie" => boxed(super::opsgenie::parse(settings)),
+        "pagerduty" => boxed(super::pagerduty::parse(settings)),
+        "pagerdutyv2" => boxed(super::pagerdutyv2::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         "teams-workflows" => boxed(super::teams_workflows::parse(settings)),
         "telegram" => boxed(super::telegram::parse(settings)),

@@ -5,7 +5,11 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alertmanager;
 mod googlechat;
+mod opsgenie;
+mod pagerduty;
+mod pagerdutyv2;
 mod pushover;
 mod teams_workflows;
 mod telegram;
