@@ -21,6 +21,7 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 pub fn election_config(identity: String) -> ElectionConfig {
     ElectionConfig {
+        role: sluice_controller::leader::lease::LeaseRole::Leader,
         identity,
         lease_name: LEASE_NAME.into(),
         lease_namespace: LEASE_NAMESPACE.into(),

@@ -77,7 +77,8 @@ impl Sim {
         };
         let step = elector.observe(at, wall, current.as_deref());
         let (lease, create) = match step {
-            LeaseStep::Wait => {
+            // A leader lease is never shared (only a guard is).
+            LeaseStep::Wait | LeaseStep::Shared(_) => {
                 self.publish(i);
                 let leading = self.may_act(i);
                 self.next_attempt(to, leading, false);
