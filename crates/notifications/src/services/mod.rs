@@ -13,6 +13,7 @@ use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
 pub mod email;
+pub mod github;
 pub mod grafana;
 pub mod pushover;
 pub mod slack;
