@@ -1,11 +1,5 @@
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::routing::any;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
@@ -14,84 +8,23 @@ use sluice_notifications::due::{Subject, render};
 use sluice_notifications::services::SlackThreads;
 use sluice_notifications::subscriptions::Destination;
 
+use crate::routes::Routes;
 use crate::support::{config, notification, sender, server};
 
 const KEY: &str = include_str!("github-app-key.pem");
 const TOKEN: &str = "ghs_installationtoken0123456789";
 const SHA: &str = "0c4d1e5f3ab5e3d8c2a7e9d5f1b2c3d4e5f6a7b8";
 
-/// By `(method, path)`: the status and body answered.
-type Answers = BTreeMap<(String, String), (u16, Value)>;
-
-#[derive(Debug, Clone)]
-struct Hit {
-    method: String,
-    path: String,
-    query: String,
-    headers: HeaderMap,
-    body: Value,
-}
-
-/// A server speaking the parts of GitHub's API the service calls: each `(method, path)` has
-/// its answer; anything else is a 404.
-#[derive(Clone, Default)]
-struct GitHub {
-    hits: Arc<Mutex<Vec<Hit>>>,
-    answers: Arc<Mutex<Answers>>,
-}
-
-impl GitHub {
-    async fn start() -> (String, GitHub) {
-        async fn handle(
-            State(gh): State<GitHub>,
-            method: Method,
-            uri: Uri,
-            headers: HeaderMap,
-            body: Bytes,
-        ) -> (StatusCode, String) {
-            let hit = Hit {
-                method: method.to_string(),
-                path: uri.path().to_owned(),
-                query: uri.query().unwrap_or_default().to_owned(),
-                headers,
-                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-            };
-            gh.hits.lock().unwrap().push(hit.clone());
-            let answers = gh.answers.lock().unwrap();
-            match answers.get(&(hit.method, hit.path)) {
-                Some((status, answer)) => {
-                    (StatusCode::from_u16(*status).unwrap(), answer.to_string())
-                }
-                None => (
-                    StatusCode::NOT_FOUND,
-                    json!({"message": "Not Found"}).to_string(),
-                ),
-            }
-        }
-        let gh = GitHub::default();
-        let app = Router::new().fallback(any(handle)).with_state(gh.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        gh.answer(
-            "POST",
-            "/api/v3/app/installations/77/access_tokens",
-            201,
-            json!({"token": TOKEN, "expires_at": "2099-01-01T00:00:00Z"}),
-        );
-        (format!("http://{addr}"), gh)
-    }
-
-    fn answer(&self, method: &str, path: &str, status: u16, body: Value) {
-        self.answers
-            .lock()
-            .unwrap()
-            .insert((method.into(), path.into()), (status, body));
-    }
-
-    fn hits(&self) -> Vec<Hit> {
-        self.hits.lock().unwrap().clone()
-    }
+/// The GitHub API: an installation token for installation 77, the rest as the test says.
+async fn start() -> (String, Routes) {
+    let (url, gh) = Routes::start().await;
+    gh.answer(
+        "POST",
+        "/api/v3/app/installations/77/access_tokens",
+        201,
+        json!({"token": TOKEN, "expires_at": "2099-01-01T00:00:00Z"}),
+    );
+    (url, gh)
 }
 
 fn github_config(url: &str, extra: &[(&str, String)]) -> Config {
@@ -182,7 +115,7 @@ fn verify_jwt(authorization: &str) -> Value {
 
 #[tokio::test]
 async fn github_acts_on_the_rollouts_commit_as_its_app_in_the_engines_order() {
-    let (url, gh) = GitHub::start().await;
+    let (url, gh) = start().await;
     let repo = "/api/v3/repos/shop/web";
     gh.answer(
         "POST",
@@ -341,7 +274,7 @@ async fn github_acts_on_the_rollouts_commit_as_its_app_in_the_engines_order() {
 
 #[tokio::test]
 async fn github_reports_its_errors_in_go_githubs_words_without_a_secret() {
-    let (url, gh) = GitHub::start().await;
+    let (url, gh) = start().await;
     let statuses = format!("/api/v3/repos/shop/web/statuses/{SHA}");
     gh.answer("POST", &statuses, 500, json!({"message": "Server Error"}));
     let cfg = github_config(&url, &[]);
@@ -405,7 +338,7 @@ async fn github_reports_its_errors_in_go_githubs_words_without_a_secret() {
     );
 
     // An App the server refuses: no token, and the call is not made.
-    let (url, gh) = GitHub::start().await;
+    let (url, gh) = start().await;
     gh.answer(
         "POST",
         "/api/v3/app/installations/77/access_tokens",

@@ -7,3 +7,4 @@ mod support;
 
 mod github;
 mod pushover;
+mod routes;
