@@ -15,6 +15,7 @@ use crate::due::Notification;
 pub mod email;
 pub mod github;
 pub mod grafana;
+pub mod mattermost;
 pub mod pushover;
 pub mod slack;
 pub mod table;

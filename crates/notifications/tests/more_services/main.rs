@@ -6,5 +6,6 @@
 mod support;
 
 mod github;
+mod mattermost;
 mod pushover;
 mod routes;
