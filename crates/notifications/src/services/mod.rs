@@ -17,6 +17,7 @@ pub mod github;
 pub mod grafana;
 pub mod mattermost;
 pub mod pushover;
+pub mod rocketchat;
 pub mod slack;
 pub mod table;
 pub mod teams;

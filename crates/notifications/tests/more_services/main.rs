@@ -8,4 +8,5 @@ mod support;
 mod github;
 mod mattermost;
 mod pushover;
+mod rocketchat;
 mod routes;
