@@ -16,6 +16,7 @@ pub mod email;
 pub mod github;
 pub mod grafana;
 pub mod mattermost;
+pub mod newrelic;
 pub mod pushover;
 pub mod rocketchat;
 pub mod slack;

@@ -23,6 +23,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     Some(match type_ {
         "github" => boxed(super::github::parse(settings)),
         "mattermost" => boxed(super::mattermost::parse(settings)),
+        "newrelic" => boxed(super::newrelic::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         "rocketchat" => boxed(super::rocketchat::parse(settings)),
         _ => return None,

@@ -7,6 +7,7 @@ mod support;
 
 mod github;
 mod mattermost;
+mod newrelic;
 mod pushover;
 mod rocketchat;
 mod routes;
