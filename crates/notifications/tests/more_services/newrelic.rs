@@ -145,3 +145,59 @@ async fn a_newrelic_setting_of_the_wrong_type_is_a_problem_and_a_missing_key_is_
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, "/hook");
 }
+
+#[tokio::test]
+async fn the_documented_rollout_template_renders_a_full_marker() {
+    use sluice_notifications::due::{Subject, render};
+    use sluice_notifications::subscriptions::Destination;
+    let (url, rec) = server().await;
+    let template = r#"
+message: Rollout {{.rollout.metadata.name}} is completed.
+newrelic:
+  revision: '{{(index .rollout.spec.template.spec.containers 0).image}}'
+  changelog: Rollout {{.rollout.metadata.name}} revision {{index .rollout.metadata.annotations "rollout.argoproj.io/revision"}}
+  user: argo-rollouts
+"#;
+    let cfg = config(
+        &[
+            (
+                "service.newrelic",
+                format!("apiURL: {url}\napiKey: {KEY}\n"),
+            ),
+            ("template.rollout-completed", template.to_owned()),
+        ],
+        &[],
+    );
+    let rollout = json!({
+        "metadata": {"name": "web", "annotations": {"rollout.argoproj.io/revision": "3"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "shop/web:3"}]}}}
+    });
+    let dest = Destination {
+        service: "newrelic".into(),
+        recipient: "42".into(),
+    };
+    let subject = Subject {
+        rollout: &rollout,
+        analysis_runs: &json!([]),
+        now: jiff::Timestamp::now(),
+    };
+    let content = render(&cfg, &["rollout-completed".into()], subject, &dest).unwrap();
+    sender()
+        .send(
+            &cfg,
+            &notification("newrelic", "42", content),
+            &SlackThreads::new(),
+        )
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_str(&rec.received.lock().unwrap()[0].body).unwrap();
+    assert_eq!(
+        body,
+        json!({"deployment": {
+            "revision": "shop/web:3",
+            "changelog": "Rollout web revision 3",
+            "description": "Rollout web is completed.",
+            "user": "argo-rollouts"
+        }})
+    );
+}
