@@ -28,6 +28,11 @@
 //! Go methods on values (`(call .time.Now).Format "15:04"`) are not available: a time is the
 //! text Go prints for it, and sprig's `date` formats it (`{{ call .time.Now | date "15:04" }}`);
 //! `printf` follows gtmpl's implementation of Go's verbs.
+//!
+//! A few fields are not templates in the engine, which copies them as written: GitHub's
+//! `github.pullRequestComment.commentTag` and `github.deployment.requiredContexts`
+//! ([`KEPT_AS_WRITTEN`]). They are neither parsed nor rendered here either, so a comment tag
+//! reading `{{.app.metadata.name}}` is that text, as it is in Argo.
 
 use gtmpl::{Context, Template, Value};
 use serde_json::Value as Json;
@@ -36,6 +41,19 @@ use crate::go_time;
 
 mod go_helpers;
 mod sprig;
+
+/// Fields (paths in the template's tree) the engine copies without rendering.
+pub const KEPT_AS_WRITTEN: &[&str] = &[
+    "github.pullRequestComment.commentTag",
+    "github.deployment.requiredContexts",
+];
+
+fn kept_as_written(path: &str) -> bool {
+    KEPT_AS_WRITTEN.iter().any(|k| {
+        path.strip_prefix(k)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('['))
+    })
+}
 
 /// A template entry: its YAML tree, every string of which was checked to parse.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +105,9 @@ impl CompiledTemplate {
 }
 
 fn check(tree: &Json, path: &str) -> Result<(), String> {
+    if kept_as_written(path) {
+        return Ok(());
+    }
     match tree {
         Json::String(s) => new_template(s)
             .map(drop)
@@ -103,6 +124,9 @@ fn check(tree: &Json, path: &str) -> Result<(), String> {
 }
 
 fn render_tree(tree: &Json, context: &Value, path: &str) -> Result<Json, String> {
+    if kept_as_written(path) {
+        return Ok(tree.clone());
+    }
     Ok(match tree {
         Json::String(s) => {
             Json::String(render(s, context).map_err(|e| format!("{}: {e}", field(path)))?)

@@ -14,13 +14,17 @@ use crate::due::Notification;
 
 pub mod alertmanager;
 pub mod email;
+pub mod github;
 pub(crate) mod go_json;
 pub mod googlechat;
 pub mod grafana;
+pub mod mattermost;
+pub mod newrelic;
 pub mod opsgenie;
 pub mod pagerduty;
 pub mod pagerdutyv2;
 pub mod pushover;
+pub mod rocketchat;
 pub mod slack;
 pub mod table;
 pub mod teams;

@@ -22,11 +22,15 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     }
     Some(match type_ {
         "alertmanager" => boxed(super::alertmanager::parse(settings)),
+        "github" => boxed(super::github::parse(settings)),
         "googlechat" => boxed(super::googlechat::parse(settings)),
+        "mattermost" => boxed(super::mattermost::parse(settings)),
+        "newrelic" => boxed(super::newrelic::parse(settings)),
         "opsgenie" => boxed(super::opsgenie::parse(settings)),
         "pagerduty" => boxed(super::pagerduty::parse(settings)),
         "pagerdutyv2" => boxed(super::pagerdutyv2::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
+        "rocketchat" => boxed(super::rocketchat::parse(settings)),
         "teams-workflows" => boxed(super::teams_workflows::parse(settings)),
         "telegram" => boxed(super::telegram::parse(settings)),
         "webex" => boxed(super::webex::parse(settings)),

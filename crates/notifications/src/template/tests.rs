@@ -178,3 +178,22 @@ fn a_bad_template_is_refused_with_the_field_that_is_bad() {
     assert!(err.contains("message"), "{err}");
     assert!(CompiledTemplate::parse("- a list").is_err());
 }
+
+#[test]
+fn the_fields_the_engine_copies_are_kept_as_written() {
+    let t = CompiledTemplate::parse(
+        "message: '{{.rollout.metadata.name}}'\ngithub:\n  pullRequestComment:\n    content: '{{.rollout.metadata.name}} is out'\n    commentTag: 'cd/{{.app.metadata.name}}'\n  deployment:\n    requiredContexts: ['{{.x', ci]\n",
+    )
+    .unwrap();
+    let out = t.render(&json!({"rollout": canary(1)}), at()).unwrap();
+    assert_eq!(out["message"], "web");
+    assert_eq!(out["github"]["pullRequestComment"]["content"], "web is out");
+    assert_eq!(
+        out["github"]["pullRequestComment"]["commentTag"],
+        "cd/{{.app.metadata.name}}"
+    );
+    assert_eq!(
+        out["github"]["deployment"]["requiredContexts"],
+        json!(["{{.x", "ci"])
+    );
+}

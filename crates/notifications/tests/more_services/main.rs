@@ -6,11 +6,16 @@
 mod support;
 
 mod alertmanager;
+mod github;
 mod googlechat;
+mod mattermost;
+mod newrelic;
 mod opsgenie;
 mod pagerduty;
 mod pagerdutyv2;
 mod pushover;
+mod rocketchat;
+mod routes;
 mod teams_workflows;
 mod telegram;
 mod webex;
