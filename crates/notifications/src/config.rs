@@ -42,16 +42,16 @@ pub enum ServiceKind {
     Teams(TeamsOptions),
     Email(EmailOptions),
     Grafana(GrafanaOptions),
-    /// One of [`services::table`](crate::services::table)'s.
+    /// One of [`more_services::table`](crate::more_services::table)'s.
     Other(OtherService),
 }
 
-/// A service of [`services::table`](crate::services::table), with the settings it was parsed
+/// A service of [`more_services::table`](crate::more_services::table), with the settings it was parsed
 /// from (after `$key` substitution; never shown by `Debug`).
 #[derive(Clone)]
 pub struct OtherService {
     settings: Value,
-    pub sender: std::sync::Arc<dyn crate::services::NotificationService>,
+    pub sender: std::sync::Arc<dyn crate::more_services::NotificationService>,
 }
 
 impl PartialEq for OtherService {
@@ -378,7 +378,7 @@ impl Config {
             "grafana" => {
                 serde_json::from_value::<GrafanaOptions>(settings).map(ServiceKind::Grafana)
             }
-            other => match crate::services::table::parse(other, settings.clone()) {
+            other => match crate::more_services::table::parse(other, settings.clone()) {
                 Some(Ok(sender)) => Ok(ServiceKind::Other(OtherService { settings, sender })),
                 Some(Err(e)) => {
                     self.problem(key, format!("bad {type_} service settings: {e}"));
@@ -406,17 +406,14 @@ impl Config {
                     },
                 );
             }
-            Err(e) => self.problem(key, format!("bad {type_} service settings: {}", redact(&e))),
+            Err(e) => self.problem(
+                key,
+                format!(
+                    "bad {type_} service settings: {}",
+                    crate::more_services::redact(&e)
+                ),
+            ),
         }
-    }
-}
-
-/// A serde error's message without the values it may quote (which can come from the Secret).
-pub(crate) fn redact(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.find(": ") {
-        Some(_) if text.contains("invalid type") => "a field has the wrong type".to_owned(),
-        _ => text,
     }
 }
 

@@ -228,8 +228,13 @@ pub fn render(
         };
         let mut rendered = template.render(&vars, subject.now).map_err(problem)?;
         // The engine's templater fills in an Alertmanager alert knowing the template's name.
-        crate::services::alertmanager::complete(name, template.tree(), &mut rendered, subject.now)
-            .map_err(problem)?;
+        crate::more_services::alertmanager::complete(
+            name,
+            template.tree(),
+            &mut rendered,
+            subject.now,
+        )
+        .map_err(problem)?;
         merge(&mut content, rendered);
     }
     Ok(content)

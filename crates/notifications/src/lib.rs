@@ -14,13 +14,16 @@
 //! - [`when`]: trigger conditions (`when`, `oncePer`), expr-lang expressions over the Rollout.
 //! - [`go_time`]: Go's times, layouts and durations for both, at the time the caller decides at.
 //! - [`due`]: which notifications an event of a Rollout makes due, never one already recorded.
-//! - [`services`]: the senders (webhook, Slack, Teams, email, Grafana); the only part that
-//!   performs I/O.
+//! - [`services`]: the senders (webhook, Slack, Teams, email, Grafana, and through
+//!   [`more_services`] the engine's other service types: Teams Workflows, Google Chat, Webex,
+//!   Telegram, Alertmanager, Opsgenie, PagerDuty v1 and v2, Pushover, GitHub, Mattermost,
+//!   Rocket.Chat, New Relic); the only part that performs I/O.
 
 pub mod catalog;
 pub mod config;
 pub mod due;
 pub mod go_time;
+pub mod more_services;
 pub mod services;
 pub mod state;
 pub mod subscriptions;

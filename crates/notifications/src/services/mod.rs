@@ -6,31 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use serde_json::Value as Json;
-
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
+pub use crate::more_services::{Http, NotificationService, SendContext, SendError};
 
-pub mod alertmanager;
 pub mod email;
-pub mod github;
-pub(crate) mod go_json;
-pub mod googlechat;
 pub mod grafana;
-pub mod mattermost;
-pub mod newrelic;
-pub mod opsgenie;
-pub mod pagerduty;
-pub mod pagerdutyv2;
-pub mod pushover;
-pub mod rocketchat;
 pub mod slack;
-pub mod table;
 pub mod teams;
-pub mod teams_workflows;
-pub mod telegram;
-pub mod webex;
 pub mod webhook;
 
 /// The annotation keeping Slack thread timestamps of `groupingKey` threads on the Rollout, so
@@ -54,65 +37,6 @@ pub fn slack_threads(annotations: &BTreeMap<String, String>) -> SlackThreads {
 pub struct Sent {
     /// A Slack thread started: (`<service>:<channel>`, grouping key, ts).
     pub slack_thread: Option<(String, String, String)>,
-}
-
-/// Why a send failed. Every failure may be retried; `permanent` ones will fail again the
-/// same way (the service is missing or its settings are unusable).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct SendError {
-    pub message: String,
-    pub permanent: bool,
-}
-
-impl SendError {
-    pub fn transient(message: impl Into<String>) -> Self {
-        SendError {
-            message: message.into(),
-            permanent: false,
-        }
-    }
-    pub fn permanent(message: impl Into<String>) -> Self {
-        SendError {
-            message: message.into(),
-            permanent: true,
-        }
-    }
-}
-
-/// A service of [`table`]: the engine's other service types, each sending one notification
-/// to one recipient.
-pub trait NotificationService: Send + Sync + std::fmt::Debug {
-    fn send<'a>(&'a self, ctx: SendContext<'a>) -> BoxFuture<'a, Result<(), SendError>>;
-}
-
-/// What a [`NotificationService`] sends with.
-#[derive(Debug, Clone, Copy)]
-pub struct SendContext<'a> {
-    /// The service's name (`<type>` or `<name>` of `service.<type>.<name>`), for messages.
-    pub service: &'a str,
-    pub recipient: &'a str,
-    /// The rendered templates (`message`, `<type>: {...}`).
-    pub content: &'a Json,
-    pub http: &'a Http,
-}
-
-/// The HTTP clients a service sends through.
-#[derive(Debug, Clone)]
-pub struct Http {
-    client: reqwest::Client,
-    insecure_client: reqwest::Client,
-}
-
-impl Http {
-    /// The client: one that accepts any certificate with `insecure_skip_verify`.
-    pub fn client(&self, insecure_skip_verify: bool) -> &reqwest::Client {
-        if insecure_skip_verify {
-            &self.insecure_client
-        } else {
-            &self.client
-        }
-    }
 }
 
 /// How long one request may take.
@@ -144,10 +68,7 @@ impl Sender {
         };
         let (client, insecure_client) = (build(false)?, build(true)?);
         Ok(Sender {
-            http: Http {
-                client: client.clone(),
-                insecure_client: insecure_client.clone(),
-            },
+            http: Http::new(client.clone(), insecure_client.clone()),
             client,
             insecure_client,
         })

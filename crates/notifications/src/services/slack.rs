@@ -138,7 +138,7 @@ async fn call(
         .map_err(|e| {
             SendError::transient(format!(
                 "slack '{service}': request failed: {}",
-                super::webhook::kind(&e)
+                crate::more_services::kind(&e)
             ))
         })?;
     let status = response.status();

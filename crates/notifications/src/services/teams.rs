@@ -35,7 +35,7 @@ pub async fn send(
         .map_err(|e| {
             SendError::transient(format!(
                 "teams '{service}': request failed: {}",
-                super::webhook::kind(&e)
+                crate::more_services::kind(&e)
             ))
         })?;
     let status = response.status().as_u16();

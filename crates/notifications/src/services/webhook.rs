@@ -58,7 +58,10 @@ pub async fn send(
         ))
     })?;
     let response = client.execute(request).await.map_err(|e| {
-        SendError::transient(format!("webhook '{service}': request failed: {}", kind(&e)))
+        SendError::transient(format!(
+            "webhook '{service}': request failed: {}",
+            crate::more_services::kind(&e)
+        ))
     })?;
     let status = response.status();
     if !status.is_success() {
@@ -70,17 +73,4 @@ pub async fn send(
         )));
     }
     Ok(())
-}
-
-/// What went wrong with a request, without its URL.
-pub(crate) fn kind(e: &reqwest::Error) -> &'static str {
-    if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else if e.is_body() || e.is_decode() {
-        "bad response body"
-    } else {
-        "transport error"
-    }
 }

@@ -94,7 +94,7 @@ impl fmt::Debug for GitHubService {
 /// The settings, refused as the engine refuses them when it builds the service: ids that are
 /// not integers, a key that is not an RSA key in PEM, an enterprise URL that is not a URL.
 pub fn parse(settings: Value) -> Result<GitHubService, String> {
-    let opts: GitHubOptions = super::table::settings(settings)?;
+    let opts: GitHubOptions = super::settings(settings)?;
     let app_id = auth::to_int64("appID", &opts.app_id)?;
     let installation_id = auth::to_int64("installationID", &opts.installation_id)?;
     let (api_base, token_base) = api::bases(&opts.enterprise_base_url)?;
@@ -247,7 +247,7 @@ impl Call<'_> {
             .map_err(|e| {
                 refused(format!(
                     "could not get access_tokens from GitHub API for installation ID {id}: {}",
-                    super::webhook::kind(&e)
+                    super::kind(&e)
                 ))
             })?;
         let status = response.status();
@@ -299,9 +299,10 @@ impl Call<'_> {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| {
-            self.transient(format!("{method} {shown}: {}", super::webhook::kind(&e)))
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transient(format!("{method} {shown}: {}", super::kind(&e))))?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if status == 202 {
@@ -529,12 +530,8 @@ impl NotificationService for GitHubService {
                 Some(g) if !g.is_null() => g.clone(),
                 _ => return Err(fail("config is empty".into())),
             };
-            let fields: Fields = serde_json::from_value(github).map_err(|e| {
-                fail(format!(
-                    "the template's github part: {}",
-                    crate::config::redact(&e)
-                ))
-            })?;
+            let fields: Fields = serde_json::from_value(github)
+                .map_err(|e| fail(format!("the template's github part: {}", super::redact(&e))))?;
             let message = ctx
                 .content
                 .get("message")

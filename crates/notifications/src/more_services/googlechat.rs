@@ -40,7 +40,7 @@ impl fmt::Debug for GoogleChatOptions {
 }
 
 pub fn parse(settings: Value) -> Result<GoogleChatOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 impl NotificationService for GoogleChatOptions {
@@ -79,9 +79,7 @@ impl NotificationService for GoogleChatOptions {
                 .body(body.to_string())
                 .send()
                 .await
-                .map_err(|e| {
-                    transient(format!("cannot send message: {}", super::webhook::kind(&e)))
-                })?;
+                .map_err(|e| transient(format!("cannot send message: {}", super::kind(&e))))?;
             let status = response.status();
             let answer = response.text().await.unwrap_or_default();
             let unreadable = || {

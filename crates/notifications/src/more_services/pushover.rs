@@ -35,7 +35,7 @@ impl fmt::Debug for PushoverOptions {
 }
 
 pub fn parse(settings: Value) -> Result<PushoverOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// Pushover's tokens and user keys: 30 letters and digits.
@@ -106,7 +106,7 @@ impl NotificationService for PushoverOptions {
                 .map_err(|e| {
                     SendError::transient(format!(
                         "pushover '{service}': request failed: {}",
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status().as_u16();

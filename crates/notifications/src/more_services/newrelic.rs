@@ -48,7 +48,7 @@ impl fmt::Debug for NewrelicOptions {
 }
 
 pub fn parse(settings: Value) -> Result<NewrelicOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// The marker of the rendered template, or why the engine would not send it.
@@ -112,7 +112,7 @@ impl NotificationService for NewrelicOptions {
                 .map_err(|e| {
                     SendError::transient(format!(
                         "newrelic '{service}': request failed: {}",
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status().as_u16();

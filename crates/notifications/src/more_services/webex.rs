@@ -38,7 +38,7 @@ impl fmt::Debug for WebexOptions {
 }
 
 pub fn parse(settings: Value) -> Result<WebexOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 impl WebexOptions {
@@ -117,7 +117,7 @@ impl NotificationService for WebexOptions {
                     SendError::transient(format!(
                         "webex '{service}': request to {} failed: {}",
                         shown(&url),
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status().as_u16();

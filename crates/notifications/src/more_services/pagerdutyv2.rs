@@ -50,7 +50,7 @@ impl fmt::Debug for PagerDutyV2Options {
 
 pub fn parse(mut settings: Value) -> Result<PagerDutyV2Options, String> {
     go_json::fold(&mut settings, &["serviceKeys", "apiURL"]);
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// The event for `routing_key`, as the engine builds it.
@@ -147,7 +147,7 @@ impl NotificationService for PagerDutyV2Options {
                 .body(body.to_string())
                 .send()
                 .await
-                .map_err(|e| transient(format!("request failed: {}", super::webhook::kind(&e))))?;
+                .map_err(|e| transient(format!("request failed: {}", super::kind(&e))))?;
             let status = response.status().as_u16();
             let text = response.text().await.unwrap_or_default();
             if status != 202 {

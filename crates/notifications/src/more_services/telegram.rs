@@ -43,7 +43,7 @@ impl fmt::Debug for TelegramOptions {
 }
 
 pub fn parse(settings: Value) -> Result<TelegramOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// Go's `strconv` error for `what` (`ParseInt`, `Atoi`) of `s`.
@@ -131,7 +131,7 @@ impl NotificationService for TelegramOptions {
                 .form(&form)
                 .send()
                 .await
-                .map_err(|e| transient(format!("request failed: {}", super::webhook::kind(&e))))?;
+                .map_err(|e| transient(format!("request failed: {}", super::kind(&e))))?;
             let status = response.status().as_u16();
             let answer: Answer = response
                 .json()

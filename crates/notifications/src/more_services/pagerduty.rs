@@ -49,7 +49,7 @@ impl fmt::Debug for PagerDutyOptions {
 
 pub fn parse(mut settings: Value) -> Result<PagerDutyOptions, String> {
     go_json::fold(&mut settings, &["token", "from", "serviceId", "apiURL"]);
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// The incident for the service `recipient`, as the engine fills the client's options.
@@ -174,7 +174,7 @@ impl NotificationService for PagerDutyOptions {
                 .map_err(|e| {
                     transient(format!(
                         "error calling the API endpoint: {}",
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status().as_u16();

@@ -48,7 +48,7 @@ impl fmt::Debug for TeamsWorkflowsOptions {
 }
 
 pub fn parse(settings: Value) -> Result<TeamsWorkflowsOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 impl NotificationService for TeamsWorkflowsOptions {
@@ -86,7 +86,7 @@ impl NotificationService for TeamsWorkflowsOptions {
                 .map_err(|e| {
                     SendError::transient(format!(
                         "teams-workflows '{service}': failed to post message to teams-workflows webhook: {}",
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status();

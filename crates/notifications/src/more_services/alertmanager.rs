@@ -92,7 +92,7 @@ pub fn parse(mut settings: Value) -> Result<AlertmanagerOptions, String> {
     if let Some(auth) = settings.get_mut("basicAuth") {
         go_json::fold(auth, &["username", "password"]);
     }
-    let mut opts: AlertmanagerOptions = super::table::settings(settings)?;
+    let mut opts: AlertmanagerOptions = super::settings(settings)?;
     if opts.targets.is_empty() {
         opts.targets.push("127.0.0.1:9093".into());
     }
@@ -240,7 +240,7 @@ impl AlertmanagerOptions {
         let response = request
             .send()
             .await
-            .map_err(|e| format!("request failed: {}", super::webhook::kind(&e)))?;
+            .map_err(|e| format!("request failed: {}", super::kind(&e)))?;
         let status = response.status().as_u16();
         if status != 200 {
             let text = response.text().await.unwrap_or_default();

@@ -33,7 +33,7 @@ impl fmt::Debug for MattermostOptions {
 }
 
 pub fn parse(settings: Value) -> Result<MattermostOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// The attachments of the template's `mattermost.attachments`: none when it is empty.
@@ -82,7 +82,7 @@ impl NotificationService for MattermostOptions {
                 .map_err(|e| {
                     SendError::transient(format!(
                         "mattermost '{service}': failed to request: {}",
-                        super::webhook::kind(&e)
+                        super::kind(&e)
                     ))
                 })?;
             let status = response.status().as_u16();

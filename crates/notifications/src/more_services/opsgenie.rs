@@ -58,7 +58,7 @@ impl fmt::Debug for OpsgenieOptions {
 pub fn parse(mut settings: Value) -> Result<OpsgenieOptions, String> {
     go_json::fold(&mut settings, &["apiUrl", "apiKeys", "insecureSkipVerify"]);
     go_json::fold(&mut settings, &go_json::TRANSPORT_FIELDS);
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// Where alerts are created: the client's `https://<host>/v2/alerts`, http for a host
@@ -215,7 +215,7 @@ impl NotificationService for OpsgenieOptions {
                 .body(body.to_string())
                 .send()
                 .await
-                .map_err(|e| transient(format!("request failed: {}", super::webhook::kind(&e))))?;
+                .map_err(|e| transient(format!("request failed: {}", super::kind(&e))))?;
             let status = response.status().as_u16();
             let error_type = response
                 .headers()

@@ -3,7 +3,7 @@
 //! `service.<type>` settings (the engine's field names) and a [`NotificationService`] that sends.
 //! [`parse`] is the one table of them.
 //!
-//! [`Sender`]: super::Sender
+//! [`Sender`]: crate::more_services::Sender
 
 use std::sync::Arc;
 
@@ -36,9 +36,4 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         "webex" => boxed(super::webex::parse(settings)),
         _ => return None,
     })
-}
-
-/// `T` from the settings, with serde's message stripped of the values it may quote.
-pub(crate) fn settings<T: serde::de::DeserializeOwned>(settings: Value) -> Result<T, String> {
-    serde_json::from_value(settings).map_err(|e| crate::config::redact(&e))
 }

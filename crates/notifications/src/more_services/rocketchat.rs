@@ -47,7 +47,7 @@ impl fmt::Debug for RocketChatOptions {
 }
 
 pub fn parse(settings: Value) -> Result<RocketChatOptions, String> {
-    super::table::settings(settings)
+    super::settings(settings)
 }
 
 /// The client's attachment, so that what is sent is what the engine sends: its fields only,
@@ -281,7 +281,7 @@ impl NotificationService for RocketChatOptions {
                 ])
                 .send()
                 .await
-                .map_err(|e| transient(format!("login failed: {}", super::webhook::kind(&e))))?;
+                .map_err(|e| transient(format!("login failed: {}", super::kind(&e))))?;
             let (_, logged_in) = answer(login).await.map_err(transient)?;
             let data = logged_in.get("data").cloned().unwrap_or(Value::Null);
             let field = |names: &[&str]| {
@@ -299,12 +299,7 @@ impl NotificationService for RocketChatOptions {
                 .json(&message)
                 .send()
                 .await
-                .map_err(|e| {
-                    transient(format!(
-                        "chat.postMessage failed: {}",
-                        super::webhook::kind(&e)
-                    ))
-                })?;
+                .map_err(|e| transient(format!("chat.postMessage failed: {}", super::kind(&e))))?;
             let (status, _) = answer(posted).await.map_err(transient)?;
             if !status.success {
                 return Err(transient(status.error));
