@@ -14,6 +14,7 @@ use crate::due::Notification;
 
 pub mod email;
 pub mod grafana;
+pub mod nats;
 pub mod pushover;
 pub mod slack;
 pub mod table;
