@@ -12,6 +12,7 @@ use serde_json::Value as Json;
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
 
+pub mod awssqs;
 pub mod email;
 pub mod grafana;
 pub mod nats;

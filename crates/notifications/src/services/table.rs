@@ -21,6 +21,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
         parsed.map(|s| Arc::new(s) as Arc<dyn NotificationService>)
     }
     Some(match type_ {
+        "awssqs" => boxed(super::awssqs::parse(settings)),
         "nats" => boxed(super::nats::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         _ => return None,
