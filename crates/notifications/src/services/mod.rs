@@ -14,6 +14,7 @@ use crate::due::Notification;
 
 pub mod awssqs;
 pub mod email;
+pub mod gcppubsub;
 pub mod grafana;
 pub mod nats;
 pub mod pushover;

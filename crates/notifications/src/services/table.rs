@@ -22,6 +22,7 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     }
     Some(match type_ {
         "awssqs" => boxed(super::awssqs::parse(settings)),
+        "gcppubsub" => boxed(super::gcppubsub::parse(settings)),
         "nats" => boxed(super::nats::parse(settings)),
         "pushover" => boxed(super::pushover::parse(settings)),
         _ => return None,

@@ -6,5 +6,6 @@
 mod support;
 
 mod awssqs;
+mod gcppubsub;
 mod nats;
 mod pushover;
