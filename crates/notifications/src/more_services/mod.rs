@@ -6,15 +6,20 @@
 //!
 //! [`Sender`]: crate::more_services::Sender
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use serde_json::Value;
 use serde_json::Value as Json;
 
 pub mod alertmanager;
+pub mod awssqs;
+pub mod gcppubsub;
 pub mod github;
 pub(crate) mod go_json;
 pub mod googlechat;
 pub mod mattermost;
+pub mod nats;
 pub mod newrelic;
 pub mod opsgenie;
 pub mod pagerduty;
@@ -25,6 +30,9 @@ pub mod table;
 pub mod teams_workflows;
 pub mod telegram;
 pub mod webex;
+
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Why a send failed. Every failure may be retried; `permanent` ones will fail again the
 /// same way (the service is missing or its settings are unusable).

@@ -22,9 +22,12 @@ pub fn parse(type_: &str, settings: Value) -> Option<Result<Arc<dyn Notification
     }
     Some(match type_ {
         "alertmanager" => boxed(super::alertmanager::parse(settings)),
+        "awssqs" => boxed(super::awssqs::parse(settings)),
+        "gcppubsub" => boxed(super::gcppubsub::parse(settings)),
         "github" => boxed(super::github::parse(settings)),
         "googlechat" => boxed(super::googlechat::parse(settings)),
         "mattermost" => boxed(super::mattermost::parse(settings)),
+        "nats" => boxed(super::nats::parse(settings)),
         "newrelic" => boxed(super::newrelic::parse(settings)),
         "opsgenie" => boxed(super::opsgenie::parse(settings)),
         "pagerduty" => boxed(super::pagerduty::parse(settings)),

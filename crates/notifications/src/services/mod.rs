@@ -4,11 +4,12 @@
 //! (which may come from the Secret).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::config::{Config, ServiceKind};
 use crate::due::Notification;
-pub use crate::more_services::{Http, NotificationService, SendContext, SendError};
+pub use crate::more_services::{
+    Http, NotificationService, REQUEST_TIMEOUT, SendContext, SendError,
+};
 
 pub mod email;
 pub mod grafana;
@@ -38,9 +39,6 @@ pub struct Sent {
     /// A Slack thread started: (`<service>:<channel>`, grouping key, ts).
     pub slack_thread: Option<(String, String, String)>,
 }
-
-/// How long one request may take.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Sends notifications over HTTP.
 #[derive(Debug, Clone)]

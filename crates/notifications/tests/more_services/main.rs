@@ -6,9 +6,12 @@
 mod support;
 
 mod alertmanager;
+mod awssqs;
+mod gcppubsub;
 mod github;
 mod googlechat;
 mod mattermost;
+mod nats;
 mod newrelic;
 mod opsgenie;
 mod pagerduty;
