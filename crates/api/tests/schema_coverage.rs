@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use support::schema::{is_free_form, is_int_or_string, paths, sample};
 use support::{
-    KINDS, argo_1_10_crd, argo_crd, crd_file_for, json_diff, open_api_schema, our_crd, round_trip,
+    ARGO_NEWEST, KINDS, argo_1_10_crd, argo_crd, argo_newest_crd, crd_file_for, json_diff,
+    open_api_schema, our_crd, round_trip,
 };
 
 /// Paths inside embedded Kubernetes types, which come from k8s-openapi and may carry fields of
@@ -74,10 +75,20 @@ fn every_argo_property_path_exists_with_the_same_shape() {
 
 #[test]
 fn every_argo_1_10_property_path_exists() {
+    every_property_path_exists("1.10.0-rc1", argo_1_10_crd);
+}
+
+/// The same against the CRDs of the newest release, read from its Go module.
+#[test]
+fn every_property_path_of_the_newest_argo_exists() {
+    every_property_path_exists(ARGO_NEWEST, argo_newest_crd);
+}
+
+fn every_property_path_exists(release: &str, argo_crd_of: fn(&str) -> Value) {
     let mut missing = Vec::new();
     let mut checked = 0;
     for kind in KINDS {
-        let argo = argo_1_10_crd(crd_file_for(kind));
+        let argo = argo_crd_of(crd_file_for(kind));
         let ours = our_crd(kind);
         let our_paths = paths(open_api_schema(&ours));
         for path in paths(open_api_schema(&argo)).keys() {
@@ -89,7 +100,7 @@ fn every_argo_1_10_property_path_exists() {
     }
     assert!(
         missing.is_empty(),
-        "fields of Argo 1.10 Sluice lacks:\n{}",
+        "fields of Argo {release} Sluice lacks:\n{}",
         missing.join("\n")
     );
     assert!(checked > 5000, "only {checked} paths checked");

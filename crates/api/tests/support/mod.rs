@@ -60,6 +60,36 @@ pub fn argo_1_10_crd(file_name: &str) -> Value {
     docs.remove(0)
 }
 
+/// The newest Argo Rollouts release whose CRDs are compared (the newest that builds here, as
+/// the controller and oracle builds use).
+pub const ARGO_NEWEST: &str = "1.10.1";
+
+/// Argo's CRD for the given file name as the newest release ships it: from its Go module,
+/// fetched into the module cache with `go mod download` (as the scripts that build Argo do).
+pub fn argo_newest_crd(file_name: &str) -> Value {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let module = format!("github.com/argoproj/argo-rollouts@v{ARGO_NEWEST}");
+        let out = std::process::Command::new("go")
+            .args(["mod", "download", "-json", &module])
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-mod=mod")
+            .output()
+            .unwrap_or_else(|e| panic!("running `go mod download {module}` (Go is needed): {e}"));
+        let answer: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("`go mod download -json {module}` answered no JSON: {e}"));
+        let dir = answer["Dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("could not download {module}: {}", answer["Error"]));
+        std::path::PathBuf::from(dir)
+    });
+    let path = dir.join("manifests/crds").join(file_name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut docs = sluice_api::yaml::from_multi_doc_str(&text).unwrap();
+    assert_eq!(docs.len(), 1, "{}", path.display());
+    docs.remove(0)
+}
+
 /// Our generated CRD for a kind, as JSON.
 pub fn our_crd(kind: &str) -> Value {
     let manifest = sluice_api::crd::manifests()
