@@ -153,7 +153,22 @@ impl World<'_> {
         // In Argo's order: the new ReplicaSet is created and the preview Service routed to it;
         // the update is announced there (`announce_at`, by the caller); then the sizing.
         let scale_up = self.create_new(&f, plan, events, u);
-        self.route_preview(&f, scale_up.is_some(), &mut bgs, plan, events);
+        // As Argo, the preview Service stays where it is while a user pause or an Inconclusive
+        // analysis halts the update.
+        let halted = u.manually_paused
+            || status.pause_conditions.iter().flatten().any(|p| {
+                p.reason == Some(sluice_api::rollout::PauseReason::InconclusiveAnalysisRun)
+            });
+        if halted {
+            bgs.preview_selector = f
+                .services
+                .preview
+                .as_ref()
+                .and_then(|p| selected_hash(p).map(str::to_string))
+                .or(bgs.preview_selector.take());
+        } else {
+            self.route_preview(&f, scale_up.is_some(), &mut bgs, plan, events);
+        }
         let announce_at = events.len();
         let mut scaled = scale_up.is_some();
         events.extend(scale_up);

@@ -329,3 +329,31 @@ fn lost_status_writes_of_an_update_still_run_its_deadline() {
     assert_eq!(w.phase(), RolloutPhase::Degraded, "{:#?}", w.status());
     assert_eq!(w.status().abort, Some(true));
 }
+
+/// As Argo: a user pause (`spec.paused`) halts the update, the preview Service's switch
+/// included; the new ReplicaSet is still created, and the preview follows once resumed.
+#[test]
+fn a_user_pause_keeps_the_preview_on_the_active_pods_until_resumed() {
+    let mut w = World::bg(bg_rollout(
+        2,
+        json!({"activeService": "active", "previewService": "preview", "autoPromotionEnabled": false}),
+    ));
+    w.settle_bg();
+    w.ro.spec.paused = Some(true);
+    w.set_image("app:v2");
+    w.settle_bg();
+    assert!(
+        w.rss.iter().any(|rs| World::image_of(rs) == "app:v2"),
+        "created"
+    );
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v1"));
+    assert_eq!(w.image_behind("active").as_deref(), Some("app:v1"));
+    w.ro.spec.paused = None;
+    w.settle_bg();
+    assert_eq!(w.image_behind("preview").as_deref(), Some("app:v2"));
+    assert_eq!(
+        w.image_behind("active").as_deref(),
+        Some("app:v1"),
+        "awaits promotion"
+    );
+}
