@@ -483,3 +483,34 @@ fn rollback_to_a_template_copied_from_a_replica_set_reuses_it() {
         vec![("app:v1".into(), 2), ("app:v2".into(), 0)]
     );
 }
+
+/// As Argo: once the new ReplicaSet's pods are counted (even pods that never become ready),
+/// the update has progressed: `ReplicaSetUpdated`, not `NewReplicaSetCreated` any more.
+#[test]
+fn pods_that_never_become_ready_still_move_progressing_to_replica_set_updated() {
+    let mut ro = rollout(1, json!([{"setWeight": 50}, {"pause": {}}]));
+    let canary = ro.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+    canary.max_surge = Some(serde_json::from_value(json!("50%")).unwrap());
+    canary.max_unavailable = Some(serde_json::from_value(json!(1)).unwrap());
+    let mut w = healthy_world(1, json!([]));
+    w.ro.spec.strategy = ro.spec.strategy;
+    w.settle();
+    w.bad_images.push("app:v2".into());
+    w.set_image("app:v2");
+    w.settle();
+    w.advance(60);
+    w.settle();
+    let progressing = w
+        .status()
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+        .unwrap();
+    assert_eq!(
+        progressing.reason.as_deref(),
+        Some("ReplicaSetUpdated"),
+        "{:#?}",
+        w.status()
+    );
+}
