@@ -181,7 +181,7 @@ async fn fast_rollback(ns: &TestNamespace) {
     assert_eq!(
         completed.last(),
         Some(&format!(
-            "Rollout completed update to revision 3 ({v1}): Rollback to 'fr-{v1}' within scaleDownDelay"
+            "Rollout completed update to revision 3 ({v1}): Fast rollback"
         )),
         "{completed:#?}"
     );

@@ -416,11 +416,11 @@ impl World<'_> {
             "Full promotion requested".into()
         } else if u.rollback_window {
             "Rollback within window".into()
-        } else if let Some(rs) = self
-            .new_rs
-            .filter(|_| f.bg.post_promotion_analysis.is_some() && self.skips_post_promotion(f, u))
-        {
-            format!("Rollback to '{}' within scaleDownDelay", rs.name())
+        } else if self.skips_post_promotion(f, u) {
+            // Argo 1.10's words for a rollback to pods within their scale-down delay, with or
+            // without post-promotion analysis (1.9 said "Rollback to '<name>' within
+            // scaleDownDelay", and only with one).
+            "Fast rollback".into()
         } else {
             "Completed blue-green update".into()
         }

@@ -171,7 +171,7 @@ fn rollback_within_the_scale_down_delay_skips_post_promotion_analysis_too() {
     assert_eq!(
         completed,
         [format!(
-            "Rollout completed update to revision 3 ({v1}): Rollback to 'demo-{v1}' within scaleDownDelay"
+            "Rollout completed update to revision 3 ({v1}): Fast rollback"
         )]
     );
     w.settle_bg();
@@ -210,7 +210,7 @@ fn a_fast_rollback_whose_promotion_was_lost_is_not_analysed_after_its_switch() {
     assert!(
         events.iter().any(|e| e
             == &format!(
-                "RolloutCompleted: Rollout completed update to revision 3 ({v1}): Rollback to 'demo-{v1}' within scaleDownDelay"
+                "RolloutCompleted: Rollout completed update to revision 3 ({v1}): Fast rollback"
             )),
         "{events:#?}"
     );
