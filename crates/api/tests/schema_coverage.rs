@@ -108,6 +108,8 @@ fn every_property_path_exists(release: &str, argo_crd_of: fn(&str) -> Value) {
 
 #[test]
 fn no_fields_beyond_argo_outside_kubernetes_types() {
+    // Fields of Argo's master, followed ahead of its next release.
+    const FROM_ARGO_MASTER: &[&str] = &[".authentication.basicAuth"];
     let mut extra = Vec::new();
     for kind in KINDS {
         let argo = argo_crd(crd_file_for(kind));
@@ -120,7 +122,12 @@ fn no_fields_beyond_argo_outside_kubernetes_types() {
             let under_free_form = argo_paths
                 .iter()
                 .any(|(p, node)| is_free_form(node) && path.starts_with(p.as_str()));
-            if !argo_paths.contains_key(path) && !under_free_form && !inside_kubernetes_type(path) {
+            let from_master = FROM_ARGO_MASTER.iter().any(|m| path.contains(m));
+            if !argo_paths.contains_key(path)
+                && !under_free_form
+                && !inside_kubernetes_type(path)
+                && !from_master
+            {
                 extra.push(format!("{kind} {path}"));
             }
         }

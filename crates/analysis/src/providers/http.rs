@@ -46,7 +46,7 @@ pub(crate) fn with_headers(
 }
 
 /// Adds the credentials `authentication` asks for: OAuth2 client credentials are exchanged for
-/// a bearer token. SigV4 is Prometheus' own (it signs the finished request); the web provider
+/// a bearer token; without them, `basicAuth` is sent as HTTP basic authentication. SigV4 is Prometheus' own (it signs the finished request); the web provider
 /// ignores it, as Argo's does.
 pub(crate) async fn authenticate(
     client: &reqwest::Client,
@@ -57,10 +57,14 @@ pub(crate) async fn authenticate(
     let Some(auth) = authentication else {
         return Ok(request);
     };
-    match &auth.oauth2 {
-        Some(oauth2) if oauth2.token_url.as_deref().is_some_and(|u| !u.is_empty()) => {
+    match (&auth.oauth2, &auth.basic_auth) {
+        (Some(oauth2), _) if oauth2.token_url.as_deref().is_some_and(|u| !u.is_empty()) => {
             let token = oauth2_token(client, oauth2, timeout).await?;
             Ok(request.bearer_auth(token))
+        }
+        (_, Some(basic)) if basic.username.as_deref().is_some_and(|u| !u.is_empty()) => {
+            let username = basic.username.as_deref().unwrap_or_default();
+            Ok(request.basic_auth(username, basic.password.as_deref()))
         }
         _ => Ok(request),
     }

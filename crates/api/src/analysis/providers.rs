@@ -169,6 +169,28 @@ pub struct Authentication {
     pub sigv4: Option<Sigv4Config>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth2: Option<OAuth2Config>,
+    /// HTTP basic authentication (Argo's master, its pull request 4401; Grafana Cloud's
+    /// Prometheus asks for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuthConfig>,
+}
+
+/// A user name and password sent as HTTP basic authentication.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BasicAuthConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for BasicAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BasicAuthConfig")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 /// AWS SigV4 request signing.

@@ -430,3 +430,30 @@ async fn oauth2_bearer_token() {
         "Bearer tok"
     );
 }
+
+/// `authentication.basicAuth` (Argo's master): the query carries HTTP basic authentication.
+#[tokio::test]
+async fn basic_auth() {
+    let log: Log = Default::default();
+    let url = serve(fake_prometheus(log.clone())).await;
+    let p = providers(Default::default());
+    let m = metric(
+        &url,
+        "healthy",
+        json!({"authentication": {"basicAuth": {"username": "12345", "password": "glc_s3cret"}}}),
+    );
+    let measurement = p
+        .measure(&ctx().with_redactor(Redactor::new(["glc_s3cret"])), &m)
+        .await;
+    assert_eq!(
+        measurement.phase,
+        Some(AnalysisPhase::Successful),
+        "{:?}",
+        measurement.message
+    );
+    // "12345:glc_s3cret" in base64.
+    assert_eq!(
+        log.lock().unwrap()[0].headers["authorization"],
+        "Basic MTIzNDU6Z2xjX3MzY3JldA=="
+    );
+}

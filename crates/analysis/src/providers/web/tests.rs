@@ -100,6 +100,30 @@ async fn healthy_bad_inconclusive() {
     assert!(seen[0].body.is_empty());
 }
 
+/// `authentication.basicAuth` (Argo's master) on a web metric.
+#[tokio::test]
+async fn basic_auth() {
+    let (url, log) = start().await;
+    let p = providers(Default::default());
+    let m = metric(
+        json!({"url": format!("{url}/ok"), "jsonPath": "{$.data.rate}",
+               "authentication": {"basicAuth": {"username": "u", "password": "p"}}}),
+        Some("result >= 0.95"),
+        None,
+    );
+    let measurement = p.measure(&ctx(), &m).await;
+    assert_eq!(
+        measurement.phase,
+        Some(AnalysisPhase::Successful),
+        "{:?}",
+        measurement.message
+    );
+    assert_eq!(
+        log.lock().unwrap()[0].headers["authorization"],
+        "Basic dTpw"
+    );
+}
+
 #[tokio::test]
 async fn corpus_templates() {
     let (url, _) = start().await;
