@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod conditions;
+mod duration;
 pub mod ephemeral;
 pub mod experiment;
 pub mod labels;

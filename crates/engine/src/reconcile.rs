@@ -150,6 +150,7 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
 
     let (phase, message) = phase::calculate(ro, &plan.status);
     plan.status.phase = Some(phase);
+    crate::duration::track(ro, &old_status, &mut plan.status, &plan.events, now);
     // Go omits an empty message; writing "" would also be refused by some API servers.
     plan.status.message = (!message.is_empty()).then_some(message);
     if plan.status.abort == Some(true) {

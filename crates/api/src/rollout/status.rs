@@ -69,6 +69,31 @@ pub struct RolloutStatus {
     pub alb: Option<AlbStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub albs: Option<Vec<AlbStatus>>,
+    /// How long the latest update took (Argo's master, its pull request 4774).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<RolloutDurationStatus>,
+}
+
+/// The timing of the latest update: while it runs, and once it ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutDurationStatus {
+    /// When the update began (its pod template first seen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_started_at: Option<Time>,
+    /// When it ended: promoted, aborted or superseded by another update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// When the update began waiting for a person (a user pause, an indefinite pause step, a
+    /// blue-green promotion without auto-promotion), while it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manual_pause_started_at: Option<Time>,
+    /// Seconds spent waiting for a person, the waits that ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_manual_pause_duration_seconds: Option<i64>,
+    /// How it ended: Promoted, FastPromoted, Aborted, Superseded, RolledBack, FastRolledBack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_status: Option<String>,
 }
 
 impl RolloutStatus {

@@ -138,6 +138,8 @@ fn bookkeeping_removed(s: &RolloutStatus, stable_in_status_only: bool) -> Rollou
     s.available_replicas = None;
     s.hpa_replicas = None;
     s.message = None;
+    // Timing follows what it times: written with the start, pause or end it records.
+    s.duration = None;
     for cond in s.conditions.iter_mut().flatten() {
         cond.last_update_time = None;
         cond.message = None;

@@ -568,6 +568,7 @@ mod announcements;
 mod blue_green_updates;
 mod bluegreen;
 mod canary_updates;
+mod durations;
 mod invalid_spec;
 mod metadata;
 mod rollback_window;
