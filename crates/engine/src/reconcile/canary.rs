@@ -298,7 +298,7 @@ impl World<'_> {
             }
             if let Some(bga) = &self.spec.canary().analysis
                 && u.verdicts.background == Verdict::Missing
-                && step_index >= bga.starting_step.unwrap_or(0)
+                && past_starting_step(status.current_step_index, bga.starting_step)
             {
                 self.runs().start_analysis(
                     Role::Background,
@@ -398,7 +398,7 @@ impl World<'_> {
             if let Some(bga) = &self.spec.canary().analysis
                 && u.verdicts.background == Verdict::Missing
                 && !promote_full
-                && status.current_step_index.unwrap_or(0) >= bga.starting_step.unwrap_or(0)
+                && past_starting_step(status.current_step_index, bga.starting_step)
             {
                 self.runs().start_analysis(
                     Role::Background,
@@ -538,4 +538,11 @@ fn previous_weights(status: &RolloutStatus) -> Option<(i32, i32)> {
         d.as_ref().and_then(|d| d.weight).unwrap_or(0)
     };
     Some((of(&w.canary), of(&w.stable)))
+}
+
+/// Whether a background analysis starting at `starting` may run at step `index`. A canary
+/// without steps has no index, and, as in Argo, no step to wait for whatever `startingStep`
+/// says.
+fn past_starting_step(index: Option<i32>, starting: Option<i32>) -> bool {
+    index.is_none_or(|i| i >= starting.unwrap_or(0))
 }

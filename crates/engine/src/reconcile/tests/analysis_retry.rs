@@ -242,3 +242,16 @@ fn an_analysis_without_templates_starts_no_run_and_its_step_waits_for_a_promotio
     assert_eq!(w.phase(), RolloutPhase::Healthy, "{:#?}", w.status());
     assert!(w.runs.is_empty());
 }
+
+/// As Argo: a canary without steps has no step index, so a background analysis starts
+/// whatever its `startingStep` (live scenario seed 162).
+#[test]
+fn a_canary_without_steps_starts_its_background_analysis_whatever_its_starting_step() {
+    let mut w = analysis_world(with_background_analysis(rollout(2, json!([])), 1));
+    w.slow_scale_down = true;
+    w.bad_images.push("app:v2".into());
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.status().current_step_index, None);
+    assert_eq!(w.runs_of("Background").len(), 1, "{:?}", w.runs);
+}
