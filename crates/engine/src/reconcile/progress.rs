@@ -119,7 +119,7 @@ impl World<'_> {
                 now,
                 false,
             );
-        } else if progress.created {
+        } else if progress.created && !self.strategy_progressed(status) {
             c::set(
                 &mut conds,
                 Cond::Progressing,
@@ -318,5 +318,30 @@ impl World<'_> {
         status.controller_pause = None;
         events.push(Event::warning("RolloutAborted", message));
         set_requeue(requeue, Duration::from_secs(1));
+    }
+}
+
+impl World<'_> {
+    /// Argo's progress of the strategy between the status read and `new`: a canary's step
+    /// index moving (a new template resets it) or its step list or stable pods changing, a
+    /// blue-green Rollout's Services switching. Argo judges Progressing after it recorded the
+    /// new ReplicaSet, so such progress turns `NewReplicaSetCreated` into `ReplicaSetUpdated`
+    /// in the same pass.
+    fn strategy_progressed(&self, new: &RolloutStatus) -> bool {
+        let old = self.ro.status.clone().unwrap_or_default();
+        let step_moved = matches!(
+            (old.current_step_index, new.current_step_index),
+            (Some(a), Some(b)) if a != b
+        );
+        let selector = |s: &RolloutStatus| {
+            s.blue_green
+                .as_ref()
+                .map(|b| (b.active_selector.clone(), b.preview_selector.clone()))
+        };
+        step_moved
+            || old.current_step_hash != new.current_step_hash
+            || old.stable_rs != new.stable_rs
+            || (matches!(self.spec.strategy, Strategy::BlueGreen(_))
+                && selector(&old) != selector(new))
     }
 }

@@ -514,3 +514,27 @@ fn pods_that_never_become_ready_still_move_progressing_to_replica_set_updated() 
         w.status()
     );
 }
+
+/// As Argo, which judges Progressing after recording the new ReplicaSet: a new template resets
+/// the step index, which is progress, so a canary with steps says `ReplicaSetUpdated` from the
+/// first pass (live scenarios seeds 282, 291); one without steps has no index and says
+/// `NewReplicaSetCreated`.
+#[test]
+fn the_progressing_reason_of_the_pass_that_creates_the_replica_set_follows_argo() {
+    let reason = |w: &World| {
+        w.status()
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+            .and_then(|c| c.reason.clone())
+    };
+    let mut w = healthy_world(2, json!([{"setWeight": 50}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.reconcile();
+    assert_eq!(reason(&w).as_deref(), Some("ReplicaSetUpdated"));
+    let mut w = healthy_world(2, json!([]));
+    w.set_image("app:v2");
+    w.reconcile();
+    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetCreated"));
+}
