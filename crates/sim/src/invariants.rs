@@ -48,6 +48,38 @@ pub const SCALED_DOWN: &str = "old-replicasets-scaled-down-at-quiescence";
 pub const QUIET: &str = "steady-state-writes-nothing";
 pub const PROGRESS: &str = "scenario-makes-progress";
 
+/// Every invariant the checker knows, by name: each must be shown able to fail (the mutation
+/// tests of `tests/mutation/` name the planted bug that each one catches).
+pub const ALL: &[&str] = &[
+    ANNOTATION_NEVER_EMPTY,
+    AVAILABILITY,
+    UNIQUE_REPLICA_SET,
+    ONE_REPLICA_SET_PER_TEMPLATE,
+    ONE_WRITER_PER_TERM,
+    FINAL_PHASE,
+    SCALED_DOWN,
+    QUIET,
+    PROGRESS,
+    analysis::NOT_RECREATED_WHILE_INCONCLUSIVE,
+    analysis::PAUSE_STEP_HELD,
+    analysis::UPDATE_HELD,
+    analysis::ONE_LIVE_RUN,
+    analysis::INCONCLUSIVE_PAUSES,
+    analysis::PAUSED_UNTIL_PROMOTED,
+    analysis::RUNS_AT_END,
+    analysis::PAUSE_LIFTED_BY_USERS_ONLY,
+    deadlines::DEADLINES_MET,
+    FAILED_EXPERIMENT_ABORTS,
+    NO_ORPHANED_EXPERIMENT_REPLICA_SETS,
+    NO_LINGERING_EXPERIMENTS,
+    AT_MOST_ONCE,
+    AT_LEAST_ONCE,
+    stateful_sets::ANALYSIS_GATES_THE_PARTITION,
+    stateful_sets::SETTLED,
+    ROUTED_REPLICA_SETS_KEEP_THEIR_PODS,
+    TRAFFIC_WAITS_FOR_PODS,
+];
+
 /// Annotations the controller owns: an empty value is never meaningful, and for the deadline
 /// it is exactly Argo's bug (an empty `scale-down-deadline` made the old ReplicaSet look
 /// undated, so it was never scaled down).

@@ -1,6 +1,12 @@
-//! Mutation check: reintroduce one of the original controller's bugs in the write path and
-//! show that the invariants catch it within a small seed budget. The test passes when the
-//! checker *fails* the faulty run. Each prints its first caught seed's report.
+//! Mutation check: plant a bug in the write path (a plan transformed before it is applied,
+//! often one of the original controller's bugs) and show that the invariants catch it within
+//! a small seed budget. A test passes when the checker *fails* the faulty run; each prints its
+//! first caught seed's report. [`CAUGHT_BY`] and the modules' tables name, for every invariant
+//! the checker knows, the test that shows it catching its bug, and a test fails when one has
+//! none (docs/invariants.md has the table with the seeds each took).
+
+mod replica_sets;
+mod runs_and_writers;
 
 use serde_json::Value;
 use sluice_api::Rollout;
@@ -13,7 +19,7 @@ use sluice_engine::observed::TemplateKey;
 use sluice_engine::{Action, Plan};
 use sluice_sim::controller::BoxFuture;
 use sluice_sim::invariants::{
-    ANNOTATION_NEVER_EMPTY, FAILED_EXPERIMENT_ABORTS, INCONCLUSIVE_PAUSES,
+    ALL, ANNOTATION_NEVER_EMPTY, FAILED_EXPERIMENT_ABORTS, INCONCLUSIVE_PAUSES,
     NO_LINGERING_EXPERIMENTS, NOT_RECREATED_WHILE_INCONCLUSIVE, PAUSE_LIFTED_BY_USERS_ONLY,
     PAUSE_STEP_HELD,
 };
@@ -395,5 +401,79 @@ fn an_experiment_left_running_after_its_step_is_caught() {
         "interrupted-experiment",
         leave_experiments_running,
         NO_LINGERING_EXPERIMENTS,
+    );
+}
+
+/// Each invariant shown able to fail in this file, and the test that shows it.
+const CAUGHT_BY: &[(&str, &str)] = &[
+    (
+        ANNOTATION_NEVER_EMPTY,
+        "argo_conflict_fallback_that_blanks_annotations_is_caught",
+    ),
+    (
+        INCONCLUSIVE_PAUSES,
+        "inconclusive_analysis_that_promotes_instead_of_pausing_is_caught",
+    ),
+    (
+        NOT_RECREATED_WHILE_INCONCLUSIVE,
+        "inconclusive_run_measured_again_is_caught",
+    ),
+    (
+        PAUSE_LIFTED_BY_USERS_ONLY,
+        "inconclusive_pause_lifted_by_the_controller_is_caught",
+    ),
+    (
+        PAUSE_STEP_HELD,
+        "pause_step_running_out_early_under_inconclusive_is_caught",
+    ),
+    (
+        FAILED_EXPERIMENT_ABORTS,
+        "an_update_that_goes_past_a_failed_experiment_is_caught",
+    ),
+    (
+        NO_LINGERING_EXPERIMENTS,
+        "an_experiment_left_running_after_its_step_is_caught",
+    ),
+];
+
+/// Every invariant the checker knows has a planted bug it is shown to catch: a vacuous
+/// invariant and a correct controller look the same.
+#[test]
+fn every_invariant_is_shown_able_to_fail() {
+    let tables = [
+        CAUGHT_BY,
+        replica_sets::CAUGHT_BY,
+        runs_and_writers::CAUGHT_BY,
+    ];
+    let sources: String = ["main.rs", "replica_sets.rs", "runs_and_writers.rs"]
+        .iter()
+        .map(|f| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/mutation")
+                .join(f);
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect();
+    let mut missing = Vec::new();
+    for invariant in ALL {
+        let tests: Vec<&str> = tables
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter(|(i, _)| i == invariant)
+            .map(|(_, t)| *t)
+            .collect();
+        if tests.is_empty() {
+            missing.push(invariant.to_string());
+        }
+        for test in tests {
+            assert!(
+                sources.contains(&format!("#[test]\nfn {test}()")),
+                "{invariant}: no test named {test}"
+            );
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "invariants no planted bug is shown to trip: {missing:?}"
     );
 }
