@@ -561,8 +561,21 @@ async fn crash_at_every_write(case: Case) {
         .await;
     let mut failures = Vec::new();
     let mut cut = 0;
+    let mut not_reached = 0;
     for (k, r) in &runs {
         cut += u64::from(r.cut);
+        // A run not cut must have finished in fewer than k writes (this run's update took
+        // fewer than the baseline's): a run that wrote k times and was not cut means the cut
+        // never engaged, and the point proved nothing.
+        if !r.cut {
+            not_reached += 1;
+            if r.writes >= *k {
+                failures.push(format!(
+                    "killed after write {k}: not cut, though it wrote {} times",
+                    r.writes
+                ));
+            }
+        }
         if !r.dump.is_empty() {
             failures.push(format!(
                 "killed after write {k}: did not complete: {}",
@@ -581,13 +594,19 @@ async fn crash_at_every_write(case: Case) {
     let _ = std::io::Write::write_all(
         &mut std::io::stderr(),
         format!(
-            "{}: {total} writes in the update, {} crash points, {cut} of them cut before the end, all checked\n",
+            "{}: {total} writes in the update, {} crash points, {cut} of them cut before the end, {not_reached} not reached (that run finished in fewer writes), all checked\n",
             case.label(),
             runs.len()
         )
         .as_bytes(),
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Most points must be real crashes: a campaign of uncut runs would check nothing.
+    assert!(
+        cut * 4 >= total * 3,
+        "{}: only {cut} of {total} crash points cut",
+        case.label()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
