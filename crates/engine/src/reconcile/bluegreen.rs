@@ -4,9 +4,10 @@
 //! of one reconcile: size the new and active ReplicaSets, route the preview Service, pass the
 //! promotion gates and switch the active Service, scale down the previous ReplicaSets.
 
+mod pause;
+
 use crate::waits::Wait;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
@@ -19,8 +20,8 @@ use super::world::World;
 use super::{Outcome, Update};
 use crate::labels::{POD_TEMPLATE_HASH, SCALE_DOWN_DEADLINE};
 use crate::observed::ReplicaSetExt;
-use crate::pause::{add_pause, has_pause, remove_pause};
-use crate::plan::{Action, Event, Plan, set_requeue};
+use crate::pause::remove_pause;
+use crate::plan::{Action, Event, Plan};
 
 /// Default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds`.
 const DEFAULT_SCALE_DOWN_DELAY: i32 = 30;
@@ -660,44 +661,5 @@ impl World<'_> {
             "SwitchService",
             format!("Switched selector for service '{name}' from '{from}' to '{hash}'"),
         ));
-    }
-
-    fn add_blue_green_pause(&self, status: &mut RolloutStatus, events: &mut Vec<Event>) {
-        if has_pause(status, &PauseReason::BlueGreenPause) {
-            return;
-        }
-        events.push(add_pause(status, PauseReason::BlueGreenPause, self.now));
-    }
-
-    /// autoPromotionSeconds: pause on arrival, promote once the pause is that old.
-    fn auto_promotion_due(
-        &self,
-        status: &mut RolloutStatus,
-        events: &mut Vec<Event>,
-        plan: &mut Plan,
-        delay_secs: i32,
-    ) -> bool {
-        let started = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .find(|p| p.reason.as_ref() == Some(&PauseReason::BlueGreenPause))
-            .and_then(|p| p.start_time.as_ref().map(|t| t.0));
-        let Some(started) = started else {
-            self.add_blue_green_pause(status, events);
-            set_requeue(
-                &mut plan.requeue_after,
-                Duration::from_secs(delay_secs as u64),
-            );
-            return false;
-        };
-        let elapsed = Duration::try_from(self.now.duration_since(started)).unwrap_or_default();
-        let delay = Duration::from_secs(delay_secs.max(0) as u64);
-        if elapsed >= delay {
-            true
-        } else {
-            set_requeue(&mut plan.requeue_after, delay - elapsed);
-            false
-        }
     }
 }
