@@ -1,5 +1,5 @@
 //! How many of the Rollouts in Argo's own examples and end-to-end fixtures Sluice drives: the
-//! figure the README's compatibility table states. Each Rollout the engine refuses is listed
+//! figure the README states. Each Rollout the engine refuses is listed
 //! with the reason, so the figure can only change on purpose.
 
 use std::path::{Path, PathBuf};

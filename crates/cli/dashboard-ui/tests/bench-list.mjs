@@ -1,7 +1,7 @@
 // Measures the list page of a namespace with many Rollouts in headless Chromium: the time
 // from navigation to every row on the page, the bytes the page received by then (by
 // request, decoded and on the wire), and the time a filter keystroke takes to redraw. Run by hand against a running
-// dashboard (see the README's Dashboard section):
+// dashboard (see docs/dashboard.md):
 //   DASHBOARD_URL=http://127.0.0.1:3100 NAMESPACE=bench EXPECT=1000 node tests/bench-list.mjs
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -112,7 +112,7 @@ pub fn served_names(exposition: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// Argo's series that have no meaning in Sluice, and why (see the README's metrics section).
+/// Argo's series that have no meaning in Sluice, and why (see docs/metrics.md).
 pub fn not_served_on_purpose(name: &str) -> Option<&'static str> {
     if name.starts_with("go_") && name != "go_memstats_heap_alloc_bytes" {
         return Some("Go runtime");
