@@ -19,6 +19,35 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+thread_local! {
+    /// Test-only: see [`with_leaders_that_never_step_down`].
+    static NEVER_STEP_DOWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Test-only (the mutation tests): runs `f` (runs of scenarios, on this thread) with Argo's bug
+/// #2117 planted in the election loop: a leader whose renew deadline passes "stops leading"
+/// but keeps its write gate open, reconciling and writing beside the next leader. That bug
+/// lives above the write path, where no [`crate::ApplyFn`] reaches, and the write fences below
+/// the election loop keep a planted writer inside its term; this switch lets a test show the
+/// lease check catching a replica that writes out of it.
+pub fn with_leaders_that_never_step_down<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NEVER_STEP_DOWN.set(false);
+        }
+    }
+    NEVER_STEP_DOWN.set(true);
+    let _reset = Reset;
+    f()
+}
+
+/// Whether a leader keeps its write gate open once it stopped leading (only under
+/// [`with_leaders_that_never_step_down`]).
+pub(crate) fn never_step_down() -> bool {
+    NEVER_STEP_DOWN.get()
+}
+
 pub fn election_config(identity: String) -> ElectionConfig {
     ElectionConfig {
         role: sluice_controller::leader::lease::LeaseRole::Leader,
