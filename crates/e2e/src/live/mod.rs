@@ -212,6 +212,31 @@ const ARGO_EVENT_BURST: i32 = 25;
 
 /// The key of the differences page's row for events Argo's recorder dropped.
 pub const EVENTS_PAST_ARGOS_BURST: &str = "events past Argo's event burst";
+/// A run whose Job measurement was terminated (its update completed) is Inconclusive, as in
+/// Argo 1.10; Argo 1.9.1 calls it Successful (docs/differences-from-argo.md).
+pub const JOB_CUT_SHORT: &str = "a Job cut short is Inconclusive (Argo 1.10)";
+
+/// Counts Sluice's Inconclusive runs that Argo 1.9.1 calls Successful as Argo's, when nothing
+/// waits on them (the Rollout is not paused on an Inconclusive run): the 1.10 verdict of a Job
+/// terminated because its update completed. Says whether it changed anything.
+fn job_cut_short_as_argo_1_10(sluice: &mut Snapshot, argo: &Snapshot) -> bool {
+    if sluice
+        .paused
+        .iter()
+        .any(|p| p.contains("InconclusiveAnalysisRun"))
+    {
+        return false;
+    }
+    let mut changed = false;
+    for (name, phase) in sluice.analysis_runs.iter_mut() {
+        let argos = argo.analysis_runs.get(name).map(String::as_str);
+        if phase == "Some(Inconclusive)" && argos == Some("Some(Successful)") {
+            *phase = "Some(Successful)".to_string();
+            changed = true;
+        }
+    }
+    changed
+}
 
 /// The events but `ScalingReplicaSet` in order, and how many `ScalingReplicaSet` there are.
 /// A scaling is reported by the pass that writes it, and which pass that is depends on when
@@ -260,8 +285,11 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
         ));
         return outcome;
     }
-    let compare = |label: &str, s: Snapshot, a: Snapshot, outcome: &mut Outcome| {
+    let compare = |label: &str, mut s: Snapshot, a: Snapshot, outcome: &mut Outcome| {
         outcome.settle_points += 1;
+        if s != a && job_cut_short_as_argo_1_10(&mut s, &a) {
+            outcome.documented.push(JOB_CUT_SHORT);
+        }
         if s != a {
             let mut why = String::new();
             let _ = write!(
