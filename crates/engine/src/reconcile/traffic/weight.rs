@@ -95,7 +95,8 @@ pub(crate) fn desired(f: &Facts<'_>) -> Desired {
         };
         return removing(weight);
     }
-    let Some(steps) = f.steps else {
+    // An empty list is no steps, as in Argo (there is no step index to be past).
+    let Some(steps) = f.steps.filter(|s| !s.is_empty()) else {
         return plain(0);
     };
     let len = steps.len() as i32;
@@ -259,6 +260,15 @@ mod tests {
         assert_eq!(
             weight(Facts {
                 steps: None,
+                ..facts(&s)
+            }),
+            0
+        );
+        // `steps: []` written out is no steps too (live scenario seed 117): no weight before
+        // the promotion's Service switch.
+        assert_eq!(
+            weight(Facts {
+                steps: Some(&[]),
                 ..facts(&s)
             }),
             0
