@@ -18,6 +18,7 @@ pub mod analysis_run_driver;
 pub mod analysis_runs;
 pub mod apply;
 pub mod driver;
+pub mod event_queue;
 pub mod events;
 pub mod experiment_driver;
 pub mod experiments;

@@ -41,6 +41,7 @@ use triggers::{
 
 use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
+use crate::loops::event_queue::EventQueue;
 use crate::loops::events::EventPublisher;
 use crate::loops::scope::{api_in, instance_selector, watched_namespace};
 use crate::loops::step_plugins::HostStepPlugins;
@@ -52,7 +53,7 @@ pub struct Context {
     replica_sets: IndexedStore<CachedReplicaSet>,
     /// The other caches the writer reads from.
     caches: Caches,
-    events: EventPublisher,
+    events: EventQueue,
     /// Hands the published events to the notifications loop.
     notifier: crate::loops::notifications::Notifier,
     rollouts: Store<Rollout>,
@@ -241,7 +242,10 @@ pub async fn run_with(
             .with_caches(caches.clone()),
         replica_sets: rs_cache,
         caches,
-        events: EventPublisher::new(client.clone(), std::env::var("POD_NAME").ok()),
+        events: EventQueue::start(EventPublisher::new(
+            client.clone(),
+            std::env::var("POD_NAME").ok(),
+        )),
         notifier,
         rollouts: ro_reader.clone(),
         announced: Mutex::default(),
@@ -428,13 +432,9 @@ async fn publish_events<'a>(
             EventType::Warning => "Warning",
         };
         ctx.hooks.count_event(ro, type_name, ev.reason);
-        if let Err(e) = ctx
-            .events
+        ctx.events
             .publish(&reference, ev.type_, ev.reason, &ev.message)
-            .await
-        {
-            debug!(error = %e, "could not publish event");
-        }
+            .await;
         ctx.notifier.fired(ro, ev.type_, ev.reason, &ev.message);
     }
 }
@@ -471,8 +471,10 @@ async fn announce(ctx: &Context, ro: &Rollout) {
         ro.namespace().unwrap_or_default(),
         ro.name_any()
     );
+    // Inline: a Rollout is announced once, so only an announcement that went out counts.
     let published = ctx
         .events
+        .publisher()
         .publish(
             &ro.object_ref(&()),
             EventType::Normal,
