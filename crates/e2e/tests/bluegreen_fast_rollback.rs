@@ -11,7 +11,7 @@ use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::SCALE_DOWN_DEADLINE;
-use sluice_testenv::harness::{ArgoController, TestEnv, TestNamespace, wait_for};
+use sluice_testenv::harness::{ARGO_1_10, ArgoController, TestEnv, TestNamespace, wait_for};
 use sluice_testenv::http_stub::HttpStub;
 
 async fn runs_of(ns: &TestNamespace, kind: &str) -> Vec<AnalysisRun> {
@@ -39,10 +39,11 @@ async fn deadline_of(ns: &TestNamespace, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
     let (_env, ns, _controller) = setup("bg-fast-rollback").await;
-    fast_rollback(&ns).await;
+    fast_rollback(&ns, |_| "Fast rollback".to_string()).await;
 }
 
-/// The same, under Argo Rollouts 1.9.1's own controller: what Sluice does is what Argo does.
+/// The same, under Argo Rollouts 1.9.1's own controller: what Sluice does is what Argo does,
+/// but for the completion's words, which 1.10 changed and Sluice follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn argo_rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analysis() {
     let env = TestEnv::with_crds().await.expect("local control plane");
@@ -52,10 +53,27 @@ async fn argo_rollback_within_the_scale_down_delay_switches_at_once_without_paus
     let _argo = ArgoController::start(&env, ns.name(), &[])
         .await
         .expect("Argo Rollouts' controller");
-    fast_rollback(&ns).await;
+    fast_rollback(&ns, |v1| {
+        format!("Rollback to 'fr-{v1}' within scaleDownDelay")
+    })
+    .await;
 }
 
-async fn fast_rollback(ns: &TestNamespace) {
+/// And under Argo 1.10's, whose words Sluice's are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_1_10_rollback_within_the_scale_down_delay_is_a_fast_rollback() {
+    let env = TestEnv::with_crds().await.expect("local control plane");
+    let ns = TestNamespace::create(&env, "bg-fast-rollback-argo-110")
+        .await
+        .expect("test namespace");
+    let _argo = ArgoController::start_version(&env, ns.name(), &[], ARGO_1_10)
+        .await
+        .expect("Argo Rollouts' controller");
+    fast_rollback(&ns, |_| "Fast rollback".to_string()).await;
+}
+
+/// `reason` gives the completion's reason from the first revision's hash.
+async fn fast_rollback(ns: &TestNamespace, reason: impl Fn(&str) -> String) {
     let api = rollouts(ns);
     let pre = HttpStub::start().await.unwrap();
     pre.respond_json(200, &json!({"status": "ok"}));
@@ -181,7 +199,8 @@ async fn fast_rollback(ns: &TestNamespace) {
     assert_eq!(
         completed.last(),
         Some(&format!(
-            "Rollout completed update to revision 3 ({v1}): Fast rollback"
+            "Rollout completed update to revision 3 ({v1}): {}",
+            reason(&v1)
         )),
         "{completed:#?}"
     );

@@ -283,16 +283,27 @@ async fn a_routed_experiment_step_sends_its_template_the_step_weight() {
     })
     .await
     .unwrap();
-    let weights = api
-        .get(name)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.canary)
-        .and_then(|c| c.weights)
-        .unwrap();
-    let additional = weights.additional.unwrap_or_default();
-    assert_eq!(additional.len(), 1, "{additional:?}");
+    // The status says so too: written in the same plan, after the router (a read right after
+    // the router's write may come before it).
+    let api_ref = &api;
+    let additional = wait_for(
+        "the status to record the destination",
+        TIMEOUT,
+        || async move {
+            let additional = api_ref
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| s.canary)
+                .and_then(|c| c.weights)
+                .and_then(|w| w.additional)
+                .unwrap_or_default();
+            anyhow::ensure!(additional.len() == 1, "{additional:?}");
+            Ok(additional)
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(
         additional[0].service_name.as_deref(),
         Some(service.as_str())
