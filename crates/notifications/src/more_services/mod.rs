@@ -128,3 +128,14 @@ pub(crate) fn redact(e: &serde_json::Error) -> String {
         _ => text,
     }
 }
+
+/// The status and the first 200 characters of an answer that is not a success (`None` for a
+/// success): what a service's error quotes of a refusal.
+pub(crate) async fn refusal(response: reqwest::Response) -> Option<(u16, String)> {
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return None;
+    }
+    let answer = response.text().await.unwrap_or_default();
+    Some((status, answer.chars().take(200).collect()))
+}

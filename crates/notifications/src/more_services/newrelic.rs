@@ -115,10 +115,7 @@ impl NotificationService for NewrelicOptions {
                         super::kind(&e)
                     ))
                 })?;
-            let status = response.status().as_u16();
-            if !(200..300).contains(&status) {
-                let answer = response.text().await.unwrap_or_default();
-                let answer: String = answer.chars().take(200).collect();
+            if let Some((status, answer)) = super::refusal(response).await {
                 return Err(SendError::transient(format!(
                     "newrelic '{service}': deployment marker refused with status {status}: {answer}"
                 )));
