@@ -372,6 +372,7 @@ impl World<'_> {
         let rollback_window =
             status.abort != Some(true) && !new_is_stable && self.rollback_within_window();
         // As Argo, a full promotion skips analysis: a failed run no longer aborts it.
+        let verdicts_from = events.len();
         let verdicts = if status.abort == Some(true)
             || new_is_stable
             || rollback_window
@@ -381,6 +382,7 @@ impl World<'_> {
         } else {
             self.read_verdicts(revision, status, &mut events, &mut analysis)
         };
+        let verdict_events = verdicts_from..events.len();
         if is_canary {
             self.clear_step_plugins_after_retry(status, status.abort == Some(true));
             self.record_step_plugin_answers(status, &mut events, &mut analysis);
@@ -471,6 +473,7 @@ impl World<'_> {
         let progressed = outcome.scaled
             || outcome.advanced
             || counts_of_status(status) != counts_of_status(&old);
+        let aborted_by_analysis = analysis.abort_message.is_some();
         let deadline = self.conditions(
             status,
             &mut events,
@@ -495,6 +498,12 @@ impl World<'_> {
             announcement.resumed = Some(events.remove(announce_at + i));
         }
         announce_update(&mut events, announcement, strategy_events, announce_at);
+        analysis::order_verdict_events(
+            &mut events,
+            verdict_events,
+            aborted_by_analysis,
+            !is_canary,
+        );
         if manually_paused {
             plan.waits.insert(0, Wait::PausedByUser);
         }

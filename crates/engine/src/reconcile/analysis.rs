@@ -145,3 +145,59 @@ pub(super) fn promotion_analysis_waits(
         }
     }
 }
+
+/// Puts the `AnalysisRun<Phase>` events of this pass where Argo's passes put them. Argo reads
+/// the runs' verdicts after it has reconciled the Services (and, for blue-green, scaled), and
+/// handles an abort in the pass after the one that sees the run fail: its `RolloutAborted`
+/// follows the failed run's event, and the Services and routers go back after it. Sluice
+/// reads the verdicts first and acts on them in the same pass, so the events are moved:
+/// - an abort this pass decided on a verdict: `RolloutAborted` right after the verdicts;
+/// - otherwise, for blue-green, the verdicts after the pass's first scalings and Service
+///   switches.
+///
+/// `verdicts` is where the verdicts' events are; only the events change order.
+pub(super) fn order_verdict_events(
+    events: &mut Vec<Event>,
+    verdicts: std::ops::Range<usize>,
+    aborted_by_analysis: bool,
+    blue_green: bool,
+) {
+    let end = verdicts.end.min(events.len());
+    if aborted_by_analysis {
+        let aborted = events[end..]
+            .iter()
+            .rposition(|e| e.reason == crate::conditions::ROLLOUT_ABORTED);
+        if let Some(i) = aborted {
+            let event = events.remove(end + i);
+            events.insert(end, event);
+        }
+        return;
+    }
+    if !blue_green {
+        return;
+    }
+    let start = verdicts.start.min(end);
+    let is_phase = |e: &Event| e.reason.starts_with("AnalysisRun");
+    let phases: Vec<Event> = events[start..end]
+        .iter()
+        .filter(|e| is_phase(e))
+        .cloned()
+        .collect();
+    if phases.is_empty() {
+        return;
+    }
+    let kept: Vec<Event> = events[start..end]
+        .iter()
+        .filter(|e| !is_phase(e))
+        .cloned()
+        .collect();
+    let after: Vec<Event> = events.drain(start..).skip(end - start).collect();
+    let first_pass = after
+        .iter()
+        .take_while(|e| matches!(e.reason, "ScalingReplicaSet" | "SwitchService"))
+        .count();
+    events.extend(kept);
+    events.extend(after[..first_pass].iter().cloned());
+    events.extend(phases);
+    events.extend(after[first_pass..].iter().cloned());
+}
