@@ -1,0 +1,231 @@
+//! The differences between Sluice and Argo that `docs/differences-from-argo.md` explains, told
+//! from the others at a settle point. Each is recognised by what it changes and nothing else,
+//! so that an undocumented difference that comes with it is still reported.
+
+use super::{Action, Snapshot};
+
+/// A retry of an update whose analysis failed analyses again under Sluice (a new run named
+/// `<run>.1`); Argo 1.9.1 retries without it. Deliberate: the retried update would otherwise
+/// be promoted on nothing but the verdict that failed it.
+pub const RETRY_ANALYSES_AGAIN: &str = "a retry analyses again";
+/// A restart while an older ReplicaSet waits out its scale-down delay: Argo restarts that
+/// ReplicaSet's pods too and then scales it down as "unhealthy" while they start; Sluice
+/// leaves it up until its delay ends. Deliberate: the delay is there because those pods may
+/// still receive traffic.
+pub const RESTART_KEEPS_THE_DELAY: &str = "a restart keeps the scale-down delay";
+/// `status.abort` once the update is promoted: Argo leaves it true on a Healthy Rollout after
+/// `promote --full` over an aborted update (or an abort of a completed one); Sluice clears it.
+pub const ABORT_CLEARED_WHEN_HEALTHY: &str = "abort cleared once Healthy";
+/// The AnalysisRuns and Experiments after an undo: Argo names those of the undone-to template
+/// by a hash of the template as the undo wrote it (with the API server's defaults) and deletes
+/// them, and the completed ones of other revisions, at its next clean-up; Sluice names them by
+/// the ReplicaSet's hash and keeps them within the history limits.
+pub const UNDO_HISTORY: &str = "runs and experiments after an undo";
+
+/// Every key above, for the check that the page explains them all.
+pub const ALL: [&str; 4] = [
+    RETRY_ANALYSES_AGAIN,
+    RESTART_KEEPS_THE_DELAY,
+    ABORT_CLEARED_WHEN_HEALTHY,
+    UNDO_HISTORY,
+];
+
+/// The keys whose difference also changes the events that follow.
+pub const CHANGES_EVENTS: [&str; 3] = [RETRY_ANALYSES_AGAIN, RESTART_KEEPS_THE_DELAY, UNDO_HISTORY];
+
+/// What a scenario has done so far that a documented difference depends on.
+#[derive(Debug, Default)]
+pub struct History {
+    pub undone: bool,
+    /// A retry after which Sluice analysed again: the two updates differ from there on.
+    pub reanalysed: bool,
+}
+
+/// The names of the fields in which `s` and `a` differ.
+pub fn differing_fields(s: &Snapshot, a: &Snapshot) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut check = |name, differs: bool| {
+        if differs {
+            out.push(name);
+        }
+    };
+    check("phase", s.phase != a.phase);
+    check("message", s.message != a.message);
+    check("step_index", s.step_index != a.step_index);
+    check("abort", s.abort != a.abort);
+    check("paused", s.paused != a.paused);
+    check("conditions", s.conditions != a.conditions);
+    check("counts", s.counts != a.counts);
+    check("replica_sets", s.replica_sets != a.replica_sets);
+    check("selectors", s.selectors != a.selectors);
+    check("canary_weight", s.canary_weight != a.canary_weight);
+    check("analysis_runs", s.analysis_runs != a.analysis_runs);
+    check("experiments", s.experiments != a.experiments);
+    out
+}
+
+/// The documented difference that explains how `s` (Sluice) differs from `a` (Argo) after
+/// `action` (`None`: the first deploy), if one does. Updates `history`.
+pub fn explain(
+    action: Option<&Action>,
+    history: &mut History,
+    s: &Snapshot,
+    a: &Snapshot,
+) -> Option<&'static str> {
+    if matches!(action, Some(Action::Undo)) {
+        history.undone = true;
+    }
+    if history.reanalysed {
+        return Some(RETRY_ANALYSES_AGAIN);
+    }
+    let fields = differing_fields(s, a);
+    let only = |allowed: &[&str]| fields.iter().all(|f| allowed.contains(f));
+    if matches!(action, Some(Action::Retry)) && reanalysed(s, a) {
+        history.reanalysed = true;
+        return Some(RETRY_ANALYSES_AGAIN);
+    }
+    if matches!(action, Some(Action::Restart))
+        && only(&["counts", "conditions", "replica_sets"])
+        && only_older_kept_up(s, a)
+        && only_health_conditions(s, a)
+    {
+        return Some(RESTART_KEEPS_THE_DELAY);
+    }
+    if only(&["abort"]) && !s.abort && a.abort && a.phase == "Healthy" {
+        return Some(ABORT_CLEARED_WHEN_HEALTHY);
+    }
+    if history.undone && only(&["analysis_runs", "experiments"]) {
+        return Some(UNDO_HISTORY);
+    }
+    None
+}
+
+/// Sluice has a run `<name>.<n>` of a retry that Argo has not, next to a failed `<name>`.
+fn reanalysed(s: &Snapshot, a: &Snapshot) -> bool {
+    s.analysis_runs.keys().any(|name| {
+        !a.analysis_runs.contains_key(name)
+            && name.rsplit_once('.').is_some_and(|(first, n)| {
+                n.chars().all(|c| c.is_ascii_digit())
+                    && s.analysis_runs.get(first).map(String::as_str) == Some("Some(Failed)")
+            })
+    })
+}
+
+/// The ReplicaSets differ only in older ones (neither stable nor current) that Sluice keeps up
+/// and Argo has scaled to zero.
+fn only_older_kept_up(s: &Snapshot, a: &Snapshot) -> bool {
+    let revisions = s.replica_sets.keys().chain(a.replica_sets.keys());
+    revisions
+        .into_iter()
+        .all(|r| match (s.replica_sets.get(r), a.replica_sets.get(r)) {
+            (Some(x), Some(y)) if x == y => true,
+            (Some(&(kept, false, false)), Some(&(0, false, false))) => kept > 0,
+            _ => false,
+        })
+}
+
+/// The conditions differ only in Healthy and Progressing (which older pods still up change).
+fn only_health_conditions(s: &Snapshot, a: &Snapshot) -> bool {
+    let others = |snap: &Snapshot| -> Vec<(String, String, String)> {
+        snap.conditions
+            .iter()
+            .filter(|c| c.0 != "Healthy" && c.0 != "Progressing")
+            .cloned()
+            .collect()
+    };
+    others(s) == others(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap() -> Snapshot {
+        let mut s = Snapshot {
+            phase: "Healthy".into(),
+            ..Snapshot::default()
+        };
+        s.replica_sets.insert("1".into(), (0, false, false));
+        s.replica_sets.insert("2".into(), (2, true, true));
+        s
+    }
+
+    #[test]
+    fn the_differences_page_explains_every_key() {
+        let page = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../docs/differences-from-argo.md"),
+        )
+        .unwrap();
+        let keys = ALL.iter().chain(&[
+            super::super::JOB_CUT_SHORT,
+            super::super::EVENTS_PAST_ARGOS_BURST,
+        ]);
+        for key in keys {
+            assert!(
+                page.contains(&format!("| `{key}` |")),
+                "{key} is not on the page"
+            );
+        }
+    }
+
+    #[test]
+    fn a_restart_that_keeps_the_older_pods_is_documented_and_nothing_more() {
+        let (mut s, a) = (snap(), snap());
+        s.replica_sets.insert("1".into(), (2, false, false));
+        s.counts = (4, 2, 4, 4);
+        let mut h = History::default();
+        assert_eq!(
+            explain(Some(&Action::Restart), &mut h, &s, &a),
+            Some(RESTART_KEEPS_THE_DELAY)
+        );
+        // The same after another action, or with the current ReplicaSet's size differing too.
+        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+        s.replica_sets.insert("2".into(), (1, true, true));
+        assert_eq!(explain(Some(&Action::Restart), &mut h, &s, &a), None);
+    }
+
+    #[test]
+    fn a_retry_that_analyses_again_is_documented_from_there_on() {
+        let (mut s, mut a) = (snap(), snap());
+        a.analysis_runs
+            .insert("web-r2-2".into(), "Some(Failed)".into());
+        s.analysis_runs = a.analysis_runs.clone();
+        s.analysis_runs
+            .insert("web-r2-2.1".into(), "Some(Running)".into());
+        let mut h = History::default();
+        assert_eq!(explain(Some(&Action::Abort), &mut h, &s, &a), None);
+        assert_eq!(
+            explain(Some(&Action::Retry), &mut h, &s, &a),
+            Some(RETRY_ANALYSES_AGAIN)
+        );
+        s.phase = "Degraded".into();
+        assert_eq!(
+            explain(Some(&Action::Resume), &mut h, &s, &a),
+            Some(RETRY_ANALYSES_AGAIN)
+        );
+    }
+
+    #[test]
+    fn abort_and_undo_differences_are_documented_only_alone() {
+        let (mut s, mut a) = (snap(), snap());
+        a.abort = true;
+        let mut h = History::default();
+        assert_eq!(
+            explain(Some(&Action::PromoteFull), &mut h, &s, &a),
+            Some(ABORT_CLEARED_WHEN_HEALTHY)
+        );
+        a.phase = "Degraded".into();
+        assert_eq!(explain(Some(&Action::PromoteFull), &mut h, &s, &a), None);
+        let a = snap();
+        s.experiments
+            .insert("web-r3-3-0".into(), "Some(Successful)".into());
+        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+        assert_eq!(
+            explain(Some(&Action::Undo), &mut h, &s, &a),
+            Some(UNDO_HISTORY)
+        );
+        s.step_index = Some(1);
+        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+    }
+}
