@@ -37,8 +37,21 @@ pub const CHANGES_EVENTS: [&str; 3] = [RETRY_ANALYSES_AGAIN, RESTART_KEEPS_THE_D
 #[derive(Debug, Default)]
 pub struct History {
     pub undone: bool,
+    pub restarted: bool,
     /// A retry after which Sluice analysed again: the two updates differ from there on.
     pub reanalysed: bool,
+}
+
+impl History {
+    /// Records the action just played (`None`: the first deploy), before its settle point is
+    /// compared.
+    pub fn saw(&mut self, action: Option<&Action>) {
+        match action {
+            Some(Action::Undo) => self.undone = true,
+            Some(Action::Restart) => self.restarted = true,
+            _ => {}
+        }
+    }
 }
 
 /// The names of the fields in which `s` and `a` differ.
@@ -64,40 +77,46 @@ pub fn differing_fields(s: &Snapshot, a: &Snapshot) -> Vec<&'static str> {
     out
 }
 
-/// The documented difference that explains how `s` (Sluice) differs from `a` (Argo) after
-/// `action` (`None`: the first deploy), if one does. Updates `history`.
+/// The documented differences that together explain how `s` (Sluice) differs from `a` (Argo)
+/// after `action` (`None`: the first deploy); empty when they do not.
 pub fn explain(
     action: Option<&Action>,
     history: &mut History,
     s: &Snapshot,
     a: &Snapshot,
-) -> Option<&'static str> {
-    if matches!(action, Some(Action::Undo)) {
-        history.undone = true;
-    }
+) -> Vec<&'static str> {
     if history.reanalysed {
-        return Some(RETRY_ANALYSES_AGAIN);
+        return vec![RETRY_ANALYSES_AGAIN];
     }
-    let fields = differing_fields(s, a);
-    let only = |allowed: &[&str]| fields.iter().all(|f| allowed.contains(f));
     if matches!(action, Some(Action::Retry)) && reanalysed(s, a) {
         history.reanalysed = true;
-        return Some(RETRY_ANALYSES_AGAIN);
+        return vec![RETRY_ANALYSES_AGAIN];
     }
-    if matches!(action, Some(Action::Restart))
+    let mut fields = differing_fields(s, a);
+    let mut keys = Vec::new();
+    let history_fields = |f: &&str| matches!(*f, "analysis_runs" | "experiments");
+    if history.undone && fields.iter().any(history_fields) {
+        fields.retain(|f| !history_fields(f));
+        keys.push(UNDO_HISTORY);
+    }
+    let only = |allowed: &[&str]| fields.iter().all(|f| allowed.contains(f));
+    if fields.is_empty() {
+        return keys;
+    }
+    // The older ReplicaSet stays up until its delay ends, also past the next action.
+    if history.restarted
         && only(&["counts", "conditions", "replica_sets"])
         && only_older_kept_up(s, a)
         && only_health_conditions(s, a)
     {
-        return Some(RESTART_KEEPS_THE_DELAY);
+        keys.push(RESTART_KEEPS_THE_DELAY);
+        return keys;
     }
     if only(&["abort"]) && !s.abort && a.abort && a.phase == "Healthy" {
-        return Some(ABORT_CLEARED_WHEN_HEALTHY);
+        keys.push(ABORT_CLEARED_WHEN_HEALTHY);
+        return keys;
     }
-    if history.undone && only(&["analysis_runs", "experiments"]) {
-        return Some(UNDO_HISTORY);
-    }
-    None
+    Vec::new()
 }
 
 /// Sluice has a run `<name>.<n>` of a retry that Argo has not, next to a failed `<name>`.
@@ -140,6 +159,17 @@ fn only_health_conditions(s: &Snapshot, a: &Snapshot) -> bool {
 mod tests {
     use super::*;
 
+    /// As the runner does: the action is recorded, then the settle point explained.
+    fn ex(
+        h: &mut History,
+        action: Option<&Action>,
+        s: &Snapshot,
+        a: &Snapshot,
+    ) -> Vec<&'static str> {
+        h.saw(action);
+        explain(action, h, s, a)
+    }
+
     fn snap() -> Snapshot {
         let mut s = Snapshot {
             phase: "Healthy".into(),
@@ -175,14 +205,18 @@ mod tests {
         s.replica_sets.insert("1".into(), (2, false, false));
         s.counts = (4, 2, 4, 4);
         let mut h = History::default();
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
         assert_eq!(
-            explain(Some(&Action::Restart), &mut h, &s, &a),
-            Some(RESTART_KEEPS_THE_DELAY)
+            ex(&mut h, Some(&Action::Restart), &s, &a),
+            [RESTART_KEEPS_THE_DELAY]
         );
-        // The same after another action, or with the current ReplicaSet's size differing too.
-        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+        // Still in its delay at the next action; not with the current ReplicaSet's size too.
+        assert_eq!(
+            ex(&mut h, Some(&Action::Resume), &s, &a),
+            [RESTART_KEEPS_THE_DELAY]
+        );
         s.replica_sets.insert("2".into(), (1, true, true));
-        assert_eq!(explain(Some(&Action::Restart), &mut h, &s, &a), None);
+        assert!(ex(&mut h, Some(&Action::Restart), &s, &a).is_empty());
     }
 
     #[test]
@@ -194,15 +228,15 @@ mod tests {
         s.analysis_runs
             .insert("web-r2-2.1".into(), "Some(Running)".into());
         let mut h = History::default();
-        assert_eq!(explain(Some(&Action::Abort), &mut h, &s, &a), None);
+        assert!(ex(&mut h, Some(&Action::Abort), &s, &a).is_empty());
         assert_eq!(
-            explain(Some(&Action::Retry), &mut h, &s, &a),
-            Some(RETRY_ANALYSES_AGAIN)
+            ex(&mut h, Some(&Action::Retry), &s, &a),
+            [RETRY_ANALYSES_AGAIN]
         );
         s.phase = "Degraded".into();
         assert_eq!(
-            explain(Some(&Action::Resume), &mut h, &s, &a),
-            Some(RETRY_ANALYSES_AGAIN)
+            ex(&mut h, Some(&Action::Resume), &s, &a),
+            [RETRY_ANALYSES_AGAIN]
         );
     }
 
@@ -212,20 +246,27 @@ mod tests {
         a.abort = true;
         let mut h = History::default();
         assert_eq!(
-            explain(Some(&Action::PromoteFull), &mut h, &s, &a),
-            Some(ABORT_CLEARED_WHEN_HEALTHY)
+            ex(&mut h, Some(&Action::PromoteFull), &s, &a),
+            [ABORT_CLEARED_WHEN_HEALTHY]
         );
         a.phase = "Degraded".into();
-        assert_eq!(explain(Some(&Action::PromoteFull), &mut h, &s, &a), None);
-        let a = snap();
+        assert!(ex(&mut h, Some(&Action::PromoteFull), &s, &a).is_empty());
+        let mut a = snap();
         s.experiments
             .insert("web-r3-3-0".into(), "Some(Successful)".into());
-        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
+        assert_eq!(ex(&mut h, Some(&Action::Undo), &s, &a), [UNDO_HISTORY]);
+        // With a restart's older ReplicaSet kept up too: both.
+        s.replica_sets.insert("1".into(), (2, false, false));
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
         assert_eq!(
-            explain(Some(&Action::Undo), &mut h, &s, &a),
-            Some(UNDO_HISTORY)
+            ex(&mut h, Some(&Action::Restart), &s, &a),
+            [UNDO_HISTORY, RESTART_KEEPS_THE_DELAY]
         );
         s.step_index = Some(1);
-        assert_eq!(explain(Some(&Action::Resume), &mut h, &s, &a), None);
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
+        a.step_index = Some(1);
+        s.abort = true;
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
     }
 }

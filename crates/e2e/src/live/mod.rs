@@ -295,17 +295,21 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
             if s != a && job_cut_short_as_argo_1_10(&mut s, &a) {
                 outcome.documented.push(JOB_CUT_SHORT);
             }
-            let explained = (s != a)
-                .then(|| documented::explain(action, &mut history, &s, &a))
-                .flatten();
-            if let Some(key) = explained {
+            history.saw(action);
+            let explained = if s == a {
+                Vec::new()
+            } else {
+                documented::explain(action, &mut history, &s, &a)
+            };
+            for &key in &explained {
                 if !outcome.documented.contains(&key) {
                     outcome.documented.push(key);
                 }
                 if documented::CHANGES_EVENTS.contains(&key) && !diverged.contains(&key) {
                     diverged.push(key);
                 }
-            } else if s != a {
+            }
+            if s != a && explained.is_empty() {
                 let label =
                     action.map_or_else(|| "the first deploy".to_string(), |a| format!("{a:?}"));
                 let mut why = String::new();
