@@ -4,8 +4,14 @@
 #
 # Multi-stage: the workspace is compiled in a Rust image, and only the binary goes into a slim
 # Debian runtime that runs as a non-root user (the manifests also make the root filesystem
-# read-only). This repository's own checks do not build it (they run where no container engine
-# is available); the build steps are the same `cargo build` the tests use.
+# read-only). This file needs base images from a container registry; where none is reachable,
+# `make image` (scripts/build-image.sh) builds the same image without a Docker daemon, from
+# Debian's packages and the binaries the tests build, into podman, and an end-to-end test runs
+# it (crates/e2e/tests/container_image_runs_the_controller.rs). Keep the two in step: user,
+# ports, entry point and the binaries in /usr/local/bin. The script's image also works in
+# /home/argo-rollouts, as Argo's does: `--plugin-dir` defaults to plugin-bin in the working
+# directory, and that is where the manifests mount a writable volume for plugins (here the
+# working directory is /, read-only under the manifests).
 
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src
