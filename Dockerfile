@@ -42,6 +42,9 @@ RUN apt-get update \
 COPY --from=builder /src/target/release/sluice-controller /usr/local/bin/sluice-controller
 COPY --from=bridge /sluice-plugin-bridge /usr/local/bin/sluice-plugin-bridge
 USER 65532:65532
+# Argo's working directory: the manifests mount the plugin-bin volume here, where the default
+# `--plugin-dir plugin-bin` installs plugins (the root filesystem is read-only).
+WORKDIR /home/argo-rollouts
 # 8080: /healthz and /readyz; 8090: /metrics.
 EXPOSE 8080 8090
 ENTRYPOINT ["/usr/local/bin/sluice-controller"]
