@@ -184,7 +184,7 @@ impl Event {
     }
 
     /// Whether the event reports a write of the plan's actions (a scale, a Service switch, a
-    /// router edit, the Rollout's revision) rather than a change of status: such an event is
+    /// router edit, an experiment step's Experiment, the Rollout's revision) rather than a change of status: such an event is
     /// published once the actions are written even if the status patch then fails, since the
     /// next reconcile finds the write done and would not report it again.
     pub fn reports_a_write(&self) -> bool {
@@ -192,6 +192,7 @@ impl Event {
             self.reason,
             "ScalingReplicaSet"
                 | "NewReplicaSetCreated"
+                | "ExperimentCreated"
                 | "RolloutUpdated"
                 | "SwitchService"
                 | "Updated VirtualService"
@@ -343,6 +344,9 @@ mod tests {
             "RolloutUpdated",
             "Updated VirtualService",
             "UpdatedHTTPRoute",
+            // Live scenario seed 358: the Experiment was created, the status patch after it
+            // conflicted, and the next reconcile found the Experiment there to tell nothing.
+            "ExperimentCreated",
         ] {
             assert!(Event::normal(reason, "").reports_a_write(), "{reason}");
         }
