@@ -25,6 +25,9 @@ pub struct Inbox {
     pub refused: Arc<Mutex<usize>>,
     /// While true, requests to `/down` are answered 500 (and counted, not recorded).
     pub down: Arc<Mutex<(bool, usize)>>,
+    /// While true, requests to `/hang` are recorded as they arrive and answered only once it
+    /// turns false: a send the receiver has whose answer the sender is still waiting for.
+    pub hang: Arc<Mutex<bool>>,
 }
 
 impl Inbox {
@@ -83,6 +86,17 @@ async fn receive(
             down.1 += 1;
             return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down".into());
         }
+    }
+    if uri.path().starts_with("/hang") {
+        inbox
+            .received
+            .lock()
+            .unwrap()
+            .push((uri.path().to_owned(), body));
+        while *inbox.hang.lock().unwrap() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        return (axum::http::StatusCode::OK, "ok".into());
     }
     if uri.path().starts_with("/flaky") {
         let mut refused = inbox.refused.lock().unwrap();

@@ -5,6 +5,11 @@
 //! Argo's catalog for the canary (update, both steps, pause, completion, and the Slack messages
 //! of the pause and completion, in one thread) arrives exactly once.
 //!
+//! Killed with SIGKILL during a send, once the receiver has the notification and the
+//! controller waits for its answer: that notification is sent again by the next process
+//! (its record never landed), every other one exactly once. This is the one window of the
+//! at-most-once promise (docs/notifications.md, "Between a send and its record").
+//!
 //! With `--self-service-notification-enabled`, a Rollout's namespace has its own notifications
 //! configuration: its events go out under that configuration and the controller's, each once;
 //! its malformed entries (a bad template, an unsupported service, a bad `when`) are logged and
@@ -130,6 +135,92 @@ async fn every_catalog_notification_arrives_once_with_the_controller_killed_mid_
     );
     assert_eq!(posts[0].get("thread_ts"), None);
     assert!(posts[1]["thread_ts"].is_string(), "{posts:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_the_receiver_had_when_the_controller_was_killed_is_sent_again_and_no_other()
+{
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let ns = TestNamespace::create(&env, "notify-kill-send")
+        .await
+        .unwrap();
+    let (url, inbox) = local_server().await;
+    let hook = format!("url: {url}/hang/hook\n");
+    apply_config(&ns, &url, &[("service.webhook.hook", &hook)]).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
+        .await
+        .unwrap();
+    let args = ["--namespaced", "--namespace", ns.name()];
+    let mut controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+        .await
+        .unwrap();
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    subscribe(&api, "web", &[]).await;
+
+    // The receiver takes the update's notification and holds its answer: the controller is
+    // killed in the middle of that send.
+    *inbox.hang.lock().unwrap() = true;
+    set_image(&api, "web", "app:v2").await;
+    wait_for("a send in flight", TIMEOUT, || async {
+        let got = inbox.bodies("/hang/hook");
+        anyhow::ensure!(!got.is_empty(), "nothing received yet");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    controller.kill();
+    let in_flight = inbox.bodies("/hang/hook");
+    assert!(
+        !notified(&api).await.keys().any(|k| k.contains(":hook:")),
+        "a send still waiting for its answer was recorded: {:?}",
+        notified(&api).await
+    );
+    *inbox.hang.lock().unwrap() = false;
+
+    let _controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+        .await
+        .unwrap();
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_for("every notification recorded", TIMEOUT, || async {
+        let record = notified(&api).await;
+        anyhow::ensure!(record.len() == 7, "{record:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let got = inbox.bodies("/hang/hook");
+    for expected in [
+        "Rollout web has been updated.",
+        "Rollout web step number 1/2 has been completed.",
+        "Rollout web has been paused.",
+        "Rollout web step number 2/2 has been completed.",
+        "Rollout web has been completed.",
+    ] {
+        let times = got.iter().filter(|b| *b == expected).count();
+        // In flight at the kill: the receiver has it, its record never landed, so the next
+        // process sends it again. Any other arrives once.
+        let wanted = if in_flight.iter().any(|b| b == expected) {
+            2
+        } else {
+            1
+        };
+        assert_eq!(
+            times, wanted,
+            "{expected:?} in {got:#?} (in flight: {in_flight:?})"
+        );
+    }
+    assert_eq!(got.len(), 5 + in_flight.len(), "{got:#?}");
+    // The record names the webhook's sends as the check above looked for them.
+    let hooks = notified(&api)
+        .await
+        .keys()
+        .filter(|k| k.contains(":hook:"))
+        .count();
+    assert_eq!(hooks, 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
