@@ -374,6 +374,15 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
         && s_scalings >= a_scalings;
     if !same && past_burst {
         outcome.documented.push(EVENTS_PAST_ARGOS_BURST);
+    } else if !same && history.restarted && s_order == a_order && a_scalings > s_scalings {
+        // Argo scaled the older ReplicaSet down in steps as its restarted pods started; by
+        // the settle point both had scaled it to zero.
+        if !outcome
+            .documented
+            .contains(&documented::RESTART_KEEPS_THE_DELAY)
+        {
+            outcome.documented.push(documented::RESTART_KEEPS_THE_DELAY);
+        }
     } else if let Some(key) = diverged.first().filter(|_| !same) {
         // The documented difference met at a settle point made the events differ too.
         if !outcome.documented.contains(key) {
