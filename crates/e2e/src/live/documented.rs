@@ -22,22 +22,39 @@ pub const ABORT_CLEARED_WHEN_HEALTHY: &str = "abort cleared once Healthy";
 /// the ReplicaSet's hash and keeps them within the history limits.
 pub const UNDO_HISTORY: &str = "runs and experiments after an undo";
 
+/// A blue-green ReplicaSet superseded before it became active (a preview replaced by a newer
+/// template, or left by an undo): Argo keeps it until the new update is promoted, and gives it
+/// a scale-down delay at the Rollout's full size (scaling a `previewReplicaCount` preview up);
+/// Sluice scales it down at once, since no Service selects it any more.
+pub const SUPERSEDED_PREVIEW: &str = "a superseded preview is scaled down at once";
+
 /// Every key above, for the check that the page explains them all.
-pub const ALL: [&str; 4] = [
+pub const ALL: [&str; 5] = [
     RETRY_ANALYSES_AGAIN,
     RESTART_KEEPS_THE_DELAY,
     ABORT_CLEARED_WHEN_HEALTHY,
     UNDO_HISTORY,
+    SUPERSEDED_PREVIEW,
 ];
 
 /// The keys whose difference also changes the events that follow.
-pub const CHANGES_EVENTS: [&str; 3] = [RETRY_ANALYSES_AGAIN, RESTART_KEEPS_THE_DELAY, UNDO_HISTORY];
+pub const CHANGES_EVENTS: [&str; 4] = [
+    RETRY_ANALYSES_AGAIN,
+    RESTART_KEEPS_THE_DELAY,
+    UNDO_HISTORY,
+    SUPERSEDED_PREVIEW,
+];
 
 /// What a scenario has done so far that a documented difference depends on.
 #[derive(Debug, Default)]
 pub struct History {
     pub undone: bool,
     pub restarted: bool,
+    /// New templates so far (image changes and undos): from the second on, a blue-green
+    /// preview can be superseded.
+    pub templates: usize,
+    /// The Rollout is blue-green (Argo's world had an active Service at the last settle point).
+    pub blue_green: bool,
     /// A retry after which Sluice analysed again: the two updates differ from there on.
     pub reanalysed: bool,
 }
@@ -45,9 +62,14 @@ pub struct History {
 impl History {
     /// Records the action just played (`None`: the first deploy), before its settle point is
     /// compared.
-    pub fn saw(&mut self, action: Option<&Action>) {
+    pub fn saw(&mut self, action: Option<&Action>, argo: &Snapshot) {
+        self.blue_green = blue_green(argo);
         match action {
-            Some(Action::Undo) => self.undone = true,
+            Some(Action::Undo) => {
+                self.undone = true;
+                self.templates += 1;
+            }
+            Some(Action::SetImage { .. }) => self.templates += 1,
             Some(Action::Restart) => self.restarted = true,
             _ => {}
         }
@@ -112,6 +134,14 @@ pub fn explain(
         keys.push(RESTART_KEEPS_THE_DELAY);
         return keys;
     }
+    if blue_green(a)
+        && history.templates >= 2
+        && only(&["counts", "replica_sets"])
+        && only_superseded_kept_up(s, a)
+    {
+        keys.push(SUPERSEDED_PREVIEW);
+        return keys;
+    }
     if only(&["abort"]) && !s.abort && a.abort && a.phase == "Healthy" {
         keys.push(ABORT_CLEARED_WHEN_HEALTHY);
         return keys;
@@ -143,6 +173,32 @@ fn only_older_kept_up(s: &Snapshot, a: &Snapshot) -> bool {
         })
 }
 
+/// A blue-green Rollout: it has an active Service.
+pub fn blue_green(snap: &Snapshot) -> bool {
+    snap.selectors.contains_key("active")
+}
+
+/// The ReplicaSets differ only in older ones (neither stable nor current, selected by no
+/// Service) that Argo keeps larger than Sluice does.
+fn only_superseded_kept_up(s: &Snapshot, a: &Snapshot) -> bool {
+    let selected = |r: &String| {
+        s.selectors
+            .values()
+            .chain(a.selectors.values())
+            .any(|v| v == r)
+    };
+    let revisions = s.replica_sets.keys().chain(a.replica_sets.keys());
+    revisions
+        .into_iter()
+        .all(|r| match (s.replica_sets.get(r), a.replica_sets.get(r)) {
+            (Some(x), Some(y)) if x == y => true,
+            (Some(&(ours, false, false)), Some(&(argos, false, false))) => {
+                ours < argos && !selected(r)
+            }
+            _ => false,
+        })
+}
+
 /// The conditions differ only in Healthy and Progressing (which older pods still up change).
 fn only_health_conditions(s: &Snapshot, a: &Snapshot) -> bool {
     let others = |snap: &Snapshot| -> Vec<(String, String, String)> {
@@ -166,7 +222,7 @@ mod tests {
         s: &Snapshot,
         a: &Snapshot,
     ) -> Vec<&'static str> {
-        h.saw(action);
+        h.saw(action, a);
         explain(action, h, s, a)
     }
 
@@ -238,6 +294,34 @@ mod tests {
             ex(&mut h, Some(&Action::Resume), &s, &a),
             [RETRY_ANALYSES_AGAIN]
         );
+    }
+
+    #[test]
+    fn a_superseded_preview_kept_up_by_argo_is_documented_only_for_blue_green() {
+        let (mut s, mut a) = (snap(), snap());
+        for snap in [&mut s, &mut a] {
+            snap.selectors.insert("active".into(), "2".into());
+            snap.replica_sets.insert("3".into(), (1, false, true));
+            snap.selectors.insert("preview".into(), "3".into());
+        }
+        s.replica_sets.insert("1".into(), (0, false, false));
+        a.replica_sets.insert("1".into(), (2, false, false));
+        let mut h = History::default();
+        let image = |version| Action::SetImage {
+            version,
+            fault: super::super::Fault::None,
+        };
+        // One template: nothing superseded yet.
+        assert!(ex(&mut h, Some(&image(2)), &s, &a).is_empty());
+        assert_eq!(ex(&mut h, Some(&image(3)), &s, &a), [SUPERSEDED_PREVIEW]);
+        // Not when a Service selects it, nor when Sluice keeps more, nor for a canary.
+        let mut selected = a.clone();
+        selected.selectors.insert("preview".into(), "1".into());
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &selected).is_empty());
+        assert!(ex(&mut h, Some(&Action::Resume), &a, &s).is_empty());
+        s.selectors.remove("active");
+        a.selectors.remove("active");
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
     }
 
     #[test]

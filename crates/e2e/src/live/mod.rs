@@ -295,7 +295,7 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
             if s != a && job_cut_short_as_argo_1_10(&mut s, &a) {
                 outcome.documented.push(JOB_CUT_SHORT);
             }
-            history.saw(action);
+            history.saw(action, &a);
             let explained = if s == a {
                 Vec::new()
             } else {
@@ -382,6 +382,17 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
             .contains(&documented::RESTART_KEEPS_THE_DELAY)
         {
             outcome.documented.push(documented::RESTART_KEEPS_THE_DELAY);
+        }
+    } else if !same
+        && history.blue_green
+        && history.templates >= 2
+        && s_order == a_order
+        && a_scalings > s_scalings
+    {
+        // Argo scaled a superseded preview up for its scale-down delay, then down: two
+        // scalings where Sluice has one, the rest the same.
+        if !outcome.documented.contains(&documented::SUPERSEDED_PREVIEW) {
+            outcome.documented.push(documented::SUPERSEDED_PREVIEW);
         }
     } else if let Some(key) = diverged.first().filter(|_| !same) {
         // The documented difference met at a settle point made the events differ too.
