@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops the local control plane started by cluster-up.sh (exactly the processes it recorded in
-# .dev/pids) and removes its state.
+# .dev/pids) and removes its state. With SLUICE_DEV_DIR, the control plane of that state
+# directory instead (see cluster-up.sh).
 set -euo pipefail
 LOG_TAG=cluster-down
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"

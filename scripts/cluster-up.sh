@@ -9,10 +9,15 @@
 #   KUBECONFIG=.dev/kubeconfig-controller  user sluice-e2e-controller, no rights until granted
 #
 # Environment:
+#   SLUICE_DEV_DIR        the state directory instead of .dev/: a second control plane, on
+#                         ports of its own (cluster-down.sh takes the same variable)
 #   SLUICE_FAKE_KUBELET   fake kubelet binary to run instead of building it with cargo
 #   SLUICE_READY_DELAY    default readiness delay of pods (fake kubelet --ready-delay, 1s)
 #
 # `cluster-up.sh --check` only tells whether the control plane is up (exit 0) or not (exit 1).
+# `cluster-up.sh --restart kube-apiserver` starts the API server again, with the flags, port and
+# certificates it had, on the running etcd (stopping it first with SIGTERM if it is alive), and
+# waits until it is ready: what a test that killed it needs. Nothing else is touched.
 set -euo pipefail
 LOG_TAG=cluster-up
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
@@ -164,6 +169,39 @@ refresh_fake_kubelet() {
   wait_until "the fake kubelet to start" 10 fake-kubelet grep -q "node registered" "$LOGS/fake-kubelet.log"
 }
 
+# Everything it needs is in cluster.env and the state directory, so that --restart starts it
+# exactly as it was.
+start_kube_apiserver() {
+  log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+  start kube-apiserver "$KUBE_BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --secure-port "$APISERVER_PORT" --cert-dir "$DEV/pki/apiserver" \
+    --token-auth-file "$DEV/pki/tokens.csv" --authorization-mode RBAC \
+    --service-account-key-file "$DEV/pki/sa.pub" --service-account-signing-key-file "$DEV/pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --disable-admission-plugins=ServiceAccount
+  wait_until "kube-apiserver /readyz" 120 kube-apiserver bash -c "[[ \$(curl -sfk --max-time 5 \
+    -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/readyz) == ok ]]"
+}
+
+restart_kube_apiserver() {
+  [[ -f $DEV/cluster.env ]] || die "no control plane recorded in $DEV"
+  # shellcheck source=/dev/null
+  source "$DEV/cluster.env"
+  [[ -n ${KUBE_BIN:-} ]] || die "$DEV/cluster.env does not name the binaries (written by an older cluster-up.sh); start the control plane again"
+  live_pid etcd >/dev/null || die "etcd is not running: the API server would have no state to serve"
+  stop_component kube-apiserver
+  # The earlier run's log is kept beside the new one: it tells how that run ended.
+  local n=1
+  while [[ -e $LOGS/kube-apiserver.$n.log ]]; do n=$((n + 1)); done
+  if [[ -f $LOGS/kube-apiserver.log ]]; then
+    mv "$LOGS/kube-apiserver.log" "$LOGS/kube-apiserver.$n.log"
+  fi
+  start_kube_apiserver
+  log "kube-apiserver ready again in ${SECONDS}s (pid $(<"$PIDS/kube-apiserver.pid"))"
+}
+
 start_kube_controller_manager() {
   log "starting kube-controller-manager"
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
@@ -206,6 +244,16 @@ case ${1:-} in
   --check)
     # Only says whether the control plane is up (exit 0) or not (exit 1); starts nothing.
     control_plane_healthy
+    exit
+    ;;
+  --restart)
+    # Only the API server: etcd keeps the state, and the others reconnect on their own.
+    if [[ ${2:-} != kube-apiserver ]]; then
+      echo "cluster-up.sh: --restart takes kube-apiserver (the only component it restarts)" >&2
+      exit 2
+    fi
+    take_lock
+    restart_kube_apiserver
     exit
     ;;
   -h | --help)
@@ -251,6 +299,7 @@ cat >"$DEV/cluster.env" <<ENV
 ETCD_PORT=$ETCD_PORT
 APISERVER_PORT=$APISERVER_PORT
 ADMIN_TOKEN=$ADMIN_TOKEN
+KUBE_BIN=$(printf %q "$KUBE_BIN")
 ENV
 # token,user,uid,"groups"
 cat >"$DEV/pki/tokens.csv" <<TOKENS
@@ -272,17 +321,7 @@ start etcd "$KUBE_BIN/etcd" --name sluice --data-dir "$DEV/etcd" \
 wait_until "etcd to be healthy" 30 etcd \
   bash -c "curl -sf --max-time 2 http://127.0.0.1:$ETCD_PORT/health | grep -q '\"health\":\"true\"'"
 
-log "starting kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
-start kube-apiserver "$KUBE_BIN/kube-apiserver" \
-  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-  --bind-address 127.0.0.1 --secure-port "$APISERVER_PORT" --cert-dir "$DEV/pki/apiserver" \
-  --token-auth-file "$DEV/pki/tokens.csv" --authorization-mode RBAC \
-  --service-account-key-file "$DEV/pki/sa.pub" --service-account-signing-key-file "$DEV/pki/sa.key" \
-  --service-account-issuer https://kubernetes.default.svc \
-  --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
-  --disable-admission-plugins=ServiceAccount
-wait_until "kube-apiserver /readyz" 120 kube-apiserver bash -c "[[ \$(curl -sfk --max-time 5 \
-  -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/readyz) == ok ]]"
+start_kube_apiserver
 
 # kube-controller-manager checks /healthz and reads discovery once at start and exits if
 # either is incomplete: start it only when both answer.

@@ -1,8 +1,13 @@
 # Shared by cluster-up.sh and cluster-down.sh: where the local control plane keeps its state and
 # how its processes are recorded and stopped. Sourced, not run.
+#
+# The state lives in .dev/, or in $SLUICE_DEV_DIR: a test that kills or stops components runs a
+# control plane of its own there, beside the shared one (each picks free ports at start).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-DEV="$ROOT/.dev"
+DEV="${SLUICE_DEV_DIR:-$ROOT/.dev}"
+# Absolute: the processes and the kubeconfigs name files in it from wherever they run.
+[[ $DEV == /* ]] || DEV="$PWD/$DEV"
 PIDS="$DEV/pids"
 LOGS="$DEV/logs"
 # Stopped in this order, started in the reverse one.
@@ -15,8 +20,13 @@ else
 fi
 die() { log "error: $*"; exit 1; }
 
-# Serialises cluster-up and cluster-down, also across test processes. The lock file stays in
-# .dev/ when the state is removed.
+# cluster-down empties the state directory: one given from outside must be empty or one of ours.
+if [[ -n ${SLUICE_DEV_DIR:-} && -d $DEV && ! -e $DEV/cluster.lock && -n $(ls -A "$DEV") ]]; then
+  die "SLUICE_DEV_DIR=$DEV holds files but no control plane; give an empty or new directory"
+fi
+
+# Serialises cluster-up and cluster-down of one state directory, also across test processes.
+# The lock file stays in it when the state is removed.
 take_lock() {
   mkdir -p "$DEV"
   exec 9>"$DEV/cluster.lock"
@@ -87,7 +97,7 @@ stop_wave() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
-# Removes everything in .dev/ but the lock file.
+# Removes everything in the state directory but the lock file.
 remove_state() {
   find "$DEV" -mindepth 1 -maxdepth 1 ! -name cluster.lock -exec rm -rf {} +
 }

@@ -5,8 +5,9 @@
 //!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
 //! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
 //! - [`graphite`]: a real graphite-web serving its render API from whisper files.
-//! - [`harness`]: what end-to-end tests use: the shared control plane, throw-away namespaces,
-//!   applying YAML, waiting for conditions.
+//! - [`harness`]: what end-to-end tests use: the shared control plane (or one of a test's own,
+//!   to kill and stop components of), throw-away namespaces, applying YAML, waiting for
+//!   conditions.
 //! - [`http_stub`]: a local HTTP server whose answer a test sets (a metric source).
 //! - [`manifests`]: renders `manifests/install.yaml` and `namespace-install.yaml` from their
 //!   kustomizations (the `sluice-render-manifests` binary, `make manifests`).

@@ -27,6 +27,7 @@ mod build_script;
 mod cluster;
 mod crds;
 mod namespace;
+mod own_plane;
 mod plugins;
 mod wait;
 
@@ -45,6 +46,7 @@ pub use argo::{
 pub use cluster::{ClusterPaths, repo_root};
 pub use crds::gateway_api_crds_dir;
 pub use namespace::{TestNamespace, dump_namespace};
+pub use own_plane::{COMPONENTS, Frozen, OwnControlPlane};
 pub use plugins::{PLUGINS_DIR_ENV, plugin_binaries};
 pub use wait::{POLL_INTERVAL, wait_for, wait_for_object};
 
@@ -54,7 +56,7 @@ pub const FIELD_MANAGER: &str = "sluice-e2e";
 static CLUSTER: OnceCell<ClusterPaths> = OnceCell::const_new();
 static CRDS: OnceCell<()> = OnceCell::const_new();
 
-/// A connection to the shared local control plane.
+/// A connection to the shared local control plane (or to an [`OwnControlPlane`]).
 ///
 /// Cheap to clone. The client belongs to the async runtime it was made on, so make a `TestEnv`
 /// in every test rather than keeping one in a static.
@@ -73,6 +75,12 @@ impl TestEnv {
             .get_or_try_init(cluster::ensure_running)
             .await?
             .clone();
+        TestEnv::connect(paths).await
+    }
+
+    /// Connects to the control plane whose kubeconfig files `paths` names (the shared one, or
+    /// an [`OwnControlPlane`]).
+    pub(crate) async fn connect(paths: ClusterPaths) -> anyhow::Result<TestEnv> {
         let config = crate::kubeconfig::config_from_file(&paths.kubeconfig).await?;
         let client = Client::try_from(config.clone()).context("building a Kubernetes client")?;
         Ok(TestEnv {
