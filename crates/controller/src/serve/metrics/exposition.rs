@@ -328,6 +328,17 @@ impl Collector for Exposition {
                     .encode_family(&labels)?
                     .encode_counter::<Labels, _, f64>(count, None)?;
             }
+            let mut family = encoder.encode_descriptor(
+                "sluice_k8s_request_duration_seconds",
+                "Duration of the controller's Kubernetes API requests, retries of 429, 503 and \
+                 504 answers included.",
+                None,
+                MetricType::Histogram,
+            )?;
+            for (verb, histogram) in lock(&m.request_durations).iter() {
+                let labels: Labels = vec![("verb", verb.clone())];
+                histogram.encode(family.encode_family(&labels)?)?;
+            }
         }
 
         let mut runs = AnalysisRunSeries::default();

@@ -27,10 +27,13 @@
 //! | `sluice_leader` (gauge, 1 while this replica may write) | |
 //! | `sluice_rollout_reconcile_seconds` (histogram, all Rollouts together) | |
 //! | `sluice_k8s_requests_total` (all objects together) | kind, verb, status_code |
+//! | `sluice_k8s_request_duration_seconds` (histogram, the client's own retries included) | verb |
 //!
 //! The two `sluice_` totals exist beside Argo's per-object series because those are bounded
 //! and pruned (their sums drift once series are evicted) and Argo's reconcile buckets start
-//! at 10 ms, too coarse to tell a 1 ms reconcile from a 9 ms one.
+//! at 10 ms, too coarse to tell a 1 ms reconcile from a 9 ms one. The request durations show
+//! what no status code does: kube's client retries 429, 503 and 504 answers itself, so a
+//! throttled or stalled API server makes requests slow, not failed.
 //!
 //! Rollout, AnalysisRun and Experiment gauges are read from the watch caches at scrape time,
 //! as Argo does, so they vanish with their object. Counters and histograms of a Rollout are dropped at the first scrape after
@@ -76,6 +79,10 @@ const RECONCILE_BUCKETS: [f64; 5] = [0.01, 0.15, 0.25, 0.5, 1.0];
 const FINE_RECONCILE_BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
+
+/// Buckets of `sluice_k8s_request_duration_seconds`: a healthy API server answers in
+/// milliseconds; the upper ones are what throttling and a stalled etcd look like.
+const REQUEST_BUCKETS: [f64; 10] = [0.005, 0.025, 0.1, 0.25, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 /// Backstop on request series whatever their names: the least recently used go first.
 const MAX_REQUEST_SERIES: usize = 10_000;
@@ -198,6 +205,8 @@ pub struct Metrics {
     requests: Mutex<RequestSeriesMap>,
     /// (kind, verb, status) -> count, never pruned.
     request_totals: Mutex<BTreeMap<(String, String, String), u64>>,
+    /// verb -> how long requests took, never pruned (a handful of verbs).
+    request_durations: Mutex<BTreeMap<String, Histogram>>,
     /// Every Rollout reconcile, in [`FINE_RECONCILE_BUCKETS`].
     reconcile_all: Histogram,
     request_clock: AtomicU64,
@@ -224,6 +233,7 @@ impl Metrics {
             per_experiment: Mutex::new(BTreeMap::new()),
             requests: Mutex::default(),
             request_totals: Mutex::new(BTreeMap::new()),
+            request_durations: Mutex::new(BTreeMap::new()),
             reconcile_all: Histogram::new(FINE_RECONCILE_BUCKETS),
             request_clock: AtomicU64::new(0),
             registry: OnceLock::new(),
@@ -347,6 +357,14 @@ impl Metrics {
         let mut map = lock(&self.requests);
         let now = self.request_clock.fetch_add(1, Ordering::Relaxed);
         map.count((info, status.to_string()), now, MAX_REQUEST_SERIES);
+    }
+
+    /// Records how long a request of `verb` took, to its answer (a watch: to its first bytes).
+    pub fn observe_request_duration(&self, verb: &str, took: Duration) {
+        lock(&self.request_durations)
+            .entry(verb.to_string())
+            .or_insert_with(|| Histogram::new(REQUEST_BUCKETS))
+            .observe(took.as_secs_f64());
     }
 
     /// Total of the request counter over series matching `filter`; for tests and diagnostics.

@@ -1,16 +1,27 @@
 //! A tower layer on the controller's HTTP client counting every API request by its Argo
-//! labels and response status.
+//! labels and response status, and timing it.
+//!
+//! The layer sits above kube's own retries of 429, 503 and 504 answers: a throttled API server,
+//! or one waiting on a stalled etcd, shows here as a slow request that ends well, not as an
+//! error. A request slower than [`SLOW_REQUEST`] is logged, so that the log says why the
+//! controller stood still.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use tower::{BoxError, Layer, Service};
+use tracing::warn;
 
 use super::Metrics;
 use super::argo::RequestInfo;
+
+/// A request that took longer than this is logged (a watch: to its first bytes). Healthy
+/// requests take milliseconds; a retried 429 or a stalled etcd takes seconds.
+pub const SLOW_REQUEST: Duration = Duration::from_secs(5);
 
 /// Tower layer counting every API request by its Argo labels and response status.
 #[derive(Clone)]
@@ -58,13 +69,23 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let info = RequestInfo::parse(request.method(), request.uri());
         let metrics = self.metrics.clone();
+        let started = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await.map_err(Into::into);
+            let took = started.elapsed();
             let status = match &result {
                 Ok(r) => r.status().as_u16().to_string(),
                 Err(_) => "error".to_string(),
             };
+            if took > SLOW_REQUEST {
+                warn!(
+                    verb = %info.verb, kind = %info.kind, namespace = %info.namespace,
+                    name = %info.name, status = %status, took = ?took,
+                    "slow Kubernetes API request (throttled, retried or the API server waiting on etcd)"
+                );
+            }
+            metrics.observe_request_duration(&info.verb, took);
             metrics.count_request(info, &status);
             result
         })

@@ -242,3 +242,28 @@ fn argo_families_of_a_fresh_controller_are_served() {
     }
     drop(work);
 }
+
+#[test]
+fn request_durations_are_exposed_by_verb() {
+    let m = Metrics::new("v0.1.0");
+    m.observe_request_duration("Patch", Duration::from_millis(3));
+    m.observe_request_duration("Patch", Duration::from_secs(20));
+    m.observe_request_duration("Watch", Duration::from_millis(40));
+    let text = m.render();
+    assert!(
+        text.contains(r#"sluice_k8s_request_duration_seconds_count{verb="Patch"} 2"#),
+        "{text}"
+    );
+    let bucket = |le: &str, verb: &str, n: u32| {
+        text.contains(&format!(
+            r#"sluice_k8s_request_duration_seconds_bucket{{le="{le}",verb="{verb}"}} {n}"#
+        )) || text.contains(&format!(
+            r#"sluice_k8s_request_duration_seconds_bucket{{verb="{verb}",le="{le}"}} {n}"#
+        ))
+    };
+    // The 20 s one is above 10 s, where only a stalled or throttled API server lands.
+    assert!(bucket("0.005", "Patch", 1), "{text}");
+    assert!(bucket("10.0", "Patch", 1), "{text}");
+    assert!(bucket("30.0", "Patch", 2), "{text}");
+    assert!(bucket("0.1", "Watch", 1), "{text}");
+}
