@@ -14,6 +14,9 @@
 //!
 //! Faults are drawn from a seeded generator, so a failing run can be repeated.
 //!
+//! A test can also cut every watch open at one moment ([`FaultProxy::cut_watches`]), as a
+//! network fault between a controller and its API server would.
+//!
 //! A test can also set [`Rule`]s that apply to every matching request until changed: answer
 //! with a status (a kind that is not served, a broken watch) or never answer (a hanging write).
 //!
@@ -231,6 +234,8 @@ struct State {
     forwarded: Mutex<u64>,
     rules: Mutex<Vec<Rule>>,
     writes: Mutex<Writes>,
+    /// Bumped to cut every open watch; each watch holds a receiver while it streams.
+    watch_cuts: tokio::sync::watch::Sender<u64>,
 }
 
 /// The writes counted (Events aside), and where the proxy cuts them off.
@@ -296,6 +301,7 @@ impl FaultProxy {
             forwarded: Mutex::new(0),
             rules: Mutex::new(Vec::new()),
             writes: Mutex::new(Writes::default()),
+            watch_cuts: tokio::sync::watch::Sender::new(0),
         });
         let app = axum::Router::new().fallback({
             let state = state.clone();
@@ -313,6 +319,22 @@ impl FaultProxy {
     /// Replaces the rules; the first matching rule applies, before any random fault.
     pub fn set_rules(&self, rules: Vec<Rule>) {
         *self.state.rules.lock().unwrap_or_else(|p| p.into_inner()) = rules;
+    }
+
+    /// Cuts the connection of every watch open now, at once: each response stream ends with an
+    /// error, as when the network fails, and the client has to watch again. Returns how many
+    /// were cut (also counted as `watch-cut` in [`FaultProxy::injected`]).
+    pub fn cut_watches(&self) -> u64 {
+        let open = self.state.watch_cuts.receiver_count() as u64;
+        self.state.watch_cuts.send_modify(|cuts| *cuts += 1);
+        *self
+            .state
+            .injected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry("watch-cut".to_owned())
+            .or_default() += open;
+        open
     }
 
     /// A client configuration that reaches the API server through this proxy.
@@ -498,12 +520,35 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
             body.into_data_stream()
                 .take_until(tokio::time::sleep(after)),
         ),
+        _ if watch => cuttable(body, state.watch_cuts.subscribe()),
         _ => body,
     };
     let mut response = Response::new(body);
     *response.status_mut() = parts.status;
     *response.headers_mut() = forwardable(&parts.headers);
     response
+}
+
+/// A watch's response body that ends with an error when [`FaultProxy::cut_watches`] is called:
+/// the connection is dropped mid-stream rather than closed as a finished response.
+fn cuttable(body: Body, cuts: tokio::sync::watch::Receiver<u64>) -> Body {
+    let data = body.into_data_stream();
+    Body::from_stream(futures::stream::unfold(
+        Some((data, cuts)),
+        |streaming| async move {
+            let (mut data, mut cuts) = streaming?;
+            tokio::select! {
+                item = data.next() => item.map(|item| (item, Some((data, cuts)))),
+                _ = cuts.changed() => {
+                    let cut = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "watch cut by the fault proxy",
+                    );
+                    Some((Err(axum::Error::new(cut)), None))
+                }
+            }
+        },
+    ))
 }
 
 #[cfg(test)]
