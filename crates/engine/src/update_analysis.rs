@@ -345,6 +345,13 @@ impl<'a> UpdateRuns<'a> {
         });
         match phase(run) {
             Some(AnalysisPhase::Successful) => Verdict::Passed,
+            Some(AnalysisPhase::Failed | AnalysisPhase::Error) if pauses_on_failure(self.ro) => {
+                let seen = seen_as(&previous, &name, |p| {
+                    matches!(p, AnalysisPhase::Failed | AnalysisPhase::Error)
+                });
+                let reason = PauseReason::FailedAnalysisRun;
+                self.pause_on(role, reason, &name, seen, status, events, state)
+            }
             Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
                 status.abort = Some(true);
                 // Argo names the analysis and both phases, whichever of them it was.
@@ -359,32 +366,46 @@ impl<'a> UpdateRuns<'a> {
                 Verdict::Failed
             }
             Some(AnalysisPhase::Inconclusive) => {
+                let seen = seen_as(&previous, &name, |p| *p == AnalysisPhase::Inconclusive);
                 let reason = PauseReason::InconclusiveAnalysisRun;
-                if has_pause(status, &reason) {
-                    return Verdict::Inconclusive;
-                }
-                // The rollout had paused on this very run, and the pause is gone while the
-                // controller's pause flag is still up and no pause step or blue-green pause
-                // holds it: a user resumed (promote, Argo CD's Resume). Argo measures again
-                // with a new run; an unchanged metric pauses the update once more.
-                let seen_inconclusive = previous.as_ref().is_some_and(|p| {
-                    p.name.as_deref() == Some(name.as_str())
-                        && p.status == Some(AnalysisPhase::Inconclusive)
-                });
-                let resumed = status.controller_pause == Some(true)
-                    && !has_pause(status, &PauseReason::CanaryPauseStep)
-                    && !has_pause(status, &PauseReason::BlueGreenPause);
-                if seen_inconclusive && resumed {
-                    state.needed.remove(&name);
-                    *record_slot(status, role) = None;
-                    state.resumed = true;
-                    return Verdict::Missing;
-                }
-                events.push(add_pause(status, reason, self.now));
-                Verdict::Inconclusive
+                self.pause_on(role, reason, &name, seen, status, events, state)
             }
             _ => Verdict::Pending,
         }
+    }
+
+    /// Pauses the update on the run `name` for `reason` (an Inconclusive run, or a failed one
+    /// the Rollout asked to pause on), or measures again when a user resumed that pause:
+    /// `seen` says the status already recorded this run in the phase that paused it.
+    #[allow(clippy::too_many_arguments)]
+    fn pause_on(
+        &self,
+        role: Role,
+        reason: PauseReason,
+        name: &str,
+        seen: bool,
+        status: &mut RolloutStatus,
+        events: &mut Vec<Event>,
+        state: &mut AnalysisState,
+    ) -> Verdict {
+        if has_pause(status, &reason) {
+            return Verdict::Inconclusive;
+        }
+        // The rollout had paused on this very run, and the pause is gone while the
+        // controller's pause flag is still up and no pause step or blue-green pause holds it:
+        // a user resumed (promote, Argo CD's Resume). Argo measures again with a new run; an
+        // unchanged metric pauses the update once more.
+        let resumed = status.controller_pause == Some(true)
+            && !has_pause(status, &PauseReason::CanaryPauseStep)
+            && !has_pause(status, &PauseReason::BlueGreenPause);
+        if seen && resumed {
+            state.needed.remove(name);
+            *record_slot(status, role) = None;
+            state.resumed = true;
+            return Verdict::Missing;
+        }
+        events.push(add_pause(status, reason, self.now));
+        Verdict::Inconclusive
     }
 
     /// Creates the run for `role` from the Rollout's `analysis`, once. Returns whether it did;
@@ -590,9 +611,56 @@ pub(crate) fn inconclusive_run(status: &RolloutStatus) -> String {
     let canary = status.canary.as_ref();
     let step = canary.and_then(|c| c.current_step_analysis_run_status.as_ref());
     let background = canary.and_then(|c| c.current_background_analysis_run_status.as_ref());
-    step.filter(|r| r.status == Some(sluice_api::common::AnalysisPhase::Inconclusive))
-        .or(background)
-        .or(step)
-        .and_then(|r| r.name.clone())
-        .unwrap_or_default()
+    step.filter(|r| {
+        matches!(
+            r.status,
+            Some(AnalysisPhase::Inconclusive | AnalysisPhase::Failed | AnalysisPhase::Error)
+        )
+    })
+    .or(background)
+    .or(step)
+    .and_then(|r| r.name.clone())
+    .unwrap_or_default()
+}
+
+/// The Rollout's own annotation asking a failed or erroneous analysis to pause the update
+/// rather than abort it (a person then promotes, which measures again, or aborts). Argo has
+/// no such field and ignores the annotation.
+pub const ON_ANALYSIS_FAILURE: &str = "rollouts.sluice.dev/on-analysis-failure";
+
+/// Whether the Rollout asks a failed analysis to pause its update (`pause`) rather than abort.
+fn pauses_on_failure(ro: &Rollout) -> bool {
+    ro.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ON_ANALYSIS_FAILURE))
+        .is_some_and(|v| v.trim() == "pause")
+}
+
+/// Whether the status recorded the run `name` in a phase `phase_matches`.
+fn seen_as(
+    previous: &Option<RolloutAnalysisRunStatus>,
+    name: &str,
+    phase_matches: impl Fn(&AnalysisPhase) -> bool,
+) -> bool {
+    previous.as_ref().is_some_and(|p| {
+        p.name.as_deref() == Some(name) && p.status.as_ref().is_some_and(&phase_matches)
+    })
+}
+
+/// Whether an analysis holds the update: a pause on an Inconclusive run, or on a failed one
+/// the Rollout asked to pause on. Nothing moves until a person promotes or aborts.
+pub(crate) fn paused_on_analysis(status: &RolloutStatus) -> bool {
+    has_pause(status, &PauseReason::InconclusiveAnalysisRun)
+        || has_pause(status, &PauseReason::FailedAnalysisRun)
+}
+
+/// What a pause on an analysis waits for, as `explain` tells it.
+pub(crate) fn analysis_pause_wait(status: &RolloutStatus) -> crate::waits::Wait {
+    let run = inconclusive_run(status);
+    if has_pause(status, &PauseReason::FailedAnalysisRun) {
+        crate::waits::Wait::AnalysisFailedPaused { run }
+    } else {
+        crate::waits::Wait::AnalysisInconclusive { run }
+    }
 }

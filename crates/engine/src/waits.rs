@@ -29,6 +29,9 @@ pub enum Wait {
     AnalysisRunning { run: String },
     /// An AnalysisRun ended Inconclusive: the update is paused until promoted or aborted.
     AnalysisInconclusive { run: String },
+    /// An AnalysisRun failed and the Rollout asked to pause rather than abort
+    /// (`rollouts.sluice.dev/on-analysis-failure: pause`): paused until promoted or aborted.
+    AnalysisFailedPaused { run: String },
     /// The Experiment of an experiment step is running.
     ExperimentRunning { name: String },
     /// A blue-green preview waits for its promotion: by a user when `until` is `None`, else

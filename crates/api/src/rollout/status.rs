@@ -148,6 +148,9 @@ string_enum! {
         BlueGreenPause => "BlueGreenPause",
         InconclusiveAnalysisRun => "InconclusiveAnalysisRun",
         InconclusiveExperiment => "InconclusiveExperiment",
+        /// Sluice only: a failed AnalysisRun paused the update instead of aborting it, as the
+        /// Rollout asked with `rollouts.sluice.dev/on-analysis-failure: pause`.
+        FailedAnalysisRun => "FailedAnalysisRun",
     }
 }
 

@@ -9,9 +9,7 @@ use crate::plan::Event;
 use crate::steps;
 #[cfg(test)]
 pub(super) use crate::update_analysis::SUPERSEDED_BY_RETRY;
-pub(super) use crate::update_analysis::{
-    AnalysisState, Role, UpdateRuns, Verdict, inconclusive_run,
-};
+pub(super) use crate::update_analysis::{AnalysisState, Role, UpdateRuns, Verdict};
 
 impl<'a> World<'a> {
     /// The Rollout's runs, for the update to the new ReplicaSet's pod-template hash.

@@ -156,10 +156,7 @@ impl World<'_> {
         let scale_up = self.create_new(&f, plan, events, u);
         // As Argo, the preview Service stays where it is while a user pause or an Inconclusive
         // analysis halts the update.
-        let halted = u.manually_paused
-            || status.pause_conditions.iter().flatten().any(|p| {
-                p.reason == Some(sluice_api::rollout::PauseReason::InconclusiveAnalysisRun)
-            });
+        let halted = u.manually_paused || crate::update_analysis::paused_on_analysis(status);
         if halted {
             bgs.preview_selector = f
                 .services

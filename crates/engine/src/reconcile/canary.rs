@@ -8,7 +8,7 @@ use sluice_api::rollout::{
     CanaryStepAction, PauseReason, ReplicaProgressThresholdType, RolloutPause, RolloutStatus,
 };
 
-use super::analysis::{AnalysisState, Role, Verdict, inconclusive_run};
+use super::analysis::{AnalysisState, Role, Verdict};
 use super::scaling::counts_of;
 use super::traffic::Routers;
 use super::{Outcome, Update, World};
@@ -67,7 +67,7 @@ impl World<'_> {
             (p, r) => p.or(r),
         };
         let counts = self.routed_counts(status, u, traffic.weight, previous);
-        let held = !u.aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        let held = !u.aborted && crate::update_analysis::paused_on_analysis(status);
         // Held by an Inconclusive run, or paused by a user: nothing is resized. As Argo, a new
         // template while paused still gets its ReplicaSet, at no pods.
         let frozen = held || u.manually_paused;
@@ -169,7 +169,7 @@ impl World<'_> {
         let mut scaled = false;
         // Paused on an Inconclusive run, the pods stay as they are (Argo skips its ReplicaSet
         // reconcile): a pause step that runs out meanwhile must not scale to the next weight.
-        let held = !aborted && has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        let held = !aborted && crate::update_analysis::paused_on_analysis(status);
         // A user's pause (`spec.paused`) halts every resize, as Argo's does, also of an
         // aborted update; a new template still gets its ReplicaSet, created at 0.
         let halted = manually_paused;
@@ -247,11 +247,10 @@ impl World<'_> {
         // Paused on an Inconclusive analysis: the pods stay as they are and the update does not
         // complete until a user resumes or aborts. Only a timed pause step runs out meanwhile,
         // as in Argo, leaving `InconclusiveAnalysisRun` the pause that holds the update.
-        let held_by_analysis = has_pause(status, &PauseReason::InconclusiveAnalysisRun);
+        let held_by_analysis = crate::update_analysis::paused_on_analysis(status);
         if held_by_analysis && !aborted {
-            plan.waits.push(Wait::AnalysisInconclusive {
-                run: inconclusive_run(status),
-            });
+            plan.waits
+                .push(crate::update_analysis::analysis_pause_wait(status));
         }
         if held_by_analysis
             && !aborted

@@ -571,6 +571,7 @@ mod canary_updates;
 mod durations;
 mod invalid_spec;
 mod metadata;
+mod pause_on_failure;
 mod rollback_window;
 mod services;
 mod status_writes;

@@ -5,14 +5,13 @@
 //! ControllerRevision's number as their revision.
 
 use sluice_api::rollout::{
-    CanaryStepAction, PauseReason, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
+    CanaryStepAction, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
 };
 
 use super::decide::Update;
-use crate::pause::has_pause;
 use crate::plan::{Action, Plan};
 use crate::steps;
-use crate::update_analysis::{Role, UpdateRuns, Verdict, inconclusive_run};
+use crate::update_analysis::{Role, UpdateRuns, Verdict};
 use crate::waits::Wait;
 
 /// The hashes a run is made for: the update's, and the stable one.
@@ -82,11 +81,10 @@ impl<'a> Update<'a> {
     /// Whether an Inconclusive run holds the update (nothing moves until a user resumes or
     /// aborts); says so in the plan's waits.
     pub(super) fn held_by_analysis(&self, plan: &mut Plan) -> bool {
-        let held = has_pause(&plan.status, &PauseReason::InconclusiveAnalysisRun);
+        let held = crate::update_analysis::paused_on_analysis(&plan.status);
         if held {
-            plan.waits.push(Wait::AnalysisInconclusive {
-                run: inconclusive_run(&plan.status),
-            });
+            plan.waits
+                .push(crate::update_analysis::analysis_pause_wait(&plan.status));
         }
         held
     }
@@ -144,9 +142,8 @@ impl<'a> Update<'a> {
                 false
             }
             Verdict::Inconclusive => {
-                plan.waits.push(Wait::AnalysisInconclusive {
-                    run: inconclusive_run(&plan.status),
-                });
+                plan.waits
+                    .push(crate::update_analysis::analysis_pause_wait(&plan.status));
                 false
             }
             // The abort is acted on once the steps stop.

@@ -140,6 +140,18 @@ fn words(f: &Facts<'_>, name: &str, wait: &Wait) -> (String, Option<String>) {
                 cmd(&format!("abort {name}"))
             )),
         ),
+        Wait::AnalysisFailedPaused { run } => (
+            format!(
+                "a decision: AnalysisRun {run:?} failed, and the Rollout pauses rather than \
+                 aborts on a failed analysis{}",
+                metrics(f, run)
+            ),
+            Some(format!(
+                "To measure again: {}; to go back: {}",
+                cmd(&format!("promote {name}")),
+                cmd(&format!("abort {name}"))
+            )),
+        ),
         Wait::ExperimentRunning { name: experiment } => (
             format!("Experiment {experiment:?} to finish"),
             Some(format!(
