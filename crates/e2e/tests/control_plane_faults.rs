@@ -359,8 +359,6 @@ impl Fixture {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: after an API server restart the controller's watches stay stale for minutes \
-            (kube's Controller backs off all of a loop's watches at once); see docs/testing.md"]
 async fn an_update_completes_after_the_api_server_is_killed() {
     let mut f = fixture("apiserver-killed").await;
     let plane = &f.plane;

@@ -51,7 +51,9 @@ pub trait Reconciler: Send + Sync + 'static {
 pub async fn run<R: Reconciler>(controller: Controller<R::Object>, reconciler: Arc<R>) {
     let hooks = reconciler.hooks().clone();
     // A new leader reconciles everything: as a follower it decided nothing.
-    let controller = controller.reconcile_all_on(hooks.gate.acquisitions());
+    let controller = controller
+        .reconcile_all_on(hooks.gate.acquisitions())
+        .trigger_backoff(EachWatchBacksOffAlone);
     let kind = R::Object::kind(&());
     hooks
         .with_shutdown(controller)
@@ -65,6 +67,28 @@ pub async fn run<R: Reconciler>(controller: Controller<R::Object>, reconciler: A
         })
         .await;
     info!(%kind, "loop stopped");
+}
+
+/// The backoff of a loop's merged triggers: none. Every watch a loop builds already backs off
+/// on its own errors (`default_backoff()`). kube-runtime's default backs off the merged stream
+/// too, so one watch's error paused every watch of the loop, and their caches with them: after
+/// an API server restart each watch's resume from a revision the new server no longer has
+/// (410) paused the whole loop for up to half a minute at a time, its caches stayed stale and
+/// every status write conflicted; the loop did not recover within minutes (issue found by the
+/// control-plane fault test: the API server killed and restarted).
+struct EachWatchBacksOffAlone;
+
+impl Iterator for EachWatchBacksOffAlone {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        // `None` would end the trigger stream; zero passes the error on without waiting.
+        Some(Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for EachWatchBacksOffAlone {
+    fn reset(&mut self) {}
 }
 
 /// [`Reconciler::reconcile`], counted as work of the loop's queue and timed into its metrics
