@@ -71,6 +71,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	ARGO_VERSION=1.10.1 scripts/build-argo-oracle.sh >/dev/null
 	scripts/install-moto.sh >/dev/null
 	scripts/build-nats-server.sh >/dev/null
+	scripts/install-test-tools.sh
 	$(call with_cluster,$(CARGO) test --workspace --no-fail-fast)
 
 N ?= 1000

@@ -85,9 +85,9 @@ free_port() {
 
 ensure_packages() {
   local missing=() pkg
-  # prometheus, graphite-web: real servers the analysis tests query; tmux: the terminal the
-  # --watch views are tested in; chromium: the browser the dashboard is tested in.
-  for pkg in openssl jq curl util-linux prometheus tmux graphite-web chromium; do
+  # What the control plane itself needs; the tests' own tools (Prometheus, graphite-web, tmux,
+  # Chromium) are scripts/install-test-tools.sh's, so that the demo does not install them.
+  for pkg in openssl jq curl util-linux; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return

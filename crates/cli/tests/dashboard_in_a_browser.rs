@@ -130,7 +130,7 @@ async fn viewer_token(ns: &TestNamespace) -> String {
 async fn dashboard_in_a_browser() {
     assert!(
         Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: `apt-get install chromium` (scripts/cluster-up.sh installs it)"
+        "{CHROMIUM} is missing: `apt-get install chromium` (scripts/install-test-tools.sh installs it)"
     );
     ensure_node_modules().await;
     let (env, ns, _controller) = setup("cli-dashboard").await;

@@ -39,7 +39,7 @@ impl Graphite {
             .status();
         if !found.is_ok_and(|s| s.success()) {
             bail!(
-                "graphite-web not found: install Debian's `graphite-web` package (scripts/cluster-up.sh does)"
+                "graphite-web not found: install Debian's `graphite-web` package (scripts/install-test-tools.sh does)"
             );
         }
         let port = free_port()?;

@@ -34,7 +34,7 @@ impl Prometheus {
         let binary = std::env::var("SLUICE_PROMETHEUS").unwrap_or_else(|_| DEFAULT_BINARY.into());
         if !std::path::Path::new(&binary).exists() {
             bail!(
-                "{binary} not found: install Debian's `prometheus` package (scripts/cluster-up.sh does)"
+                "{binary} not found: install Debian's `prometheus` package (scripts/install-test-tools.sh does)"
             );
         }
         let port = free_port()?;
