@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 pub use sluice_testenv::harness;
 
+pub mod analysis;
 pub mod argo_objects;
 pub mod aws;
 pub mod live;

@@ -4,47 +4,19 @@
 //! on); a second failure pauses again, and an abort then goes back as usual. Argo has no such
 //! field and ignores the annotation (docs/analysis.md).
 
-use kube::api::ListParams;
 use serde_json::json;
-use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::analysis::{step_runs, web_health_template};
 use sluice_e2e::*;
 use sluice_testenv::harness::{TestNamespace, wait_for};
 use sluice_testenv::http_stub::HttpStub;
 
-fn web_template(url: &str) -> String {
-    json!({
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisTemplate",
-        "metadata": {"name": "health"},
-        "spec": {"metrics": [{
-            "name": "web",
-            "interval": "1s",
-            "count": 2,
-            "successCondition": "result.status == 'ok'",
-            "failureCondition": "result.status == 'bad'",
-            "provider": {"web": {"url": url}}
-        }]}
-    })
-    .to_string()
-}
-
 /// The phases of the step runs, oldest first.
 async fn step_run_phases(ns: &TestNamespace) -> Vec<Option<AnalysisPhase>> {
-    let mut runs = ns
-        .api::<AnalysisRun>()
-        .list(&ListParams::default().labels("rollout-type=Step"))
+    step_runs(ns)
         .await
-        .unwrap()
-        .items;
-    runs.sort_by_key(|r| {
-        (
-            r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            r.metadata.name.clone(),
-        )
-    });
-    runs.iter()
+        .iter()
         .map(|r| r.status.as_ref().and_then(|s| s.phase.clone()))
         .collect()
 }
@@ -65,7 +37,7 @@ async fn a_failed_step_analysis_pauses_and_a_person_decides() {
     let api = rollouts(&ns);
     let metric = HttpStub::start().await.unwrap();
     metric.respond_json(200, &json!({"status": "ok"}));
-    ns.apply_yaml(&web_template(&metric.url("/health")))
+    ns.apply_yaml(&web_health_template(&metric.url("/health")))
         .await
         .unwrap();
     let mut manifest: serde_json::Value = serde_json::from_str(&canary_rollout(

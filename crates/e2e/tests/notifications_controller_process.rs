@@ -38,23 +38,40 @@ async fn notified(api: &Api<sluice_api::Rollout>) -> serde_json::Map<String, Val
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_catalog_notification_arrives_once_with_the_controller_killed_mid_canary() {
+/// A Healthy canary `web` subscribed to Argo's catalog, its webhook `hook` at the inbox's
+/// `/<path>/hook`, run by a controller process limited to the namespace.
+async fn subscribed_canary(
+    namespace: &str,
+    path: &str,
+) -> (
+    TestEnv,
+    TestNamespace,
+    Inbox,
+    Api<sluice_api::Rollout>,
+    ControllerProcess,
+) {
     let env = TestEnv::with_crds().await.expect("control plane");
-    let ns = TestNamespace::create(&env, "notify-kill").await.unwrap();
+    let ns = TestNamespace::create(&env, namespace).await.unwrap();
     let (url, inbox) = local_server().await;
-    let hook = format!("url: {url}/down/hook\n");
+    let hook = format!("url: {url}/{path}/hook\n");
     apply_config(&ns, &url, &[("service.webhook.hook", &hook)]).await;
     let api = rollouts(&ns);
     ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
         .await
         .unwrap();
     let args = ["--namespaced", "--namespace", ns.name()];
-    let mut controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+    let controller = ControllerProcess::start(&env, ns.name(), &args, &[])
         .await
         .unwrap();
     wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
     subscribe(&api, "web", &[]).await;
+    (env, ns, inbox, api, controller)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_catalog_notification_arrives_once_with_the_controller_killed_mid_canary() {
+    let (env, ns, inbox, api, mut controller) = subscribed_canary("notify-kill", "down").await;
+    let args = ["--namespaced", "--namespace", ns.name()];
 
     // The webhook is down while the canary updates and pauses: its notifications are due,
     // recorded as pending, and failing when the controller is killed.
@@ -140,23 +157,8 @@ async fn every_catalog_notification_arrives_once_with_the_controller_killed_mid_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notification_the_receiver_had_when_the_controller_was_killed_is_sent_again_and_no_other()
 {
-    let env = TestEnv::with_crds().await.expect("control plane");
-    let ns = TestNamespace::create(&env, "notify-kill-send")
-        .await
-        .unwrap();
-    let (url, inbox) = local_server().await;
-    let hook = format!("url: {url}/hang/hook\n");
-    apply_config(&ns, &url, &[("service.webhook.hook", &hook)]).await;
-    let api = rollouts(&ns);
-    ns.apply_yaml(&canary_rollout("web", 2, "app:v1", steps(), json!({})))
-        .await
-        .unwrap();
+    let (env, ns, inbox, api, mut controller) = subscribed_canary("notify-kill-send", "hang").await;
     let args = ["--namespaced", "--namespace", ns.name()];
-    let mut controller = ControllerProcess::start(&env, ns.name(), &args, &[])
-        .await
-        .unwrap();
-    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
-    subscribe(&api, "web", &[]).await;
 
     // The receiver takes the update's notification and holds its answer: the controller is
     // killed in the middle of that send.

@@ -2,46 +2,16 @@
 //! conditions cleared) measures the step again with a new AnalysisRun, as Argo does: still
 //! Inconclusive, the update pauses again; Failed, it is aborted with Argo's message.
 
-use kube::api::ListParams;
 use serde_json::json;
-use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::*;
 use sluice_testenv::harness::{TestNamespace, wait_for};
 use sluice_testenv::http_stub::HttpStub;
 
-fn web_template(url: &str) -> String {
-    json!({
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisTemplate",
-        "metadata": {"name": "health"},
-        "spec": {"metrics": [{
-            "name": "web",
-            "interval": "1s",
-            "count": 2,
-            "successCondition": "result.status == 'ok'",
-            "failureCondition": "result.status == 'bad'",
-            "provider": {"web": {"url": url}}
-        }]}
-    })
-    .to_string()
-}
-
 /// The step runs as (name, phase), oldest first.
 async fn step_runs(ns: &TestNamespace) -> Vec<(String, Option<AnalysisPhase>)> {
-    let mut runs = ns
-        .api::<AnalysisRun>()
-        .list(&ListParams::default().labels("rollout-type=Step"))
-        .await
-        .unwrap()
-        .items;
-    runs.sort_by_key(|r| {
-        (
-            r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            r.metadata.name.clone(),
-        )
-    });
+    let runs = sluice_e2e::analysis::step_runs(ns).await;
     runs.into_iter()
         .map(|r| {
             (
@@ -85,9 +55,11 @@ async fn resume_after_an_inconclusive_step_analysis_measures_again() {
     let api = rollouts(&ns);
     let metric = HttpStub::start().await.unwrap();
     metric.respond_json(200, &json!({"status": "ok"}));
-    ns.apply_yaml(&web_template(&metric.url("/health")))
-        .await
-        .unwrap();
+    ns.apply_yaml(&sluice_e2e::analysis::web_health_template(
+        &metric.url("/health"),
+    ))
+    .await
+    .unwrap();
     ns.apply_yaml(&canary_rollout(
         "resume",
         2,

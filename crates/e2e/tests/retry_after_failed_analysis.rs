@@ -4,48 +4,14 @@
 //! Step-based analysis phase error/failed: <run message>`, in the Progressing condition, the
 //! phase message and the `RolloutAborted` event.
 
-use kube::api::ListParams;
 use serde_json::json;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::{RolloutConditionType, RolloutPhase};
+use sluice_e2e::analysis::{step_runs, web_health_template};
 use sluice_e2e::*;
-use sluice_testenv::harness::{TestNamespace, wait_for};
+use sluice_testenv::harness::wait_for;
 use sluice_testenv::http_stub::HttpStub;
-
-fn web_template(url: &str) -> String {
-    json!({
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisTemplate",
-        "metadata": {"name": "health"},
-        "spec": {"metrics": [{
-            "name": "web",
-            "interval": "1s",
-            "count": 2,
-            "successCondition": "result.status == 'ok'",
-            "failureCondition": "result.status == 'bad'",
-            "provider": {"web": {"url": url}}
-        }]}
-    })
-    .to_string()
-}
-
-/// The step runs, oldest first.
-async fn step_runs(ns: &TestNamespace) -> Vec<AnalysisRun> {
-    let mut runs = ns
-        .api::<AnalysisRun>()
-        .list(&ListParams::default().labels("rollout-type=Step"))
-        .await
-        .unwrap()
-        .items;
-    runs.sort_by_key(|r| {
-        (
-            r.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            r.metadata.name.clone(),
-        )
-    });
-    runs
-}
 
 fn phase_of(run: &AnalysisRun) -> Option<AnalysisPhase> {
     run.status.as_ref().and_then(|s| s.phase.clone())
@@ -57,7 +23,7 @@ async fn retry_after_a_failed_step_analysis_measures_again_with_a_new_run() {
     let api = rollouts(&ns);
     let metric = HttpStub::start().await.unwrap();
     metric.respond_json(200, &json!({"status": "ok"}));
-    ns.apply_yaml(&web_template(&metric.url("/health")))
+    ns.apply_yaml(&web_health_template(&metric.url("/health")))
         .await
         .unwrap();
     ns.apply_yaml(&canary_rollout(

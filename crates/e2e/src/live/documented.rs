@@ -149,6 +149,20 @@ pub fn explain(
     Vec::new()
 }
 
+/// The documented difference that explains event lists alike but for Argo's extra scalings:
+/// a restart's older ReplicaSet Argo scaled down in steps, or a superseded blue-green preview
+/// Argo scaled up for its delay and then down. Both had reached the same sizes by the settle
+/// points.
+pub fn explain_extra_scalings(history: &History) -> Option<&'static str> {
+    if history.restarted {
+        Some(RESTART_KEEPS_THE_DELAY)
+    } else if history.blue_green && history.templates >= 2 {
+        Some(SUPERSEDED_PREVIEW)
+    } else {
+        None
+    }
+}
+
 /// Sluice has a run `<name>.<n>` of a retry that Argo has not, next to a failed `<name>`.
 fn reanalysed(s: &Snapshot, a: &Snapshot) -> bool {
     s.analysis_runs.keys().any(|name| {
@@ -313,7 +327,15 @@ mod tests {
         };
         // One template: nothing superseded yet.
         assert!(ex(&mut h, Some(&image(2)), &s, &a).is_empty());
+        assert_eq!(explain_extra_scalings(&h), None);
         assert_eq!(ex(&mut h, Some(&image(3)), &s, &a), [SUPERSEDED_PREVIEW]);
+        assert_eq!(explain_extra_scalings(&h), Some(SUPERSEDED_PREVIEW));
+        let mut restarted = History::default();
+        restarted.saw(Some(&Action::Restart), &s);
+        assert_eq!(
+            explain_extra_scalings(&restarted),
+            Some(RESTART_KEEPS_THE_DELAY)
+        );
         // Not when a Service selects it, nor when Sluice keeps more, nor for a canary.
         let mut selected = a.clone();
         selected.selectors.insert("preview".into(), "1".into());

@@ -262,6 +262,15 @@ pub struct Outcome {
     pub documented: Vec<&'static str>,
 }
 
+impl Outcome {
+    /// Counts the scenario under the documented difference `key`, once.
+    fn document(&mut self, key: &'static str) {
+        if !self.documented.contains(&key) {
+            self.documented.push(key);
+        }
+    }
+}
+
 /// Plays `scenario` in `sluice` and `argo` (namespaces each watched by its controller) at the
 /// same time and compares them at every settle point.
 pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamespace) -> Outcome {
@@ -293,7 +302,7 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
         |action: Option<&Action>, mut s: Snapshot, a: Snapshot, outcome: &mut Outcome| {
             outcome.settle_points += 1;
             if s != a && job_cut_short_as_argo_1_10(&mut s, &a) {
-                outcome.documented.push(JOB_CUT_SHORT);
+                outcome.document(JOB_CUT_SHORT);
             }
             history.saw(action, &a);
             let explained = if s == a {
@@ -302,9 +311,7 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
                 documented::explain(action, &mut history, &s, &a)
             };
             for &key in &explained {
-                if !outcome.documented.contains(&key) {
-                    outcome.documented.push(key);
-                }
+                outcome.document(key);
                 if documented::CHANGES_EVENTS.contains(&key) && !diverged.contains(&key) {
                     diverged.push(key);
                 }
@@ -364,7 +371,7 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
     let warning = ("Warning".to_string(), SPEC_WARNING.to_string());
     if s.contains(&warning) {
         s.retain(|e| *e != warning);
-        outcome.documented.push(SPEC_WARNING);
+        outcome.document(SPEC_WARNING);
     }
     let (s_order, s_scalings) = order_and_scalings(&s);
     let (a_order, a_scalings) = order_and_scalings(&a);
@@ -373,32 +380,14 @@ pub async fn play(scenario: &Scenario, sluice: &TestNamespace, argo: &TestNamesp
         && s_order.starts_with(&a_order)
         && s_scalings >= a_scalings;
     if !same && past_burst {
-        outcome.documented.push(EVENTS_PAST_ARGOS_BURST);
-    } else if !same && history.restarted && s_order == a_order && a_scalings > s_scalings {
-        // Argo scaled the older ReplicaSet down in steps as its restarted pods started; by
-        // the settle point both had scaled it to zero.
-        if !outcome
-            .documented
-            .contains(&documented::RESTART_KEEPS_THE_DELAY)
-        {
-            outcome.documented.push(documented::RESTART_KEEPS_THE_DELAY);
-        }
-    } else if !same
-        && history.blue_green
-        && history.templates >= 2
-        && s_order == a_order
-        && a_scalings > s_scalings
+        outcome.document(EVENTS_PAST_ARGOS_BURST);
+    } else if let Some(key) = documented::explain_extra_scalings(&history)
+        .filter(|_| !same && s_order == a_order && a_scalings > s_scalings)
     {
-        // Argo scaled a superseded preview up for its scale-down delay, then down: two
-        // scalings where Sluice has one, the rest the same.
-        if !outcome.documented.contains(&documented::SUPERSEDED_PREVIEW) {
-            outcome.documented.push(documented::SUPERSEDED_PREVIEW);
-        }
+        outcome.document(key);
     } else if let Some(key) = diverged.first().filter(|_| !same) {
         // The documented difference met at a settle point made the events differ too.
-        if !outcome.documented.contains(key) {
-            outcome.documented.push(key);
-        }
+        outcome.document(key);
     } else if !same {
         outcome.differences.push(format!(
             "seed {}, events:\n  Sluice: {s:?}\n  Argo:   {a:?}",

@@ -118,18 +118,25 @@ fn rollback_within_the_scale_down_delay_switches_at_once_without_pause_or_analys
 
 /// Like [`promoted_v2_with_v1_in_its_delay`], with a post-promotion analysis too: v2 became
 /// stable once it passed, and v1 waits out its scale-down delay.
+/// A blue-green Rollout of `replicas` with `strategy` (whose analyses use the template
+/// `health`), Healthy on app:v1 and then updated to app:v2, settled.
+fn analysed_v2(replicas: i32, strategy: serde_json::Value) -> World {
+    let mut w = World::bg(bg_rollout(replicas, strategy));
+    w.add_template("health");
+    w.settle_bg();
+    w.set_image("app:v2");
+    w.settle_bg();
+    w
+}
+
 fn post_analysed_v2_with_v1_in_its_delay() -> World {
-    let mut w = World::bg(bg_rollout(
+    let mut w = analysed_v2(
         3,
         json!({"activeService": "active", "previewService": "preview",
                "autoPromotionEnabled": false, "scaleDownDelaySeconds": 30,
                "prePromotionAnalysis": {"templates": [{"templateName": "health"}]},
                "postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    ));
-    w.add_template("health");
-    w.settle_bg();
-    w.set_image("app:v2");
-    w.settle_bg();
+    );
     w.verdict("PrePromotion", AnalysisPhase::Successful, "");
     w.settle_bg();
     w.promote();
@@ -218,15 +225,11 @@ fn a_fast_rollback_whose_promotion_was_lost_is_not_analysed_after_its_switch() {
 
 #[test]
 fn a_post_promotion_analysis_that_passes_completes_the_update_with_argos_event() {
-    let mut w = World::bg(bg_rollout(
+    let mut w = analysed_v2(
         2,
         json!({"activeService": "active",
                "postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    ));
-    w.add_template("health");
-    w.settle_bg();
-    w.set_image("app:v2");
-    w.settle_bg();
+    );
     let v2 = w.hash_of("app:v2");
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
     assert_ne!(w.status().stable_rs.as_deref(), Some(v2.as_str()));
@@ -541,15 +544,11 @@ fn reasons(events: &[String]) -> Vec<&str> {
 fn a_passed_pre_promotion_analysis_is_told_after_the_switch_it_allows() {
     // Argo switches the active Service before it reads its runs again: the switch, then the
     // run's new phase (seeds 203, 218, 262 of the live scenarios).
-    let mut w = World::bg(bg_rollout(
+    let mut w = analysed_v2(
         2,
         json!({"activeService": "active", "previewService": "preview",
                "prePromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    ));
-    w.add_template("health");
-    w.settle_bg();
-    w.set_image("app:v2");
-    w.settle_bg();
+    );
     w.verdict("PrePromotion", AnalysisPhase::Successful, "");
     let events = w.settle_bg_events();
     assert_eq!(
@@ -563,15 +562,11 @@ fn a_passed_pre_promotion_analysis_is_told_after_the_switch_it_allows() {
 fn an_abort_on_a_failed_post_promotion_analysis_is_told_before_the_switch_back() {
     // Argo aborts in the pass that sees the run fail and switches back in the next one
     // (seed 242 of the live scenarios).
-    let mut w = World::bg(bg_rollout(
+    let mut w = analysed_v2(
         2,
         json!({"activeService": "active",
                "postPromotionAnalysis": {"templates": [{"templateName": "health"}]}}),
-    ));
-    w.add_template("health");
-    w.settle_bg();
-    w.set_image("app:v2");
-    w.settle_bg();
+    );
     assert_eq!(w.image_behind("active").as_deref(), Some("app:v2"));
     w.verdict("PostPromotion", AnalysisPhase::Failed, "it failed");
     let events = w.settle_bg_events();

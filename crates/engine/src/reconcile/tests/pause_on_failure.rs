@@ -4,13 +4,17 @@
 use super::*;
 use crate::update_analysis::ON_ANALYSIS_FAILURE;
 
-fn pausing_world(steps: serde_json::Value) -> World {
-    let mut ro = rollout(4, steps);
+/// `ro` with `rollouts.sluice.dev/on-analysis-failure: <value>`.
+fn on_failure(mut ro: Rollout, value: &str) -> Rollout {
     ro.metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert(ON_ANALYSIS_FAILURE.to_string(), "pause".to_string());
-    analysis_world(ro)
+        .insert(ON_ANALYSIS_FAILURE.to_string(), value.to_string());
+    ro
+}
+
+fn pausing_world(steps: serde_json::Value) -> World {
+    analysis_world(on_failure(rollout(4, steps), "pause"))
 }
 
 #[test]
@@ -71,11 +75,7 @@ fn a_failed_background_analysis_pauses_and_an_abort_still_goes_back() {
         .unwrap()
         .analysis =
         Some(serde_json::from_value(json!({"templates": [{"templateName": "health"}]})).unwrap());
-    ro.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(ON_ANALYSIS_FAILURE.to_string(), "pause".to_string());
-    let mut w = analysis_world(ro);
+    let mut w = analysis_world(on_failure(ro, "pause"));
     w.set_image("app:v2");
     w.settle();
     w.verdict("Background", AnalysisPhase::Error, "consecutiveErrors");
@@ -101,12 +101,7 @@ fn without_the_annotation_a_failed_analysis_aborts_as_in_argo() {
         {"setWeight": 25},
         {"analysis": {"templates": [{"templateName": "health"}]}}
     ]);
-    let mut ro = rollout(4, steps);
-    ro.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(ON_ANALYSIS_FAILURE.to_string(), "abort".to_string());
-    let mut w = analysis_world(ro);
+    let mut w = analysis_world(on_failure(rollout(4, steps), "abort"));
     w.set_image("app:v2");
     w.settle();
     w.verdict(
