@@ -160,26 +160,8 @@ async fn wait_updated(ns: &TestNamespace, before: &[(String, String)], image: &s
     let api = rollouts(ns);
     let replica_sets: Api<ReplicaSet> = ns.api();
     for (name, old) in before {
-        let stable = wait_for(
-            &format!("{name} to complete its update"),
-            RECOVERY,
-            || async {
-                let ro = api.get(name).await?;
-                let status = ro.status.clone().unwrap_or_default();
-                anyhow::ensure!(
-                    observed_phase(&ro) == Some(RolloutPhase::Healthy)
-                        && status.stable_rs == status.current_pod_hash
-                        && status.stable_rs.as_ref() != Some(old),
-                    "{:?} {:?}, stable {:?}",
-                    status.phase,
-                    status.message,
-                    status.stable_rs
-                );
-                Ok(status.stable_rs.unwrap_or_default())
-            },
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        // Healthy on a new stable within the shared wait (150 s, as RECOVERY).
+        let stable = wait_promoted(&api, name, old).await;
         let rs = replica_sets.get(&format!("{name}-{stable}")).await.unwrap();
         let template_image = rs
             .spec
