@@ -1,18 +1,61 @@
 //! The controller under test as its own process (its CPU and memory are read from /proc),
-//! started with the flags of a production install and stopped with SIGTERM.
+//! started with the flags of a production install and stopped with SIGTERM: Sluice's, or, to
+//! measure beside it, Argo Rollouts' own (built from its Go module, as the round-trip tests
+//! run it).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use sluice_testenv::harness::{ArgoController, TestEnv};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
+/// Which controller a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    Sluice,
+    /// Argo Rollouts 1.9.1's controller, at the same client rate limits.
+    Argo,
+}
+
+impl Kind {
+    /// The prefix of a run's workload label: `rollouts/plain` is Sluice's, `argo/plain` Argo's.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Sluice => "rollouts",
+            Kind::Argo => "argo",
+        }
+    }
+
+    /// The counter of the controller's API requests (labels `verb` and `kind`).
+    pub fn requests_metric(self) -> &'static str {
+        match self {
+            Kind::Sluice => "sluice_k8s_requests_total",
+            Kind::Argo => "controller_clientset_k8s_request_total",
+        }
+    }
+
+    /// The histogram of its Rollout reconciles, in seconds.
+    pub fn reconcile_metric(self) -> &'static str {
+        match self {
+            Kind::Sluice => "sluice_rollout_reconcile_seconds",
+            Kind::Argo => "rollout_reconcile",
+        }
+    }
+}
+
 pub struct Controller {
-    child: Child,
+    kind: Kind,
+    process: Process,
     metrics_port: u16,
     healthz_port: u16,
+}
+
+enum Process {
+    Sluice(Child),
+    Argo(ArgoController),
 }
 
 /// The `sluice-controller` built beside this binary (`cargo build --release` builds both).
@@ -58,13 +101,16 @@ impl Controller {
                 )
             })?;
         let mut controller = Controller {
-            child,
+            kind: Kind::Sluice,
+            process: Process::Sluice(child),
             metrics_port: 0,
             healthz_port: 0,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            if let Some(status) = controller.child.try_wait()? {
+            if let Process::Sluice(child) = &mut controller.process
+                && let Some(status) = child.try_wait()?
+            {
                 bail!(
                     "the controller exited at start ({status}); see {}",
                     work_dir.join("controller.log").display()
@@ -93,8 +139,34 @@ impl Controller {
         }
     }
 
+    /// Argo Rollouts' controller watching `namespace`, waiting until its workers run. Its log
+    /// stays at `info`, the level of Argo's install manifests (its start is known from an info
+    /// line).
+    pub async fn start_argo(
+        env: &TestEnv,
+        namespace: &str,
+        (qps, burst): (u32, u32),
+    ) -> anyhow::Result<Controller> {
+        let (qps, burst) = (qps.to_string(), burst.to_string());
+        let args = ["--qps", &qps, "--burst", &burst];
+        let argo = ArgoController::start(env, namespace, &args).await?;
+        Ok(Controller {
+            kind: Kind::Argo,
+            metrics_port: argo.metrics_port(),
+            healthz_port: 0,
+            process: Process::Argo(argo),
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        match &self.process {
+            Process::Sluice(child) => child.id(),
+            Process::Argo(argo) => argo.pid(),
+        }
     }
 
     /// The controller's `/metrics`.
@@ -103,17 +175,21 @@ impl Controller {
     }
 
     /// SIGTERM, then waits for the orderly exit (killing it after 30 s).
-    pub async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(pid) = self.child.id() {
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let mut child = match self.process {
+            Process::Sluice(child) => child,
+            Process::Argo(argo) => return argo.stop().await,
+        };
+        if let Some(pid) = child.id() {
             let _ = std::process::Command::new("kill")
                 .args(["-TERM", &pid.to_string()])
                 .status();
         }
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+        match tokio::time::timeout(Duration::from_secs(30), child.wait()).await {
             Ok(status) => {
                 status?;
             }
-            Err(_) => self.child.kill().await?,
+            Err(_) => child.kill().await?,
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use sluice_testenv::harness::{TestEnv, repo_root};
 
+use crate::controller::Kind;
 use crate::procs::Processes;
 use crate::report::{Machine, Report};
 use crate::run::Setup;
@@ -41,6 +42,11 @@ struct Args {
     /// Rollout scenarios to run, in order (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Plain, Scenario::Steps, Scenario::BlueGreen])]
     scenarios: Vec<Scenario>,
+    /// Controllers to run each Rollout scenario under, in order: `argo` is Argo Rollouts
+    /// 1.9.1's own controller (built from its Go module, cached; watching its own namespace),
+    /// at the same --qps and --burst.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Kind::Sluice])]
+    controllers: Vec<Kind>,
     /// Skip the Deployment comparison.
     #[arg(long)]
     no_deployments: bool,
@@ -105,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|v| v.git_version)
         .unwrap_or_else(|_| "unknown".into());
     let setup = Setup {
+        env: env.clone(),
         client,
         processes: Processes::control_plane(&root.join(".dev/pids")),
         kubeconfig: env.kubeconfig_path().to_path_buf(),
@@ -176,10 +183,12 @@ async fn main() -> anyhow::Result<()> {
         Ok(())
     };
     for scenario in &args.scenarios {
-        let (phases, cli) = setup.rollouts(*scenario).await?;
-        report.phases.extend(phases);
-        report.cli.extend(cli);
-        write(&report)?;
+        for kind in &args.controllers {
+            let (phases, cli) = setup.rollouts(*scenario, *kind).await?;
+            report.phases.extend(phases);
+            report.cli.extend(cli);
+            write(&report)?;
+        }
     }
     if !args.no_deployments {
         report.phases.extend(setup.deployments().await?);

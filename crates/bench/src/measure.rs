@@ -43,6 +43,10 @@ pub struct PhaseResult {
     pub rollout_writes_per_object: Option<f64>,
     /// From the bench's change to the first sight of the new ReplicaSet, in milliseconds.
     pub new_replica_set_ms: Percentiles,
+    /// From the bench's change to the first sight of the object settled (a Rollout Healthy
+    /// on the new revision with its generation observed, a Deployment as `kubectl rollout
+    /// status` has it), in milliseconds: what a user waits.
+    pub settled_ms: Percentiles,
     /// The controller's reconcile durations, in milliseconds.
     pub reconcile_ms: Percentiles,
 }
@@ -52,6 +56,29 @@ pub struct Percentiles {
     pub count: u64,
     pub p50: Option<f64>,
     pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    /// The nearest-rank figures of sorted latencies.
+    fn of(sorted: &[std::time::Duration]) -> Percentiles {
+        Percentiles {
+            count: sorted.len() as u64,
+            p50: percentile_ms(sorted, 0.5),
+            p99: percentile_ms(sorted, 0.99),
+            max: percentile_ms(sorted, 1.0),
+        }
+    }
+
+    /// `p50 / p99 / max`, dashes where there is nothing.
+    pub fn figures(&self) -> String {
+        format!(
+            "{} / {} / {}",
+            opt(self.p50, 0),
+            opt(self.p99, 0),
+            opt(self.max, 0)
+        )
+    }
 }
 
 /// What is read at a phase's start and end.
@@ -78,10 +105,24 @@ impl Meters<'_> {
             Some(c) => {
                 let samples = prom::parse(&c.metrics().await?);
                 (
-                    prom::sum_by(&samples, "sluice_k8s_requests_total", |l| {
-                        Some(format!("{} {}", l.get("verb")?, l.get("kind")?))
+                    prom::sum_by(&samples, c.kind().requests_metric(), |l| {
+                        let kind = l.get("kind")?;
+                        // Argo's counter names some requests' kind by the object's name, or
+                        // not at all (its URL parsing); those are counted together.
+                        let kind = if kind.is_empty() || l.get("name") == Some(kind) {
+                            "(kind not labelled)"
+                        } else {
+                            kind.as_str()
+                        };
+                        let request = format!("{} {kind}", l.get("verb")?);
+                        // Answers other than success are counted apart (a 409 is a write
+                        // to do again).
+                        Some(match l.get("status_code").map(String::as_str) {
+                            Some(code) if !code.starts_with('2') => format!("{request} {code}"),
+                            _ => request,
+                        })
                     }),
-                    prom::histogram(&samples, "sluice_rollout_reconcile_seconds"),
+                    prom::histogram(&samples, c.kind().reconcile_metric()),
                 )
             }
             None => Default::default(),
@@ -121,24 +162,33 @@ impl Meters<'_> {
             rss.reset_peak(rss_before);
         }
         let before = self.snapshot().await?;
-        work(changes)
+        work(changes.clone())
             .await
             .with_context(|| format!("{workload}: {phase}"))?;
         let after = self.snapshot().await?;
         let latencies = new_rs.finish();
+        let settled = changes.settled_latencies();
         let n = objects.max(1) as f64;
         let cpu = procs::cpu_between(&before.cpu, &after.cpu);
         let controller_cpu = cpu.per_process.get(procs::CONTROLLER).copied();
         let apiserver_requests = prom::diff(&before.apiserver, &after.apiserver);
         let controller_requests = prom::diff(&before.controller, &after.controller);
-        let rollout_writes: u64 = controller_requests
+        // Counted at the API server (the controllers label their requests differently), less
+        // the bench's own change of each object in an update.
+        let rollout_writes = apiserver_requests
             .iter()
             .filter(|(k, _)| {
-                let (verb, kind) = k.split_once(' ').unwrap_or_default();
-                kind == "rollouts" && matches!(verb, "Patch" | "Update")
+                matches!(
+                    k.as_str(),
+                    "PATCH rollouts"
+                        | "PUT rollouts"
+                        | "PATCH rollouts/status"
+                        | "PUT rollouts/status"
+                )
             })
-            .map(|(_, v)| v)
-            .sum();
+            .map(|(_, v)| *v)
+            .sum::<u64>()
+            .saturating_sub(if phase == "update" { objects as u64 } else { 0 });
         let reconciles = prom::histogram_diff(&before.reconcile, &after.reconcile);
         let has_controller = self.controller.is_some();
         let result = PhaseResult {
@@ -158,15 +208,13 @@ impl Meters<'_> {
                 .then(|| controller_requests.values().sum::<u64>() as f64 / n),
             controller_requests,
             rollout_writes_per_object: has_controller.then(|| rollout_writes as f64 / n),
-            new_replica_set_ms: Percentiles {
-                count: latencies.len() as u64,
-                p50: percentile_ms(&latencies, 0.5),
-                p99: percentile_ms(&latencies, 0.99),
-            },
+            new_replica_set_ms: Percentiles::of(&latencies),
+            settled_ms: Percentiles::of(&settled),
             reconcile_ms: Percentiles {
                 count: reconciles.last().map_or(0, |(_, n)| *n as u64),
                 p50: prom::quantile(&reconciles, 0.5).map(|s| s * 1000.0),
                 p99: prom::quantile(&reconciles, 0.99).map(|s| s * 1000.0),
+                max: None,
             },
         };
         println!("{}", phase_line(&result));
@@ -184,7 +232,8 @@ pub fn opt(v: Option<f64>, digits: usize) -> String {
 fn phase_line(p: &PhaseResult) -> String {
     format!(
         "  {} {}: {:.1}s wall, control plane {:.1} ms/object, controller {} ms/object, \
-         {:.1} API requests/object, new ReplicaSet p50 {} ms p99 {} ms, peak RSS {} MiB",
+         {:.1} API requests/object, new ReplicaSet p50 {} / p99 {} / max {} ms, settled p50 {} / \
+         p99 {} / max {} ms, peak RSS {} MiB",
         p.workload,
         p.phase,
         p.wall_seconds,
@@ -193,6 +242,10 @@ fn phase_line(p: &PhaseResult) -> String {
         p.apiserver_requests_per_object,
         opt(p.new_replica_set_ms.p50, 0),
         opt(p.new_replica_set_ms.p99, 0),
+        opt(p.new_replica_set_ms.max, 0),
+        opt(p.settled_ms.p50, 0),
+        opt(p.settled_ms.p99, 0),
+        opt(p.settled_ms.max, 0),
         opt(p.controller_rss_peak_mib, 1),
     )
 }

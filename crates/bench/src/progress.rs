@@ -14,24 +14,54 @@ use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-/// When each workload was last changed by the bench, by name; read by [`NewReplicaSets`].
+/// When each workload was last changed by the bench, by name (read by [`NewReplicaSets`]),
+/// and how long after its change each was first seen settled (written by [`wait_all_done`]).
 #[derive(Clone, Default)]
-pub struct Changes(Arc<Mutex<HashMap<String, Instant>>>);
+pub struct Changes(Arc<Mutex<Marks>>);
+
+#[derive(Default)]
+struct Marks {
+    changed: HashMap<String, Instant>,
+    settled: HashMap<String, Duration>,
+}
 
 impl Changes {
     /// Records that `name` is about to be created or changed (taken before the request, so
     /// that a ReplicaSet seen before the response still has its start).
     pub fn mark(&self, name: &str) {
-        self.lock().insert(name.to_string(), Instant::now());
+        let mut marks = self.lock();
+        marks.changed.insert(name.to_string(), Instant::now());
+        marks.settled.remove(name);
     }
 
     fn since(&self, name: &str, at: Instant) -> Option<Duration> {
         self.lock()
+            .changed
             .get(name)
             .map(|changed| at.saturating_duration_since(*changed))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+    /// Records that `name` was seen settled at `at`, if it was changed and not seen settled
+    /// since: the user's wait, from the change to the first sight of the settled object.
+    fn settled(&self, name: &str, at: Instant) {
+        let mut marks = self.lock();
+        let Some(changed) = marks.changed.get(name).copied() else {
+            return;
+        };
+        marks
+            .settled
+            .entry(name.to_string())
+            .or_insert_with(|| at.saturating_duration_since(changed));
+    }
+
+    /// How long each changed object took to settle, sorted.
+    pub fn settled_latencies(&self) -> Vec<Duration> {
+        let mut latencies: Vec<Duration> = self.lock().settled.values().copied().collect();
+        latencies.sort();
+        latencies
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Marks> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -125,12 +155,14 @@ pub fn percentile_ms(sorted: &[Duration], q: f64) -> Option<f64> {
 }
 
 /// Waits until `want` objects of `api` satisfy `done`, printing progress every few seconds;
-/// fails after `timeout` naming some that are not done.
+/// fails after `timeout` naming some that are not done. Each object's first sight as done is
+/// recorded in `changes` (see [`Changes::settled_latencies`]).
 pub async fn wait_all_done<K>(
     api: Api<K>,
     want: usize,
     what: &str,
     timeout: Duration,
+    changes: &Changes,
     done: impl Fn(&K) -> bool,
 ) -> anyhow::Result<()>
 where
@@ -156,14 +188,22 @@ where
             event = stream.next() => {
                 let Some(event) = event else { bail!("the watch of {what} ended") };
                 let Ok(event) = event else { continue };
+                let seen = Instant::now();
+                let judge = |o: &K| {
+                    let is_done = done(o);
+                    if is_done {
+                        changes.settled(&o.name_any(), seen);
+                    }
+                    is_done
+                };
                 match event {
                     watcher::Event::Init => listing.clear(),
                     watcher::Event::InitApply(o) => {
-                        listing.insert(o.name_any(), done(&o));
+                        listing.insert(o.name_any(), judge(&o));
                     }
                     watcher::Event::InitDone => state = std::mem::take(&mut listing),
                     watcher::Event::Apply(o) => {
-                        state.insert(o.name_any(), done(&o));
+                        state.insert(o.name_any(), judge(&o));
                     }
                     watcher::Event::Delete(o) => {
                         state.remove(&o.name_any());
@@ -210,5 +250,26 @@ mod tests {
         let later = Instant::now() + Duration::from_millis(30);
         assert!(changes.since("a", later).unwrap() >= Duration::from_millis(30));
         assert_eq!(changes.since("b", later), None);
+    }
+
+    #[test]
+    fn an_object_settles_once_per_change() {
+        let changes = Changes::default();
+        changes.settled("a", Instant::now());
+        assert!(changes.settled_latencies().is_empty(), "never changed");
+        changes.mark("a");
+        let first = Instant::now() + Duration::from_millis(20);
+        changes.settled("a", first);
+        changes.settled("a", first + Duration::from_secs(5));
+        assert_eq!(changes.settled_latencies().len(), 1);
+        assert!(
+            changes.settled_latencies()[0] < Duration::from_secs(1),
+            "first sight kept"
+        );
+        changes.mark("a");
+        assert!(
+            changes.settled_latencies().is_empty(),
+            "a new change starts again"
+        );
     }
 }

@@ -107,19 +107,22 @@ pub fn diff(
 /// The cumulative buckets (`le` → count) of an unlabelled histogram `metric`.
 pub fn histogram(samples: &[Sample], metric: &str) -> Vec<(f64, f64)> {
     let bucket = format!("{metric}_bucket");
-    let mut buckets: Vec<(f64, f64)> = samples
-        .iter()
-        .filter(|s| s.name == bucket)
-        .filter_map(|s| {
-            let le = s.labels.get("le")?;
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((le, s.value))
-        })
-        .collect();
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    // Series of other labels (Argo's are one per Rollout) are summed bucket by bucket.
+    for (le, value) in samples.iter().filter(|s| s.name == bucket).filter_map(|s| {
+        let le = s.labels.get("le")?;
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().ok()?
+        };
+        Some((le, s.value))
+    }) {
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, n)) => *n += value,
+            None => buckets.push((le, value)),
+        }
+    }
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     buckets
 }
@@ -218,5 +221,17 @@ odd_label{msg="a \"quoted\", b"} 4.5 1700000000
         let since = histogram_diff(&[(0.001, 2.0), (0.01, 2.0), (f64::INFINITY, 2.0)], &h);
         assert_eq!(since, vec![(0.001, 0.0), (0.01, 6.0), (f64::INFINITY, 8.0)]);
         assert_eq!(quantile(&[(0.01, 0.0), (f64::INFINITY, 0.0)], 0.5), None);
+    }
+
+    #[test]
+    fn a_histogram_of_several_series_is_summed_by_bucket() {
+        let samples = parse(
+            "rollout_reconcile_bucket{name=\"a\",le=\"0.01\"} 1\n\
+             rollout_reconcile_bucket{name=\"a\",le=\"+Inf\"} 2\n\
+             rollout_reconcile_bucket{name=\"b\",le=\"0.01\"} 3\n\
+             rollout_reconcile_bucket{name=\"b\",le=\"+Inf\"} 3\n",
+        );
+        let h = histogram(&samples, "rollout_reconcile");
+        assert_eq!(h, vec![(0.01, 4.0), (f64::INFINITY, 5.0)]);
     }
 }

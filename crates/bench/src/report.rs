@@ -78,14 +78,15 @@ impl Report {
             out,
             "| workload | phase | wall s | CPU s: controller / apiserver / etcd / KCM / kubelet | \
              ms CPU per object: controller / control plane / all | API requests per object: all / controller | \
-             Rollout writes per object | new RS ms p50 / p99 | reconciles per object, ms p50 / p99 | controller RSS MiB peak / end |"
+             Rollout writes per object | new RS ms p50 / p99 / max | settled ms p50 / p99 / max | \
+             reconciles per object, ms p50 / p99 | controller RSS MiB peak / end |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             let cpu = |name: &str| opt(p.cpu.per_process.get(name).copied(), 1);
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} / {} | {}, {} / {} | {} / {} |",
+                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} | {} | {}, {} / {} | {} / {} |",
                 p.workload,
                 p.phase,
                 p.wall_seconds,
@@ -100,8 +101,8 @@ impl Report {
                 p.apiserver_requests_per_object,
                 opt(p.controller_requests_per_object, 1),
                 opt(p.rollout_writes_per_object, 2),
-                opt(p.new_replica_set_ms.p50, 0),
-                opt(p.new_replica_set_ms.p99, 0),
+                p.new_replica_set_ms.figures(),
+                p.settled_ms.figures(),
                 opt(
                     (p.reconcile_ms.count > 0)
                         .then(|| p.reconcile_ms.count as f64 / p.objects.max(1) as f64),
@@ -159,68 +160,64 @@ impl Report {
         out
     }
 
-    /// Plain Rollouts against Deployments, update phase: the ratios the targets are set on.
+    /// The update of plain Rollouts under Sluice beside Argo's controller and Deployments,
+    /// each where the run has it: what a user waits and what it costs.
     fn comparison(&self) -> Option<String> {
-        let find = |workload: &str| {
+        let find = |workload: &str, phase: &str| {
             self.phases
                 .iter()
-                .find(|p| p.workload == workload && p.phase == "update")
+                .find(|p| p.workload == workload && p.phase == phase)
         };
-        let (ro, d) = (find("rollouts/plain")?, find("deployments")?);
-        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
-        let cpu = |p: &PhaseResult, name: &str| p.cpu.per_process.get(name).copied().unwrap_or(0.0);
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "| update of {} objects | Rollouts (plain canary) | Deployments | ratio |",
-            ro.objects
-        );
-        let _ = writeln!(out, "|---|---|---|---|");
-        let _ = writeln!(
-            out,
-            "| CPU of all control-plane processes, s | {:.1} | {:.1} | {:.2}x |",
-            ro.cpu.control_plane,
-            d.cpu.control_plane,
-            ratio(ro.cpu.control_plane, d.cpu.control_plane)
-        );
-        let _ = writeln!(
-            out,
-            "| CPU of the control plane and the controller, s | {:.1} | {:.1} | {:.2}x |",
-            ro.cpu.all,
-            d.cpu.all,
-            ratio(ro.cpu.all, d.cpu.all)
-        );
-        let (ra, da) = (cpu(ro, "kube-apiserver"), cpu(d, "kube-apiserver"));
-        let _ = writeln!(
-            out,
-            "| of which kube-apiserver, s | {ra:.1} | {da:.1} | {:.2}x |",
-            ratio(ra, da)
-        );
-        let _ = writeln!(
-            out,
-            "| API requests per update, all clients | {:.1} | {:.1} | {:.2}x |",
-            ro.apiserver_requests_per_object,
-            d.apiserver_requests_per_object,
-            ratio(
-                ro.apiserver_requests_per_object,
-                d.apiserver_requests_per_object
-            )
-        );
-        let _ = writeln!(
-            out,
-            "| new ReplicaSet after the change, p50 / p99 ms | {} / {} | {} / {} | |",
-            opt(ro.new_replica_set_ms.p50, 0),
-            opt(ro.new_replica_set_ms.p99, 0),
-            opt(d.new_replica_set_ms.p50, 0),
-            opt(d.new_replica_set_ms.p99, 0),
-        );
-        let _ = writeln!(
-            out,
-            "| wall time of the update, s | {:.1} | {:.1} | {:.2}x |",
-            ro.wall_seconds,
-            d.wall_seconds,
-            ratio(ro.wall_seconds, d.wall_seconds)
-        );
-        Some(out)
+        for phase in ["create", "update"] {
+            let columns: Vec<(&str, &PhaseResult)> = [
+                ("Sluice", "rollouts/plain"),
+                ("Argo 1.9.1", "argo/plain"),
+                ("Deployments", "deployments"),
+            ]
+            .into_iter()
+            .filter_map(|(name, workload)| Some((name, find(workload, phase)?)))
+            .collect();
+            if columns.len() < 2 || columns[0].0 != "Sluice" {
+                continue;
+            }
+            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+            let _ = writeln!(
+                out,
+                "| {phase} of {} objects (plain canary) | {} |",
+                columns[0].1.objects,
+                names.join(" | ")
+            );
+            let _ = writeln!(out, "|---|{}", "---|".repeat(columns.len()));
+            let mut row = |what: &str, cell: &dyn Fn(&PhaseResult) -> String| {
+                let cells: Vec<String> = columns.iter().map(|(_, p)| cell(p)).collect();
+                let _ = writeln!(out, "| {what} | {} |", cells.join(" | "));
+            };
+            row(
+                "new ReplicaSet after the change, ms p50 / p99 / max",
+                &|p| p.new_replica_set_ms.figures(),
+            );
+            row("settled after the change, ms p50 / p99 / max", &|p| {
+                p.settled_ms.figures()
+            });
+            row("wall time, s", &|p| format!("{:.1}", p.wall_seconds));
+            row("CPU of all control-plane processes, s", &|p| {
+                format!("{:.1}", p.cpu.control_plane)
+            });
+            row("of which kube-apiserver, s", &|p| {
+                opt(p.cpu.per_process.get("kube-apiserver").copied(), 1)
+            });
+            row("CPU of the controller, s", &|p| {
+                opt(p.cpu.per_process.get(crate::procs::CONTROLLER).copied(), 1)
+            });
+            row("API requests per object, all clients", &|p| {
+                format!("{:.1}", p.apiserver_requests_per_object)
+            });
+            row("controller RSS at the end, MiB", &|p| {
+                opt(p.controller_rss_end_mib, 1)
+            });
+            out.push('\n');
+        }
+        (!out.is_empty()).then_some(out)
     }
 }

@@ -13,9 +13,10 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use sluice_api::Rollout;
+use sluice_testenv::harness::TestEnv;
 
 use crate::cli::CliTiming;
-use crate::controller::Controller;
+use crate::controller::{Controller, Kind};
 use crate::measure::{Meters, PhaseResult};
 use crate::procs::{Processes, RssSampler};
 use crate::progress::{Changes, wait_all_done};
@@ -27,6 +28,7 @@ const IN_FLIGHT: usize = 32;
 /// How a run is set up.
 #[derive(Clone)]
 pub struct Setup {
+    pub env: TestEnv,
     pub client: Client,
     pub processes: Processes,
     pub kubeconfig: PathBuf,
@@ -69,16 +71,31 @@ impl Setup {
         Ok((controller, sampler))
     }
 
-    /// N Rollouts of `scenario`: created, all Healthy, every image changed, all Healthy again;
-    /// then, with [`Setup::cli`], the CLI's read commands timed against them.
+    /// Argo Rollouts' controller for `namespace`, at the same rate limits, and a sampler of
+    /// its memory.
+    async fn start_argo(&self, namespace: &str) -> anyhow::Result<(Controller, RssSampler)> {
+        let controller =
+            Controller::start_argo(&self.env, namespace, (self.qps, self.burst)).await?;
+        let pid = controller.pid().context("Argo's controller has no pid")?;
+        let sampler = RssSampler::start(pid, Duration::from_millis(250));
+        Ok((controller, sampler))
+    }
+
+    /// N Rollouts of `scenario` under the controller `kind`: created, all Healthy, every image
+    /// changed, all Healthy again; then, with [`Setup::cli`], the CLI's read commands timed
+    /// against them.
     pub async fn rollouts(
         &self,
         scenario: Scenario,
+        kind: Kind,
     ) -> anyhow::Result<(Vec<PhaseResult>, Vec<CliTiming>)> {
-        let label = format!("rollouts/{}", scenario.name());
-        let ns = self.namespace(scenario.name());
+        let label = format!("{}/{}", kind.label(), scenario.name());
+        let ns = self.namespace(&format!("{}-{}", kind.label(), scenario.name()));
         fresh_namespace(&self.client, &ns).await?;
-        let (controller, rss) = self.start_controller().await?;
+        let (controller, rss) = match kind {
+            Kind::Sluice => self.start_controller().await?,
+            Kind::Argo => self.start_argo(&ns).await?,
+        };
         let processes = self.processes.with_controller(controller.pid());
         println!(
             "{label}: controller ready, RSS {:.1} MiB",
@@ -118,7 +135,7 @@ impl Setup {
                         }
                     })
                     .await?;
-                    wait_all_done(rollouts, n, "Healthy", timeout, move |ro| {
+                    wait_all_done(rollouts, n, "Healthy", timeout, &changes, move |ro| {
                         workload::rollout_done(ro, scenario, 1)
                     })
                     .await
@@ -127,14 +144,21 @@ impl Setup {
             .await?;
         let update = meters
             .phase(&label, "update", n, replica_sets, |changes| {
-                change_images(rollouts.clone(), n, 2, changes, move |api| {
-                    wait_all_done(api, n, "Healthy", timeout, move |ro| {
-                        workload::rollout_done(ro, scenario, 2)
-                    })
-                })
+                change_images(
+                    rollouts.clone(),
+                    n,
+                    2,
+                    changes,
+                    move |api, changes| async move {
+                        wait_all_done(api, n, "Healthy", timeout, &changes, move |ro| {
+                            workload::rollout_done(ro, scenario, 2)
+                        })
+                        .await
+                    },
+                )
             })
             .await?;
-        let cli = match &self.cli {
+        let cli = match self.cli.as_ref().filter(|_| kind == Kind::Sluice) {
             Some(binary) => {
                 let middle = workload::workload_name(n / 2);
                 crate::cli::time_commands(binary, &self.kubeconfig, &label, &ns, &middle).await?
@@ -175,7 +199,7 @@ impl Setup {
                         }
                     })
                     .await?;
-                    wait_all_done(deployments, n, "available", timeout, |d| {
+                    wait_all_done(deployments, n, "available", timeout, &changes, |d| {
                         workload::deployment_done(d, 1)
                     })
                     .await
@@ -184,11 +208,18 @@ impl Setup {
             .await?;
         let update = meters
             .phase(label, "update", n, replica_sets, |changes| {
-                change_images(deployments.clone(), n, 2, changes, move |api| {
-                    wait_all_done(api, n, "available", timeout, |d| {
-                        workload::deployment_done(d, 2)
-                    })
-                })
+                change_images(
+                    deployments.clone(),
+                    n,
+                    2,
+                    changes,
+                    move |api, changes| async move {
+                        wait_all_done(api, n, "available", timeout, &changes, |d| {
+                            workload::deployment_done(d, 2)
+                        })
+                        .await
+                    },
+                )
             })
             .await?;
         delete_namespace(&self.client, &ns).await?;
@@ -220,12 +251,13 @@ pub async fn change_images<K, W, WFut>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
-    W: FnOnce(Api<K>) -> WFut,
+    W: FnOnce(Api<K>, Changes) -> WFut,
     WFut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let patch: json_patch::Patch = serde_json::from_value(workload::image_patch(revision))?;
+    let marks = changes.clone();
     for_each_object(n, |name| {
-        let (api, patch, changes) = (api.clone(), patch.clone(), changes.clone());
+        let (api, patch, changes) = (api.clone(), patch.clone(), marks.clone());
         async move {
             changes.mark(&name);
             api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
@@ -235,7 +267,7 @@ where
         }
     })
     .await?;
-    wait(api).await
+    wait(api, changes).await
 }
 
 /// Creates `ns`, deleting a namespace of that name left by an earlier run first.

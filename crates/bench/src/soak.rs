@@ -162,9 +162,15 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
         }
     })
     .await?;
-    wait_all_done(rollouts.clone(), n, "Healthy", setup.phase_timeout, |ro| {
-        workload::rollout_done(ro, scenario, 1)
-    })
+    let unmarked = Changes::default();
+    wait_all_done(
+        rollouts.clone(),
+        n,
+        "Healthy",
+        setup.phase_timeout,
+        &unmarked,
+        |ro| workload::rollout_done(ro, scenario, 1),
+    )
     .await?;
 
     // The warm-up: the history of ReplicaSets grows to its limit before anything is measured.
@@ -282,11 +288,18 @@ async fn round(
     revision: u32,
 ) -> anyhow::Result<()> {
     let timeout = setup.phase_timeout;
-    change_images(rollouts.clone(), n, revision, Changes::default(), |api| {
-        wait_all_done(api, n, "Healthy", timeout, move |ro| {
-            workload::rollout_done(ro, Scenario::Plain, revision)
-        })
-    })
+    change_images(
+        rollouts.clone(),
+        n,
+        revision,
+        Changes::default(),
+        |api, changes| async move {
+            wait_all_done(api, n, "Healthy", timeout, &changes, move |ro| {
+                workload::rollout_done(ro, Scenario::Plain, revision)
+            })
+            .await
+        },
+    )
     .await
 }
 

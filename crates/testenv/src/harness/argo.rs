@@ -266,6 +266,11 @@ impl ArgoController {
             .is_some_and(|(completed, version)| completed && version == resource_version)
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The port of Argo's `/metrics` on 127.0.0.1.
     pub fn metrics_port(&self) -> u16 {
         self.metrics_port
