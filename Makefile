@@ -76,11 +76,13 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green
+CONTROLLERS ?= sluice,argo
 
-bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario against N Deployments, and the CLI timed against them; results in target/bench
+bench: ## Cluster benchmark: N Rollouts (default 1000) per scenario under Sluice and under Argo 1.9.1's controller (CONTROLLERS=sluice for Sluice alone), against N Deployments, and the CLI timed against them; results in target/bench
 	$(CARGO) build --release -p sluice-controller -p sluice-bench -p kubectl-sluice
 	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
-	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS))
+	$(if $(findstring argo,$(CONTROLLERS)),scripts/build-argo-rollouts.sh >/dev/null)
+	$(call with_cluster,$(CARGO) run --release -q -p sluice-bench -- -n $(N) --scenarios $(SCENARIOS) --controllers $(CONTROLLERS))
 
 SOAK ?= 60m
 SOAK_FLAGS ?=

@@ -184,6 +184,8 @@ pub struct Args {
     pub plugin_call_timeout: Duration,
 
     /// Sustained rate of requests to the Kubernetes API, per second (client-side token bucket).
+    /// As in Argo, each kind of API has a bucket of its own: argoproj.io's resources,
+    /// Kubernetes' own (events included), and other custom resources (traffic routers').
     /// 0 disables the limit.
     #[arg(long, default_value_t = 40.0)]
     pub qps: f32,

@@ -44,10 +44,12 @@ pub fn controller_client(
     gate: WriteGate,
     in_flight: InFlight,
 ) -> anyhow::Result<Client> {
+    // Outermost last: the limiter's wait comes before the fence's check of the lease, and the
+    // request metrics time the request itself, not its wait.
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&RequestMetricsLayer::new(metrics))
-        .with_layer(&RateLimitLayer::new(qps, burst))
         .with_layer(&FenceLayer::new(gate, in_flight))
+        .with_layer(&RateLimitLayer::new(qps, burst))
         .build())
 }
 

@@ -229,13 +229,20 @@ where
             let response = self.inner.call(request);
             return Box::pin(async move { response.await.map_err(Into::into) });
         }
-        if !self.gate.is_open() {
-            tracing::debug!(method = %request.method(), uri = %request.uri(), "write refused: not the leader");
-            return Box::pin(async { Err(Box::new(Fenced) as BoxError) });
-        }
-        let guard = self.in_flight.enter();
+        let (method, uri) = (request.method().clone(), request.uri().clone());
+        let (gate, in_flight) = (self.gate.clone(), self.in_flight.clone());
+        // The inner future sends nothing until it is polled. The gate is checked when the
+        // request is about to go, not when it was queued: the rate limiter outside this layer
+        // may hold it for seconds, during which the lease can be lost. The write is counted in
+        // flight before the check, so a step-down that closes the gate and then waits for the
+        // writes in flight either sees it or makes it refuse.
         let response = self.inner.call(request);
         Box::pin(async move {
+            let guard = in_flight.enter();
+            if !gate.is_open() {
+                tracing::debug!(%method, %uri, "write refused: not the leader");
+                return Err(Box::new(Fenced) as BoxError);
+            }
             let result = response.await.map_err(Into::into);
             drop(guard);
             result
@@ -289,6 +296,35 @@ mod tests {
                 .unwrap_err()
                 .is::<Fenced>()
         );
+    }
+
+    #[tokio::test]
+    async fn a_write_queued_while_leading_is_refused_once_the_lease_is_lost() {
+        let (leadership, gate) = Leadership::new();
+        leadership.set(Some(1));
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = sent.clone();
+        let inner = tower::service_fn(move |_req: Request<()>| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, Infallible>(Response::new(()))
+            }
+        });
+        let in_flight = InFlight::default();
+        let mut svc = FenceLayer::new(gate, in_flight.clone()).layer(inner);
+        // Called (queued, as behind the rate limiter) while leading...
+        let queued = svc.ready().await.unwrap().call(request(Method::PATCH));
+        assert_eq!(in_flight.count(), 0, "not in flight until it goes");
+        // ...and about to go after the lease was lost.
+        leadership.set(None);
+        assert!(queued.await.unwrap_err().is::<Fenced>());
+        assert_eq!(
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "never sent"
+        );
+        assert_eq!(in_flight.count(), 0);
     }
 
     #[test]
