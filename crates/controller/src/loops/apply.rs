@@ -20,6 +20,8 @@ use crate::cluster::{ClusterAccess, WriteError};
 pub struct Applied {
     pub writes: usize,
     pub status_written: bool,
+    /// The Rollout's resourceVersions after each of the plan's writes of it, in order.
+    pub rollout_versions: Vec<String>,
 }
 
 pub async fn apply_plan<W: ClusterAccess>(
@@ -139,6 +141,7 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             Action::AnnotateRollout { annotations, .. } => {
                 let patch = annotations_patch(rollout_rv.as_deref(), annotations);
                 rollout_rv = writer.patch_rollout(ns, name, &patch).await?;
+                applied.rollout_versions.extend(rollout_rv.clone());
             }
             Action::CreateAnalysisRun { run } => {
                 writer.create_analysis_run(ns, run).await?;
@@ -215,7 +218,8 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             patch["metadata"] = json!({ "resourceVersion": rv });
         }
         tracing::trace!(rollout = name, %patch, "status patch");
-        writer.patch_rollout_status(ns, name, &patch).await?;
+        let written = writer.patch_rollout_status(ns, name, &patch).await?;
+        applied.rollout_versions.extend(written);
         applied.writes += 1;
         applied.status_written = true;
     }

@@ -27,6 +27,7 @@ mod hooks;
 pub mod notification_driver;
 pub mod notifications;
 pub mod observe;
+pub mod own_writes;
 pub mod rollouts;
 pub mod scope;
 pub mod step_plugins;

@@ -43,6 +43,7 @@ use crate::loops::apply::apply_plan_counting;
 use crate::loops::driver;
 use crate::loops::event_queue::EventQueue;
 use crate::loops::events::EventPublisher;
+use crate::loops::own_writes::{self, OwnWrites};
 use crate::loops::scope::{api_in, instance_selector, watched_namespace};
 use crate::loops::step_plugins::HostStepPlugins;
 use crate::serve::metrics::Queue;
@@ -63,6 +64,8 @@ pub struct Context {
     settings: sluice_engine::Settings,
     /// Since when each Rollout has progress held back (`--status-write-interval`).
     held: driver::HeldProgress,
+    /// The Rollouts written whose watch events have not come yet.
+    own_writes: OwnWrites,
     hooks: Hooks,
 }
 
@@ -252,6 +255,7 @@ pub async fn run_with(
         resync: args.resync(),
         settings: args.engine_settings(),
         held: driver::HeldProgress::default(),
+        own_writes: OwnWrites::default(),
         hooks: hooks.clone(),
     });
 
@@ -360,6 +364,17 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     if !crate::cache::store_ready(ctx.replica_sets.store()).await || !ctx.caches.ready().await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    let uid = ro.metadata.uid.as_deref().unwrap_or_default();
+    let seen_at = ro.metadata.resource_version.as_deref();
+    if ctx
+        .own_writes
+        .is_replaced(uid, seen_at, std::time::Instant::now())
+    {
+        // The watch event of the last write reconciles it again, from what it wrote; this
+        // requeue only covers a watch that never shows it.
+        debug!(rollout = %ro.name_any(), "waiting for the watch to show the last write");
+        return Ok(Action::requeue(own_writes::TRUSTED_FOR));
+    }
     announce(&ctx, &ro).await;
     let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro)?;
     let pinned = ctx.writer.for_term(term);
@@ -396,6 +411,11 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     .await;
     match result {
         Ok((plan, applied)) => {
+            if !applied.rollout_versions.is_empty() {
+                let now = std::time::Instant::now();
+                ctx.own_writes
+                    .wrote(uid, seen_at, &applied.rollout_versions, now);
+            }
             if applied.writes > 0 {
                 debug!(rollout = %ro.name_any(), writes = applied.writes, "applied plan");
             }
