@@ -28,13 +28,20 @@ pub const UNDO_HISTORY: &str = "runs and experiments after an undo";
 /// Sluice scales it down at once, since no Service selects it any more.
 pub const SUPERSEDED_PREVIEW: &str = "a superseded preview is scaled down at once";
 
+/// A scale while the Rollout is paused: Argo's pass for a scaling event only resizes, so its
+/// `Available` condition and Progressing reason stay as they were before the scale until its
+/// next full pass; Sluice judges them in the pass that resizes. Deliberate: conditions say
+/// what the Rollout is now.
+pub const CONDITIONS_AFTER_A_PAUSED_SCALE: &str = "conditions judged after a scale while paused";
+
 /// Every key above, for the check that the page explains them all.
-pub const ALL: [&str; 5] = [
+pub const ALL: [&str; 6] = [
     RETRY_ANALYSES_AGAIN,
     RESTART_KEEPS_THE_DELAY,
     ABORT_CLEARED_WHEN_HEALTHY,
     UNDO_HISTORY,
     SUPERSEDED_PREVIEW,
+    CONDITIONS_AFTER_A_PAUSED_SCALE,
 ];
 
 /// The keys whose difference also changes the events that follow.
@@ -146,7 +153,37 @@ pub fn explain(
         keys.push(ABORT_CLEARED_WHEN_HEALTHY);
         return keys;
     }
+    if matches!(action, Some(Action::Scale(_)))
+        && paused(s)
+        && paused(a)
+        && only(&["conditions"])
+        && conditions_alike_but(s, a, &["Available", "Progressing"])
+    {
+        keys.push(CONDITIONS_AFTER_A_PAUSED_SCALE);
+        return keys;
+    }
     Vec::new()
+}
+
+/// The Rollout is paused: a pause condition, or the Paused condition True (a user's pause).
+fn paused(snap: &Snapshot) -> bool {
+    !snap.paused.is_empty()
+        || snap
+            .conditions
+            .iter()
+            .any(|(kind, status, _)| kind == "Paused" && status == "True")
+}
+
+/// The conditions are the same but for those of the types `but`.
+fn conditions_alike_but(s: &Snapshot, a: &Snapshot, but: &[&str]) -> bool {
+    let others = |snap: &Snapshot| -> Vec<(String, String, String)> {
+        snap.conditions
+            .iter()
+            .filter(|c| !but.contains(&c.0.as_str()))
+            .cloned()
+            .collect()
+    };
+    others(s) == others(a)
 }
 
 /// The documented difference that explains event lists alike but for Argo's extra scalings:
@@ -344,6 +381,40 @@ mod tests {
         s.selectors.remove("active");
         a.selectors.remove("active");
         assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
+    }
+
+    #[test]
+    fn conditions_judged_after_a_paused_scale_are_documented_only_then() {
+        let (mut s, mut a) = (snap(), snap());
+        for snap in [&mut s, &mut a] {
+            snap.paused = vec!["CanaryPauseStep".into()];
+            snap.conditions
+                .push(("Paused".into(), "True".into(), "RolloutPaused".into()));
+        }
+        s.conditions
+            .push(("Available".into(), "True".into(), "AvailableReason".into()));
+        a.conditions
+            .push(("Available".into(), "False".into(), "AvailableReason".into()));
+        let mut h = History::default();
+        assert_eq!(
+            ex(&mut h, Some(&Action::Scale(3)), &s, &a),
+            [CONDITIONS_AFTER_A_PAUSED_SCALE]
+        );
+        // Not after another action, not unpaused, not with another condition or field.
+        assert!(ex(&mut h, Some(&Action::Resume), &s, &a).is_empty());
+        let mut other = s.clone();
+        other
+            .conditions
+            .push(("InvalidSpec".into(), "True".into(), "InvalidSpec".into()));
+        assert!(ex(&mut h, Some(&Action::Scale(3)), &other, &a).is_empty());
+        let mut counted = s.clone();
+        counted.counts.0 += 1;
+        assert!(ex(&mut h, Some(&Action::Scale(3)), &counted, &a).is_empty());
+        for snap in [&mut s, &mut a] {
+            snap.paused.clear();
+            snap.conditions.retain(|c| c.0 != "Paused");
+        }
+        assert!(ex(&mut h, Some(&Action::Scale(3)), &s, &a).is_empty());
     }
 
     #[test]
