@@ -115,7 +115,7 @@ impl World<'_> {
                 Cond::Progressing,
                 TRUE,
                 c::NEW_RS_AVAILABLE,
-                format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
+                available_message(&rs_name),
                 now,
                 false,
             );
@@ -132,14 +132,16 @@ impl World<'_> {
         } else if progress.progressed
             || was_aborted
             || c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_PAUSED)
-            || c::has_reason(&conds, Cond::Progressing, c::NEW_RS_AVAILABLE)
+            || another_revision_available(&conds, &rs_name)
             || c::find(&conds, Cond::Progressing).is_none()
             || self.timed_out_another_revision(&conds, &rs_name)
         {
             // Fresh progress, or the first reconcile after a resume or retry: the deadline
             // counts from now. A Progressing condition still saying the previous revision is
             // available means the status write of the reconcile that created this revision's
-            // ReplicaSet was lost (a conflict): without this its deadline would never run.
+            // ReplicaSet was lost (a conflict): without this its deadline would never run. (One
+            // saying this revision is available stays, as in Argo: a scale of a paused Rollout
+            // that completed is no progress.)
             c::set(
                 &mut conds,
                 Cond::Progressing,
@@ -344,4 +346,18 @@ impl World<'_> {
             || (matches!(self.spec.strategy, Strategy::BlueGreen(_))
                 && selector(&old) != selector(new))
     }
+}
+
+/// Whether the Progressing condition says that a ReplicaSet other than `rs_name` (an earlier
+/// revision's) has successfully progressed.
+fn another_revision_available(conds: &[RolloutCondition], rs_name: &str) -> bool {
+    c::find(conds, Cond::Progressing).is_some_and(|cond| {
+        cond.reason.as_deref() == Some(c::NEW_RS_AVAILABLE)
+            && cond.message.as_deref() != Some(available_message(rs_name).as_str())
+    })
+}
+
+/// Argo's message for a revision whose ReplicaSet has successfully progressed.
+fn available_message(rs_name: &str) -> String {
+    format!("ReplicaSet \"{rs_name}\" has successfully progressed.")
 }

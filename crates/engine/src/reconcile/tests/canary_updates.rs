@@ -538,3 +538,36 @@ fn the_progressing_reason_of_the_pass_that_creates_the_replica_set_follows_argo(
     w.reconcile();
     assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetCreated"));
 }
+
+/// As Argo: a completed Rollout the user paused, then scaled, has made no progress: nothing is
+/// resized while paused, and Progressing keeps saying its ReplicaSet has successfully
+/// progressed, also after a retry (live scenario seed 252). A Progressing condition that names
+/// an earlier revision's ReplicaSet still starts the new revision's deadline.
+#[test]
+fn a_scale_of_a_paused_completed_rollout_is_no_progress() {
+    let reason = |w: &World| {
+        w.status()
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+            .and_then(|c| c.reason.clone())
+    };
+    let mut w = healthy_world(3, json!([{"setWeight": 50}]));
+    w.set_image("app:v2");
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Healthy);
+    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetAvailable"));
+    w.ro.spec.paused = Some(true);
+    w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+    w.settle();
+    w.ro.spec.replicas = Some(2);
+    w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
+    w.settle();
+    assert_eq!(w.phase(), RolloutPhase::Paused);
+    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetAvailable"));
+    assert_eq!(
+        w.replicas_by_image(),
+        vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
+    );
+}
