@@ -66,19 +66,13 @@ impl Setup {
             namespace,
         )
         .await?;
-        let pid = controller.pid().context("the controller has no pid")?;
-        let sampler = RssSampler::start(pid, Duration::from_millis(250));
-        Ok((controller, sampler))
+        sampled(controller)
     }
 
     /// Argo Rollouts' controller for `namespace`, at the same rate limits, and a sampler of
     /// its memory.
     async fn start_argo(&self, namespace: &str) -> anyhow::Result<(Controller, RssSampler)> {
-        let controller =
-            Controller::start_argo(&self.env, namespace, (self.qps, self.burst)).await?;
-        let pid = controller.pid().context("Argo's controller has no pid")?;
-        let sampler = RssSampler::start(pid, Duration::from_millis(250));
-        Ok((controller, sampler))
+        sampled(Controller::start_argo(&self.env, namespace, (self.qps, self.burst)).await?)
     }
 
     /// N Rollouts of `scenario` under the controller `kind`: created, all Healthy, every image
@@ -225,6 +219,13 @@ impl Setup {
         delete_namespace(&self.client, &ns).await?;
         Ok(vec![create, update])
     }
+}
+
+/// `controller` with a sampler of its memory.
+fn sampled(controller: Controller) -> anyhow::Result<(Controller, RssSampler)> {
+    let pid = controller.pid().context("the controller has no pid")?;
+    let sampler = RssSampler::start(pid, Duration::from_millis(250));
+    Ok((controller, sampler))
 }
 
 /// Runs `make` for the name of every object, [`IN_FLIGHT`] at a time.

@@ -127,27 +127,28 @@ impl RateLimitLayer {
         }
     }
 
+    /// `lane`'s bucket, none when unlimited.
+    fn bucket(&self, lane: Lane) -> Option<std::sync::MutexGuard<'_, TokenBucket>> {
+        let buckets = self.buckets.as_ref()?;
+        Some(
+            buckets[lane.index()]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
     /// Takes a token of `lane`'s bucket now, and says how long to wait before using it.
     fn reserve(&self, lane: Lane) -> Duration {
-        let Some(buckets) = &self.buckets else {
-            return Duration::ZERO;
-        };
-        let mut bucket = buckets[lane.index()]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        bucket.reserve(Instant::now())
+        self.bucket(lane)
+            .map_or(Duration::ZERO, |mut b| b.reserve(Instant::now()))
     }
 
     /// Waits until `lane`'s bucket has a token that no reservation holds, and takes it.
     async fn take_spare(&self, lane: Lane) {
-        let Some(buckets) = &self.buckets else {
-            return;
-        };
         loop {
-            let taken = buckets[lane.index()]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(Instant::now());
+            let taken = self
+                .bucket(lane)
+                .map_or(Ok(()), |mut b| b.take(Instant::now()));
             match taken {
                 Ok(()) => return,
                 Err(wait) => tokio::time::sleep(wait).await,
@@ -156,17 +157,14 @@ impl RateLimitLayer {
     }
 }
 
-/// Whether a request only posts an event: events give way to every other request of their
+/// Whether a request only writes an event: events give way to every other request of their
 /// bucket. They report what the other writes did and nothing waits on them (they are sent
 /// from a queue, off the reconcile), so under load the writes that move updates go first and
 /// the events follow, in their order, at the rate the writes leave; the bucket's rate is the
 /// same. In one FIFO, the events of a thousand updates (three each) came before the writes
 /// that finish them.
 fn gives_way(method: &http::Method, path: &str) -> bool {
-    if !matches!(
-        *method,
-        http::Method::POST | http::Method::PATCH | http::Method::PUT
-    ) {
+    if !crate::leader::fence::is_mutating(method) {
         return false;
     }
     if path.starts_with("/apis/events.k8s.io/") {

@@ -136,7 +136,7 @@ pub fn explain(
     if history.restarted
         && only(&["counts", "conditions", "replica_sets"])
         && only_older_kept_up(s, a)
-        && only_health_conditions(s, a)
+        && conditions_alike_but(s, a, &["Healthy", "Progressing"])
     {
         keys.push(RESTART_KEEPS_THE_DELAY);
         return keys;
@@ -248,18 +248,6 @@ fn only_superseded_kept_up(s: &Snapshot, a: &Snapshot) -> bool {
             }
             _ => false,
         })
-}
-
-/// The conditions differ only in Healthy and Progressing (which older pods still up change).
-fn only_health_conditions(s: &Snapshot, a: &Snapshot) -> bool {
-    let others = |snap: &Snapshot| -> Vec<(String, String, String)> {
-        snap.conditions
-            .iter()
-            .filter(|c| c.0 != "Healthy" && c.0 != "Progressing")
-            .cloned()
-            .collect()
-    };
-    others(s) == others(a)
 }
 
 #[cfg(test)]

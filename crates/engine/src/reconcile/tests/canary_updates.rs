@@ -500,19 +500,22 @@ fn pods_that_never_become_ready_still_move_progressing_to_replica_set_updated() 
     w.settle();
     w.advance(60);
     w.settle();
-    let progressing = w
-        .status()
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
-        .unwrap();
     assert_eq!(
-        progressing.reason.as_deref(),
+        progressing_reason(&w).as_deref(),
         Some("ReplicaSetUpdated"),
         "{:#?}",
         w.status()
     );
+}
+
+/// The reason of the Progressing condition.
+fn progressing_reason(w: &World) -> Option<String> {
+    w.status()
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+        .and_then(|c| c.reason.clone())
 }
 
 /// As Argo, which judges Progressing after recording the new ReplicaSet: a new template resets
@@ -521,22 +524,17 @@ fn pods_that_never_become_ready_still_move_progressing_to_replica_set_updated() 
 /// `NewReplicaSetCreated`.
 #[test]
 fn the_progressing_reason_of_the_pass_that_creates_the_replica_set_follows_argo() {
-    let reason = |w: &World| {
-        w.status()
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
-            .and_then(|c| c.reason.clone())
-    };
     let mut w = healthy_world(2, json!([{"setWeight": 50}, {"pause": {}}]));
     w.set_image("app:v2");
     w.reconcile();
-    assert_eq!(reason(&w).as_deref(), Some("ReplicaSetUpdated"));
+    assert_eq!(progressing_reason(&w).as_deref(), Some("ReplicaSetUpdated"));
     let mut w = healthy_world(2, json!([]));
     w.set_image("app:v2");
     w.reconcile();
-    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetCreated"));
+    assert_eq!(
+        progressing_reason(&w).as_deref(),
+        Some("NewReplicaSetCreated")
+    );
 }
 
 /// As Argo: a completed Rollout the user paused, then scaled, has made no progress: nothing is
@@ -545,19 +543,14 @@ fn the_progressing_reason_of_the_pass_that_creates_the_replica_set_follows_argo(
 /// an earlier revision's ReplicaSet still starts the new revision's deadline.
 #[test]
 fn a_scale_of_a_paused_completed_rollout_is_no_progress() {
-    let reason = |w: &World| {
-        w.status()
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
-            .and_then(|c| c.reason.clone())
-    };
     let mut w = healthy_world(3, json!([{"setWeight": 50}]));
     w.set_image("app:v2");
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Healthy);
-    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetAvailable"));
+    assert_eq!(
+        progressing_reason(&w).as_deref(),
+        Some("NewReplicaSetAvailable")
+    );
     w.ro.spec.paused = Some(true);
     w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
     w.settle();
@@ -565,7 +558,10 @@ fn a_scale_of_a_paused_completed_rollout_is_no_progress() {
     w.ro.metadata.generation = Some(w.ro.metadata.generation.unwrap() + 1);
     w.settle();
     assert_eq!(w.phase(), RolloutPhase::Paused);
-    assert_eq!(reason(&w).as_deref(), Some("NewReplicaSetAvailable"));
+    assert_eq!(
+        progressing_reason(&w).as_deref(),
+        Some("NewReplicaSetAvailable")
+    );
     assert_eq!(
         w.replicas_by_image(),
         vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
