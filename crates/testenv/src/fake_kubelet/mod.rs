@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -127,12 +127,22 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         config,
         pods: Mutex::new(HashMap::new()),
     });
-    let pod_controller = Controller::new(pods, watcher::Config::default())
+    // The watch backs off its own errors, and the controller does not back off the stream
+    // again: kube-runtime's default pauses the stream after every error, and after an API
+    // server restart (a 410 on resuming, then a list) pods went unseen for minutes.
+    let (store, writer) = reflector::store();
+    let watch = reflector(
+        writer,
+        watcher::watcher(pods, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects();
+    let pod_controller = Controller::for_stream(watch, store)
+        .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
     let sweeper = tokio::spawn(forget_vanished_pods(pod_controller.store(), ctx.clone()));
     pod_controller
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(bounded_reconcile, error_policy, ctx)
         .for_each(|outcome| async move {
             if let Err(e) = outcome {
                 debug!("pod not handled: {e}");
@@ -231,6 +241,35 @@ async fn renew_node_lease(client: Client, node: String) {
         }
         tokio::time::sleep(LEASE_RENEW).await;
     }
+}
+
+/// How long one pod's handling may take: a request that never returns (on a connection the
+/// API server dropped while restarting) must not hold one of the few concurrent slots for ever.
+const RECONCILE_LIMIT: Duration = Duration::from_secs(20);
+
+async fn bounded_reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    tokio::time::timeout(RECONCILE_LIMIT, reconcile(pod, ctx))
+        .await
+        .unwrap_or_else(|_| {
+            Err(kube::Error::Service(
+                format!("no answer within {RECONCILE_LIMIT:?}").into(),
+            ))
+        })
+}
+
+/// No pause of the merged stream after an error (the watch has its own backoff).
+struct NoBackoff;
+
+impl Iterator for NoBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        // `None` would end the stream; zero passes the error on at once.
+        Some(Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NoBackoff {
+    fn reset(&mut self) {}
 }
 
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
