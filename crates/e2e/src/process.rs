@@ -77,6 +77,18 @@ impl ControllerProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<ControllerProcess> {
+        Self::start_with(test_env, test_env.kubeconfig_path(), name, args, env).await
+    }
+
+    /// As [`ControllerProcess::start`], talking to the API server with `kubeconfig` (a fault
+    /// proxy's, say).
+    pub async fn start_with(
+        test_env: &TestEnv,
+        kubeconfig: &std::path::Path,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<ControllerProcess> {
         let binary = controller_binary().await?;
         let logs = test_env.repo_root().join(".dev/logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
@@ -89,7 +101,7 @@ impl ControllerProcess {
         let err = out.try_clone()?;
         let child = Command::new(&binary)
             .arg("--kubeconfig")
-            .arg(test_env.kubeconfig_path())
+            .arg(kubeconfig)
             .args([
                 "--leader-elect=false",
                 "--healthzPort",
@@ -109,6 +121,19 @@ impl ControllerProcess {
             child: Some(child),
             log,
         })
+    }
+
+    /// The process id, while it has not been reaped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The signal that ended the process, once it has ended (`None` while it runs, or when it
+    /// exited by itself).
+    pub fn ended_by_signal(&mut self) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt as _;
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        status.signal()
     }
 
     /// Kills the process with SIGKILL and returns once it is gone.

@@ -1,49 +1,43 @@
-//! The controller killed right after each of its writes, on the real control plane: for a
-//! canary routed by an Istio VirtualService, a blue-green update, and a canary with an
+//! The controller process killed (SIGKILL) at each of its writes, on the real control plane:
+//! for a canary routed by an Istio VirtualService, a blue-green update, and a canary with an
 //! experiment step, and from Argo Rollouts 1.9.1's own objects (`testdata/argo-objects`) of a
 //! canary paused at its first step (promoted in full) and of a blue-green update paused with
-//! its preview up (promoted). A first run of each update counts the controller's writes (through the
-//! fault proxy, Events aside); then for every k, in a namespace of its own, an update is
-//! started under a controller whose k-th write is its last (the proxy holds every later one,
-//! so what reaches the API server is what a process killed right after that write had
-//! written), the controller is stopped, a fresh one is started, and the update must complete.
-//! All along, a checker reads the namespace and holds the same rules as the simulation:
-//!
-//! - one ReplicaSet per pod template (per owner), each with its revision annotation;
-//! - no annotation lost (one a user put on the Rollout, and the Rollout's revision);
-//! - no Service selecting, and no router sending traffic to, a pod-template hash that has no
-//!   ReplicaSet;
-//! - no weight ahead of the ready pods: a Service the VirtualService gives weight w selects
-//!   at least ceil(w × replicas / 100) ready pods, and a blue-green active Service all of them.
-//!
-//! Reads are taken as one view only when the VirtualService and the Services did not change
-//! between a read before and a read after the ReplicaSets and pods.
+//! its preview up (promoted). A first run of each update counts the controller's writes (through
+//! the fault proxy, Events aside); then for every k, in a namespace of its own, an update is
+//! started under a `sluice-controller` process that the proxy kills once the API server has
+//! answered its k-th write (and, for every third k, also a run where it is killed as its k-th
+//! write arrives, before the write goes on); then a fresh controller is started, and the update
+//! must complete. Each run asserts its process was killed at its k (or that its update needed
+//! fewer writes), and a recorder watching the namespace holds the [`rules`] at every state the
+//! API server went through ([`recorder`]), not at samples of them.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+mod crash_at_every_write {
+    pub mod recorder;
+    pub mod rules;
+}
+
 use std::time::Duration;
 
+use crash_at_every_write::recorder::{Found, Log, Obj, Recorder};
+use crash_at_every_write::rules::{Expect, KEEP, image_of};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
-use sluice_e2e::routing::{install_router_crds, json_of, vs_weights};
+use sluice_e2e::process::ControllerProcess;
+use sluice_e2e::routing::install_router_crds;
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
-use sluice_engine::labels::POD_TEMPLATE_HASH;
-use sluice_testenv::fault_proxy::{FaultProxy, Faults};
+use sluice_testenv::fault_proxy::{FaultProxy, Faults, KillPoint};
 
 const REPLICAS: i32 = 2;
 /// Runs at a time, each in its own namespace with its own controller, across all the tests
 /// of this file (the harness runs them in parallel).
 const CONCURRENT: usize = 4;
 static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CONCURRENT);
-/// A user's annotation on the Rollout, which no write may lose.
-const KEEP: &str = "e2e.sluice.dev/keep";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Case {
@@ -110,6 +104,13 @@ impl Case {
         match self {
             Case::BlueGreen | Case::ArgoBlueGreenPaused => Some(format!("{}-active", self.name())),
             _ => None,
+        }
+    }
+
+    fn expect(self) -> Expect {
+        Expect {
+            replicas: self.replicas(),
+            active_service: self.active_service(),
         }
     }
 
@@ -206,210 +207,6 @@ impl Case {
     }
 }
 
-/// What the checker found wrong, in order, with the moment's description.
-#[derive(Default)]
-struct Found {
-    violations: Vec<String>,
-    views: u64,
-}
-
-/// Reads the namespace again and again until stopped, recording every rule broken.
-struct Checker {
-    found: Arc<Mutex<Found>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Checker {
-    fn start(client: Client, ns: String, case: Case) -> Checker {
-        let found = Arc::new(Mutex::new(Found::default()));
-        let sink = found.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                if let Ok(Some(v)) = check_once(&client, &ns, case).await {
-                    let mut f = sink.lock().unwrap();
-                    f.views += 1;
-                    for line in v {
-                        if !f.violations.contains(&line) {
-                            f.violations.push(line);
-                        }
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        Checker { found, task }
-    }
-
-    fn stop(self) -> Found {
-        self.task.abort();
-        std::mem::take(&mut *self.found.lock().unwrap())
-    }
-}
-
-/// One consistent view's broken rules (`None`: the view changed while it was read).
-async fn check_once(client: &Client, ns: &str, case: Case) -> anyhow::Result<Option<Vec<String>>> {
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
-    let vss: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &sluice_e2e::routing::virtual_services_resource(),
-    );
-    let versions = || async {
-        let svcs = services.list(&ListParams::default()).await?.items;
-        let vs = if case == Case::Routed {
-            Some(json_of(&vss.get("vs").await?))
-        } else {
-            None
-        };
-        anyhow::Ok((svcs, vs))
-    };
-    let (svcs, vs) = versions().await?;
-    let rss = Api::<ReplicaSet>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    let ro = Api::<sluice_api::Rollout>::namespaced(client.clone(), ns)
-        .get(case.name())
-        .await?;
-    let (svcs_after, vs_after) = versions().await?;
-    let rv = |s: &[Service]| -> Vec<Option<String>> {
-        s.iter()
-            .map(|s| s.metadata.resource_version.clone())
-            .collect()
-    };
-    let vs_rv = |v: &Option<Value>| v.as_ref().map(|v| v["metadata"]["resourceVersion"].clone());
-    if rv(&svcs) != rv(&svcs_after) || vs_rv(&vs) != vs_rv(&vs_after) {
-        return Ok(None);
-    }
-
-    let mut broken = Vec::new();
-    // One ReplicaSet per pod template of each owner, each with its revision.
-    let mut templates: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for rs in &rss {
-        let owner = rs
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.uid.clone())
-            .unwrap_or_default();
-        let image = image_of(rs);
-        templates
-            .entry((owner, image))
-            .or_default()
-            .push(rs.name_any());
-        if rs
-            .annotations()
-            .get("rollout.argoproj.io/revision")
-            .is_none()
-            && rs.owner_references().iter().any(|o| o.kind == "Rollout")
-        {
-            broken.push(format!("rs/{} has no revision annotation", rs.name_any()));
-        }
-    }
-    for ((_, image), names) in &templates {
-        if names.len() > 1 {
-            broken.push(format!(
-                "{} ReplicaSets run {image}: {names:?}",
-                names.len()
-            ));
-        }
-    }
-    // The user's annotation and the Rollout's revision.
-    if ro.annotations().get(KEEP).is_none() {
-        broken.push(format!("the Rollout lost {KEEP}"));
-    }
-    if ro
-        .annotations()
-        .get("rollout.argoproj.io/revision")
-        .is_none()
-    {
-        broken.push("the Rollout lost its revision annotation".into());
-    }
-    // Services and the router on existing hashes, weights behind ready pods.
-    let hashes: BTreeSet<&str> = rss.iter().filter_map(|rs| rs.pod_hash()).collect();
-    let selected = |name: &str| -> Option<String> {
-        svcs.iter()
-            .find(|s| s.metadata.name.as_deref() == Some(name))?
-            .spec
-            .as_ref()?
-            .selector
-            .as_ref()?
-            .get(POD_TEMPLATE_HASH)
-            .cloned()
-    };
-    for svc in &svcs {
-        let name = svc.name_any();
-        if let Some(hash) = selected(&name)
-            && !hashes.contains(hash.as_str())
-        {
-            broken.push(format!(
-                "Service {name} selects {hash}, which has no ReplicaSet"
-            ));
-        }
-    }
-    let ready = |hash: &str| {
-        pods.iter()
-            .filter(|p| p.labels().get(POD_TEMPLATE_HASH).map(String::as_str) == Some(hash))
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count() as i64
-    };
-    if let Some(vs) = &vs
-        && let Some((canary, stable)) = vs_weights(vs, "canary", "stable")
-    {
-        for (svc, weight) in [("canary", canary), ("stable", stable)] {
-            if weight <= 0 {
-                continue;
-            }
-            let need = (weight * i64::from(case.replicas()) + 99) / 100;
-            match selected(svc) {
-                None => broken.push(format!(
-                    "the VirtualService sends {weight} to Service {svc}, which selects no hash"
-                )),
-                Some(hash) => {
-                    let up = ready(&hash);
-                    if up < need {
-                        broken.push(format!(
-                            "the VirtualService sends {weight} to Service {svc} ({hash}) with {up} ready pods (needs {need})"
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    if let Some(active) = case.active_service()
-        && let Some(hash) = selected(&active)
-    {
-        let up = ready(&hash);
-        if up < i64::from(case.replicas()) {
-            broken.push(format!(
-                "the active Service selects {hash} with {up} ready pods"
-            ));
-        }
-    }
-    Ok(Some(broken))
-}
-
-/// The image of a ReplicaSet's first container.
-fn image_of(rs: &ReplicaSet) -> String {
-    rs.spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref())
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default()
-}
-
 /// Whether the update to v2 is complete: Healthy, the new ReplicaSet stable, all its pods up.
 async fn completed(ns: &TestNamespace, case: Case) -> anyhow::Result<()> {
     let ro = rollouts(ns).get(case.name()).await?;
@@ -463,59 +260,105 @@ async fn prepare(env: &TestEnv, ns: &TestNamespace, case: Case) {
         .expect("user annotation");
 }
 
-/// What one run did: the writes the first controller made, whether it was cut off, and what
-/// the checker found.
+/// What one run did: the writes the first controller made, whether it was killed at its
+/// point, what the recorder found, and what it recorded.
 struct Run {
     writes: u64,
-    cut: bool,
+    killed: bool,
     found: Found,
+    log: Log,
     dump: String,
 }
 
-/// An update from v1 to v2 whose controller's last write is its `cut`-th (`None`: never cut),
-/// then finished by a fresh controller.
-async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
+/// A kubeconfig that reaches the API server through `proxy`.
+fn proxy_kubeconfig(proxy: &FaultProxy, name: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{name}-{}.kubeconfig", std::process::id()));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
+         http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
+         context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
+        proxy.addr()
+    );
+    std::fs::write(&path, text).expect("writing the proxy's kubeconfig");
+    path
+}
+
+/// An update from v1 to v2 under a controller process killed at its `kill` point (`None`:
+/// never), then finished by a fresh controller.
+async fn run(env: &TestEnv, case: Case, kill: Option<(u64, KillPoint)>) -> Run {
     let _turn = RUNNING.acquire().await.expect("semaphore never closed");
     let prefix = format!(
         "crash-{}-{}",
         case.label(),
-        cut.map_or("all".to_string(), |k| k.to_string())
+        match kill {
+            None => "all".to_string(),
+            Some((k, KillPoint::AfterAnswered)) => k.to_string(),
+            Some((k, KillPoint::BeforeSent)) => format!("{k}b"),
+        }
     );
     let ns = TestNamespace::create(env, &prefix)
         .await
         .expect("namespace");
     prepare(env, &ns, case).await;
-    let checker = Checker::start(env.client(), ns.name().to_string(), case);
+    let recorder = Recorder::start(env.client(), ns.name(), case == Case::Routed);
+    recorder.listed().await;
 
     let proxy = FaultProxy::start(env.config().clone(), Faults::none())
         .await
         .expect("proxy");
-    if let Some(k) = cut {
-        proxy.cut_after_writes(k);
+    let kubeconfig = proxy_kubeconfig(&proxy, ns.name());
+    let mut first = ControllerProcess::start_with(
+        env,
+        &kubeconfig,
+        ns.name(),
+        &["--namespaced", "--namespace", ns.name()],
+        &[],
+    )
+    .await
+    .expect("the controller process");
+    // Set before the process has listed anything, so long before its first write.
+    if let Some((k, point)) = kill {
+        proxy.kill_at_write(k, first.pid().expect("a running process"), point);
     }
-    let client = Client::try_from(proxy.client_config()).expect("proxy client");
-    let first = start_controller_with(client, ns.name());
     case.act(&ns).await;
     let ns_ref = &ns;
     let proxy_ref = &proxy;
-    let first_ended = wait_for("the cut or the end of the update", TIMEOUT, || async move {
-        if cut.is_some_and(|k| proxy_ref.writes() >= k) {
-            return Ok(());
-        }
-        completed(ns_ref, case).await
-    })
+    let first_ended = wait_for(
+        "the kill or the end of the update",
+        TIMEOUT,
+        || async move {
+            if proxy_ref.killed() {
+                return Ok(());
+            }
+            completed(ns_ref, case).await
+        },
+    )
     .await;
     if let Err(e) = first_ended {
-        panic!("{prefix}: {e:#}\n{}", ns.dump().await);
+        panic!("{prefix}: {e:#}\n{}\n{}", ns.dump().await, first.log());
     }
-    let was_cut = proxy.injected().contains_key("cut") || cut.is_some_and(|k| proxy.writes() >= k);
-    if cut.is_none() {
+    if kill.is_none() {
         // The uncut run counts every write of the update, up to a moment of quiet.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(first.ended_by_signal(), None, "{prefix}: {}", first.log());
     }
-    first.stop().await;
+    if proxy.killed() {
+        // The proxy's SIGKILL, and nothing else, ended the process.
+        let signal = wait_for("the killed process to end", Duration::from_secs(10), || {
+            let signal = first.ended_by_signal();
+            async move { signal.ok_or_else(|| anyhow::anyhow!("still running")) }
+        })
+        .await
+        .expect("the process ended");
+        assert_eq!(signal, 9, "{prefix}: ended by signal {signal}");
+    }
+    // A run whose update completed before its k-th write is ended here; one whose k-th write
+    // came meanwhile (a last status write) counts as killed.
+    first.kill();
+    let killed = proxy.killed();
     let writes = proxy.writes();
     drop(proxy);
+    let _ = std::fs::remove_file(&kubeconfig);
 
     let second = start_controller(env, &ns);
     let done = wait_for("the update to complete", TIMEOUT, || completed(&ns, case)).await;
@@ -526,13 +369,155 @@ async fn run(env: &TestEnv, case: Case, cut: Option<u64>) -> Run {
     // A last look once everything has settled.
     tokio::time::sleep(Duration::from_millis(500)).await;
     second.stop().await;
-    let found = checker.stop();
+    let log = recorder.log();
+    drop(recorder);
     Run {
         writes,
-        cut: was_cut,
-        found,
+        killed,
+        found: log.check(&case.expect()),
+        log,
         dump,
     }
+}
+
+/// The recorder's checks fail on the baseline's own record with a violation planted after its
+/// end: a ReplicaSet that lost its revision annotation, a second ReplicaSet for a template,
+/// and traffic sent to pods that are not there.
+fn planted_violations_are_found(case: Case, log: &Log) {
+    let top = log.top();
+    let last_rs = log
+        .changes
+        .iter()
+        .rev()
+        .find_map(|c| match &c.obj {
+            Some(Obj::ReplicaSet(rs)) => Some(rs.clone()),
+            _ => None,
+        })
+        .expect("a ReplicaSet recorded");
+    let plant = |revision: u64, name: &str, obj: Obj| {
+        let mut planted = log.clone();
+        planted
+            .changes
+            .push(crash_at_every_write::recorder::Change {
+                revision,
+                kind: match &obj {
+                    Obj::ReplicaSet(_) => crash_at_every_write::recorder::Kind::ReplicaSet,
+                    Obj::Service(_) => crash_at_every_write::recorder::Kind::Service,
+                    _ => unreachable!("only these are planted"),
+                },
+                name: name.to_string(),
+                obj: Some(obj),
+                initial: false,
+            });
+        planted.check(&case.expect()).violations
+    };
+    let mut stripped = last_rs.clone();
+    stripped
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .remove("rollout.argoproj.io/revision");
+    let found = plant(
+        top + 1,
+        &kube::ResourceExt::name_any(&last_rs),
+        Obj::ReplicaSet(stripped),
+    );
+    assert!(
+        found.iter().any(|v| v.contains("no revision annotation")),
+        "{}: a lost annotation not found: {found:?}",
+        case.label()
+    );
+    let mut twin = last_rs.clone();
+    twin.metadata.name = Some("twin".into());
+    let found = plant(top + 1, "twin", Obj::ReplicaSet(twin));
+    assert!(
+        found.iter().any(|v| v.contains("ReplicaSets run")),
+        "{}: a second ReplicaSet for a template not found: {found:?}",
+        case.label()
+    );
+    // A Service moved to a hash without ready pods: the VirtualService's or the active one.
+    let service = match case {
+        Case::Routed => Some("canary".to_string()),
+        _ => case.active_service(),
+    };
+    if let Some(service) = service {
+        let recorded = log
+            .changes
+            .iter()
+            .rev()
+            .find_map(|c| match &c.obj {
+                Some(Obj::Service(s)) if c.name == service => Some(s.clone()),
+                _ => None,
+            })
+            .expect("the Service recorded");
+        let mut moved = recorded;
+        moved
+            .spec
+            .get_or_insert_default()
+            .selector
+            .get_or_insert_default()
+            .insert(
+                sluice_engine::labels::POD_TEMPLATE_HASH.into(),
+                "no-pods".into(),
+            );
+        let mut planted = log.clone();
+        planted
+            .changes
+            .push(crash_at_every_write::recorder::Change {
+                revision: top + 1,
+                kind: crash_at_every_write::recorder::Kind::Service,
+                name: service.clone(),
+                obj: Some(Obj::Service(moved)),
+                initial: false,
+            });
+        // Routed: the canary also gets weight, so that traffic goes to the missing pods.
+        if case == Case::Routed {
+            let vs = log
+                .changes
+                .iter()
+                .rev()
+                .find_map(|c| match &c.obj {
+                    Some(Obj::VirtualService(vs)) => Some(vs.clone()),
+                    _ => None,
+                })
+                .expect("the VirtualService recorded");
+            let mut vs = vs;
+            vs["spec"]["http"][0]["route"] = json!([
+                {"destination": {"host": "stable"}, "weight": 50},
+                {"destination": {"host": "canary"}, "weight": 50}
+            ]);
+            planted
+                .changes
+                .push(crash_at_every_write::recorder::Change {
+                    revision: top + 2,
+                    kind: crash_at_every_write::recorder::Kind::VirtualService,
+                    name: "vs".into(),
+                    obj: Some(Obj::VirtualService(vs)),
+                    initial: false,
+                });
+        }
+        let found = planted.check(&case.expect()).violations;
+        assert!(
+            found
+                .iter()
+                .any(|v| v.contains("ready pods") || v.contains("no ReplicaSet")),
+            "{}: traffic to missing pods not found: {found:?}",
+            case.label()
+        );
+    }
+}
+
+/// The kill points of a campaign of `total` writes: after the answer of every write, and
+/// before the sending of every third.
+fn kill_points(total: u64) -> Vec<(u64, KillPoint)> {
+    let mut points: Vec<(u64, KillPoint)> =
+        (1..=total).map(|k| (k, KillPoint::AfterAnswered)).collect();
+    points.extend(
+        (1..=total)
+            .filter(|k| k % 3 == 1)
+            .map(|k| (k, KillPoint::BeforeSent)),
+    );
+    points
 }
 
 async fn crash_at_every_write(case: Case) {
@@ -548,63 +533,62 @@ async fn crash_at_every_write(case: Case) {
         case.label(),
         baseline.found.violations
     );
+    planted_violations_are_found(case, &baseline.log);
     let total = baseline.writes;
     assert!(total > 2, "{}: only {total} writes", case.label());
 
-    let runs: Vec<(u64, Run)> = futures::stream::iter(1..=total)
-        .map(|k| {
+    let points = kill_points(total);
+    let runs: Vec<((u64, KillPoint), Run)> = futures::stream::iter(points.clone())
+        .map(|point| {
             let env = &env;
-            async move { (k, run(env, case, Some(k)).await) }
+            async move { (point, run(env, case, Some(point)).await) }
         })
         .buffer_unordered(CONCURRENT)
         .collect()
         .await;
     let mut failures = Vec::new();
-    let mut cut = 0;
-    let mut not_reached = 0;
-    for (k, r) in &runs {
-        cut += u64::from(r.cut);
-        // A run not cut must have finished in fewer than k writes (this run's update took
-        // fewer than the baseline's): a run that wrote k times and was not cut means the cut
-        // never engaged, and the point proved nothing.
-        if !r.cut {
+    let (mut killed, mut not_reached, mut states) = (0, 0, 0);
+    for ((k, point), r) in &runs {
+        let at = format!("killed at write {k} ({point:?})");
+        killed += u64::from(r.killed);
+        states += r.found.views;
+        // A run not killed must have finished in fewer than k writes (this run's update took
+        // fewer than the baseline's): a run that wrote k times and was not killed means the
+        // kill never engaged, and the point proved nothing.
+        if !r.killed {
             not_reached += 1;
             if r.writes >= *k {
                 failures.push(format!(
-                    "killed after write {k}: not cut, though it wrote {} times",
+                    "{at}: not killed, though it wrote {} times",
                     r.writes
                 ));
             }
         }
         if !r.dump.is_empty() {
-            failures.push(format!(
-                "killed after write {k}: did not complete: {}",
-                r.dump
-            ));
+            failures.push(format!("{at}: did not complete: {}", r.dump));
         }
         if r.found.views == 0 {
-            failures.push(format!(
-                "killed after write {k}: the checker never had a view"
-            ));
+            failures.push(format!("{at}: the recorder judged no state"));
         }
         if !r.found.violations.is_empty() {
-            failures.push(format!("killed after write {k}: {:#?}", r.found.violations));
+            failures.push(format!("{at}: {:#?}", r.found.violations));
         }
     }
     let _ = std::io::Write::write_all(
         &mut std::io::stderr(),
         format!(
-            "{}: {total} writes in the update, {} crash points, {cut} of them cut before the end, {not_reached} not reached (that run finished in fewer writes), all checked\n",
+            "{}: {total} writes in the update, {} kill points, {killed} of them killed before the end, {not_reached} not reached (that run finished in fewer writes), {states} states judged, all passed\n",
             case.label(),
             runs.len()
         )
         .as_bytes(),
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // Most points must be real crashes: a campaign of uncut runs would check nothing.
+    // Most points must be real kills: a campaign of runs never killed would check nothing.
+    let total_points = points.len() as u64;
     assert!(
-        cut * 4 >= total * 3,
-        "{}: only {cut} of {total} crash points cut",
+        killed * 4 >= total_points * 3,
+        "{}: only {killed} of {total_points} kill points killed the process",
         case.label()
     );
 }

@@ -247,6 +247,67 @@ struct Writes {
     answered: u64,
     /// No write after this many is let through.
     cut_after: Option<u64>,
+    /// The process to kill at one write, and when.
+    kill: Option<Kill>,
+    /// The process was killed: nothing more is forwarded.
+    killed: bool,
+}
+
+/// When, around its `at`-th write, the controller process is killed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillPoint {
+    /// As the write arrives: it never reaches the API server.
+    BeforeSent,
+    /// Once the API server has answered it: the write is applied, and the process dies before
+    /// it learns so.
+    AfterAnswered,
+}
+
+#[derive(Clone, Debug)]
+struct Kill {
+    at: KillAt,
+    pid: u32,
+    point: KillPoint,
+}
+
+/// Which write a kill is at.
+#[derive(Clone, Debug)]
+enum KillAt {
+    /// The n-th (from 1).
+    Count(u64),
+    /// The first whose body contains this text.
+    Containing(String),
+}
+
+impl Writes {
+    /// `kill`, when it is this write's: one before the send is returned (and the process
+    /// counted as killed at once), one after the answer goes to `after`. Either way the kill is
+    /// used up.
+    fn take_kill(&mut self, kill: Option<Kill>, after: &mut Option<Kill>) -> Option<Kill> {
+        let kill = kill?;
+        self.kill = None;
+        match kill.point {
+            KillPoint::BeforeSent => {
+                self.killed = true;
+                Some(kill)
+            }
+            KillPoint::AfterAnswered => {
+                *after = Some(kill);
+                None
+            }
+        }
+    }
+}
+
+/// Kills the process of `kill` as its write arrives; the write never goes on.
+async fn killed_before_sent(state: &State, kill: &Kill) {
+    sigkill(kill.pid);
+    state.count("killed-before-sent");
+    futures::future::pending::<()>().await;
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 impl State {
@@ -367,6 +428,33 @@ impl FaultProxy {
         self.state.lock_writes().cut_after = Some(n);
     }
 
+    /// Kills the process `pid` (SIGKILL) at its `at`-th write (Events aside), before the write
+    /// is sent on or once it is answered ([`KillPoint`]); from then on the proxy forwards
+    /// nothing (a request already on its way goes on, as from a process that died mid-flight).
+    /// The process must be the one talking through this proxy.
+    pub fn kill_at_write(&self, at: u64, pid: u32, point: KillPoint) {
+        self.state.lock_writes().kill = Some(Kill {
+            at: KillAt::Count(at),
+            pid,
+            point,
+        });
+    }
+
+    /// As [`FaultProxy::kill_at_write`], at the first write (Events aside) whose body contains
+    /// `text`: a record the controller writes, say.
+    pub fn kill_at_write_containing(&self, text: &str, pid: u32, point: KillPoint) {
+        self.state.lock_writes().kill = Some(Kill {
+            at: KillAt::Containing(text.to_owned()),
+            pid,
+            point,
+        });
+    }
+
+    /// Whether the process of [`FaultProxy::kill_at_write`] was killed.
+    pub fn killed(&self) -> bool {
+        self.state.lock_writes().killed
+    }
+
     /// Writes (Events aside) the API server has answered so far, whatever the answer.
     pub fn writes(&self) -> u64 {
         self.state.lock_writes().answered
@@ -466,17 +554,31 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
     let path = request.uri().path();
     let counted =
         is_write(request.method()) && !path.ends_with("/events") && !path.contains("/events/");
+    if state.lock_writes().killed {
+        // From a process killed meanwhile: nothing of it goes on.
+        futures::future::pending::<()>().await;
+    }
+    // The kill this write is the point of, if any.
+    let mut kill_after = None;
     if counted {
         // Checked and counted at once: of two concurrent writes, only one may be the last.
-        let cut = {
+        let (cut, kill_before) = {
             let mut writes = state.lock_writes();
-            let cut = writes.cut_after.is_some_and(|n| writes.admitted >= n);
+            let cut = writes.killed || writes.cut_after.is_some_and(|n| writes.admitted >= n);
             writes.admitted += u64::from(!cut);
-            cut
+            let this = writes.admitted;
+            let kill = writes
+                .kill
+                .clone()
+                .filter(|k| !cut && matches!(k.at, KillAt::Count(n) if n == this));
+            (cut, writes.take_kill(kill, &mut kill_after))
         };
         if cut {
             state.count("cut");
             futures::future::pending::<()>().await;
+        }
+        if let Some(kill) = kill_before {
+            killed_before_sent(state, &kill).await;
         }
     }
     let fault = state.pick(request.method(), watch);
@@ -494,6 +596,19 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
         Ok(bytes) => bytes,
         Err(_) => return status_response(500),
     };
+    if counted && kill_after.is_none() {
+        let kill_before = {
+            let mut writes = state.lock_writes();
+            let kill = writes.kill.clone().filter(|k| match &k.at {
+                KillAt::Containing(text) => !writes.killed && contains(&body, text.as_bytes()),
+                KillAt::Count(_) => false,
+            });
+            writes.take_kill(kill, &mut kill_after)
+        };
+        if let Some(kill) = kill_before {
+            killed_before_sent(state, &kill).await;
+        }
+    }
     let mut upstream = Request::builder()
         .method(parts.method)
         .uri(parts.uri)
@@ -503,7 +618,15 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
 
     let sent = state.upstream.send(upstream).await;
     if counted {
-        state.lock_writes().answered += 1;
+        let mut writes = state.lock_writes();
+        writes.answered += 1;
+        if let Some(kill) = kill_after {
+            // Under the lock: no other request of the process is forwarded after this one.
+            writes.killed = true;
+            sigkill(kill.pid);
+            drop(writes);
+            state.count("killed-after-answer");
+        }
     }
     let response = match sent {
         Ok(response) => response,
@@ -527,6 +650,13 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
     *response.status_mut() = parts.status;
     *response.headers_mut() = forwardable(&parts.headers);
     response
+}
+
+/// SIGKILL to `pid`, as a node's kernel or the kubelet would end a container.
+fn sigkill(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-s", "KILL", &pid.to_string()])
+        .status();
 }
 
 /// A watch's response body that ends with an error when [`FaultProxy::cut_watches`] is called:
