@@ -10,6 +10,12 @@
 //! (its record never landed), every other one exactly once. This is the one window of the
 //! at-most-once promise (docs/notifications.md, "Between a send and its record").
 //!
+//! Killed with SIGKILL between a send the receiver answered and its record: the controller
+//! talks to the API server through a fault proxy that kills it as its first record arrives
+//! (the record never lands) or once the API server has answered it (the record landed). In the
+//! first case the next process sends that notification again, and no other; in the second
+//! every notification arrives exactly once.
+//!
 //! With `--self-service-notification-enabled`, a Rollout's namespace has its own notifications
 //! configuration: its events go out under that configuration and the controller's, each once;
 //! its malformed entries (a bad template, an unsupported service, a bad `when`) are logged and
@@ -26,6 +32,7 @@ use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
 use sluice_e2e::notify::*;
 use sluice_e2e::process::ControllerProcess;
 use sluice_e2e::*;
+use sluice_testenv::fault_proxy::{FaultProxy, Faults, KillPoint};
 
 /// The Rollout's `notified` record.
 async fn notified(api: &Api<sluice_api::Rollout>) -> serde_json::Map<String, Value> {
@@ -51,6 +58,23 @@ async fn subscribed_canary(
     ControllerProcess,
 ) {
     let env = TestEnv::with_crds().await.expect("control plane");
+    let kubeconfig = env.kubeconfig_path().to_path_buf();
+    subscribed_canary_on(env, &kubeconfig, namespace, path).await
+}
+
+/// As [`subscribed_canary`], with the controller talking to the API server with `kubeconfig`.
+async fn subscribed_canary_on(
+    env: TestEnv,
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    path: &str,
+) -> (
+    TestEnv,
+    TestNamespace,
+    Inbox,
+    Api<sluice_api::Rollout>,
+    ControllerProcess,
+) {
     let ns = TestNamespace::create(&env, namespace).await.unwrap();
     let (url, inbox) = local_server().await;
     let hook = format!("url: {url}/{path}/hook\n");
@@ -60,7 +84,7 @@ async fn subscribed_canary(
         .await
         .unwrap();
     let args = ["--namespaced", "--namespace", ns.name()];
-    let controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+    let controller = ControllerProcess::start_with(&env, kubeconfig, ns.name(), &args, &[])
         .await
         .unwrap();
     wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
@@ -223,6 +247,136 @@ async fn a_notification_the_receiver_had_when_the_controller_was_killed_is_sent_
         .filter(|k| k.contains(":hook:"))
         .count();
     assert_eq!(hooks, 5);
+}
+
+/// The notifications of the canary's update: the webhook's bodies and the Slack texts, each
+/// with how often it arrived.
+fn arrivals(inbox: &Inbox, path: &str) -> Vec<(String, usize)> {
+    let mut all = inbox.bodies(&format!("/{path}/hook"));
+    all.extend(
+        inbox
+            .slack_posts()
+            .iter()
+            .filter_map(|p| p["text"].as_str().map(|t| format!("slack: {t}"))),
+    );
+    let mut counted: Vec<(String, usize)> = Vec::new();
+    for body in all {
+        match counted.iter_mut().find(|(b, _)| *b == body) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((body, 1)),
+        }
+    }
+    counted.sort();
+    counted
+}
+
+/// The canary updated under a controller killed at its first notification record (before the
+/// record is sent on, or once it is answered), then finished by a fresh process. Returns what
+/// arrived, and the notified record's keys at the kill.
+async fn killed_at_the_first_record(namespace: &str, point: KillPoint) -> Vec<(String, usize)> {
+    let env = TestEnv::with_crds().await.expect("control plane");
+    let proxy = FaultProxy::start(env.config().clone(), Faults::none())
+        .await
+        .unwrap();
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "sluice-{namespace}-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
+             http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
+             context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
+            proxy.addr()
+        ),
+    )
+    .unwrap();
+    let (env, ns, inbox, api, mut controller) =
+        subscribed_canary_on(env, &kubeconfig, namespace, "rec").await;
+    let args = ["--namespaced", "--namespace", ns.name()];
+    assert!(
+        notified(&api).await.is_empty(),
+        "nothing is recorded before the update"
+    );
+    proxy.kill_at_write_containing(
+        sluice_notifications::state::NOTIFIED,
+        controller.pid().expect("running"),
+        point,
+    );
+    set_image(&api, "web", "app:v2").await;
+    wait_for("the kill at the first record", TIMEOUT, || async {
+        anyhow::ensure!(proxy.killed(), "not yet");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let signal = wait_for("the process to end", Duration::from_secs(10), || {
+        let signal = controller.ended_by_signal();
+        async move { signal.ok_or_else(|| anyhow::anyhow!("still running")) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(signal, 9);
+    drop(proxy);
+    let sent_before = arrivals(&inbox, "rec");
+    assert!(!sent_before.is_empty(), "the kill came before any send");
+    let recorded = notified(&api).await;
+    match point {
+        KillPoint::BeforeSent => assert!(recorded.is_empty(), "{recorded:?}"),
+        KillPoint::AfterAnswered => assert_eq!(recorded.len(), 1, "{recorded:?}"),
+    }
+
+    let _controller = ControllerProcess::start(&env, ns.name(), &args, &[])
+        .await
+        .unwrap();
+    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    promote(&api, "web").await;
+    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_for("every notification recorded", TIMEOUT, || async {
+        let record = notified(&api).await;
+        anyhow::ensure!(record.len() == 7, "{record:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    let got = arrivals(&inbox, "rec");
+    let names: Vec<&str> = got.iter().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Rollout web has been completed.",
+            "Rollout web has been paused.",
+            "Rollout web has been updated.",
+            "Rollout web step number 1/2 has been completed.",
+            "Rollout web step number 2/2 has been completed.",
+            "slack: Rollout web has been completed.",
+            "slack: Rollout web has been paused.",
+        ],
+        "{got:#?}"
+    );
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_sent_and_killed_before_its_record_is_sent_again_and_no_other() {
+    let got = killed_at_the_first_record("notify-kill-record", KillPoint::BeforeSent).await;
+    // The one whose send the receiver answered and whose record never landed comes twice.
+    let twice: Vec<&String> = got
+        .iter()
+        .filter(|(_, n)| *n == 2)
+        .map(|(b, _)| b)
+        .collect();
+    assert_eq!(twice.len(), 1, "{got:#?}");
+    assert!(got.iter().all(|(_, n)| *n <= 2), "{got:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_killed_after_its_record_landed_is_not_sent_again() {
+    let got = killed_at_the_first_record("notify-kill-recorded", KillPoint::AfterAnswered).await;
+    assert!(got.iter().all(|(_, n)| *n == 1), "{got:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
