@@ -13,6 +13,7 @@ mod prom;
 mod report;
 mod run;
 mod soak;
+mod soak_faults;
 mod workload;
 
 use std::path::PathBuf;
@@ -74,6 +75,12 @@ struct Args {
     /// every minute too.
     #[arg(long)]
     dashboard: bool,
+    /// With --soak: on a control plane of the soak's own, each measured round meets the next
+    /// of these faults once its image changes are sent: kube-apiserver killed and restarted,
+    /// etcd stopped for 20 s, every watch of the controller cut, 429 on every request for
+    /// 30 s, none. The controller talks to the API server through a fault proxy.
+    #[arg(long)]
+    soak_faults: bool,
     /// The controller binary (default: sluice-controller beside this binary).
     #[arg(long, value_name = "PATH")]
     controller: Option<PathBuf>,
@@ -102,8 +109,15 @@ async fn main() -> anyhow::Result<()> {
         root.join(&args.out)
     };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    println!("connecting to the local control plane (started if needed)");
-    let env = TestEnv::with_crds().await?;
+    // The faults act on a control plane of their own; the shared one serves other work.
+    let (faults, env, proxied) = if args.soak.is_some() && args.soak_faults {
+        println!("starting a control plane of the soak's own");
+        let (kit, env, proxied) = soak_faults::FaultKit::start(&out).await?;
+        (Some(kit), env, Some(proxied))
+    } else {
+        println!("connecting to the local control plane (started if needed)");
+        (None, TestEnv::with_crds().await?, None)
+    };
     let client = env.client();
     let kubernetes = client
         .apiserver_version()
@@ -113,8 +127,12 @@ async fn main() -> anyhow::Result<()> {
     let setup = Setup {
         env: env.clone(),
         client,
-        processes: Processes::control_plane(&root.join(".dev/pids")),
-        kubeconfig: env.kubeconfig_path().to_path_buf(),
+        processes: Processes::control_plane(
+            &faults
+                .as_ref()
+                .map_or_else(|| root.join(".dev/pids"), |kit| kit.pid_dir()),
+        ),
+        kubeconfig: proxied.unwrap_or_else(|| env.kubeconfig_path().to_path_buf()),
         controller_binary: args
             .controller
             .clone()
@@ -144,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
                     .clone()
                     .unwrap_or_else(cli::default_binary)
             }),
+            faults,
         };
         let soak = soak::soak(&setup, options).await?;
         let json = out.join(format!("soak-{n}.json"));

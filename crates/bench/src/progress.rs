@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -83,7 +83,10 @@ impl NewReplicaSets {
         let task = tokio::spawn(async move {
             let mut known: Option<HashSet<String>> = None;
             let mut listing = HashSet::new();
-            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            // Backed off: while the API server is down (the soak's faults), not a busy loop.
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             while let Some(event) = stream.next().await {
                 let Ok(event) = event else { continue };
                 let seen = Instant::now();
@@ -172,7 +175,10 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     let mut state: HashMap<String, bool> = HashMap::new();
     let mut listing: HashMap<String, bool> = HashMap::new();
-    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    // Backed off: while the API server is down (the soak's faults), not a busy loop.
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut report = tokio::time::interval(Duration::from_secs(5));
     report.tick().await;
     loop {

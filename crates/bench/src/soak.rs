@@ -16,6 +16,7 @@ use crate::dashboard::Dashboard;
 use crate::procs::{RssSampler, rss_mib};
 use crate::progress::{Changes, wait_all_done};
 use crate::run::{Setup, change_images, delete_namespace, for_each_object};
+use crate::soak_faults::{self, CYCLE, FaultKit, FaultRound, ReplicaSetCheck, open_sockets};
 use crate::workload::{self, Scenario};
 
 #[derive(Clone, Debug, Serialize)]
@@ -33,6 +34,14 @@ pub struct SoakReport {
     pub second_half_slope_mib_per_hour: Option<f64>,
     /// The dashboard's memory, when it ran.
     pub dashboard: Option<DashboardSoak>,
+    /// With faults: every measured round, its fault and how long its updates took.
+    pub fault_rounds: Vec<FaultRound>,
+    /// With faults: slope of the controller's open sockets over the rounds, per hour.
+    pub sockets_slope_per_hour: Option<f64>,
+    /// With faults: the namespace's ReplicaSets at the end.
+    pub replica_sets: Option<ReplicaSetCheck>,
+    /// With faults: the controller process was the one started at every round's end.
+    pub controller_never_exited: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -56,6 +65,8 @@ pub struct SoakOptions {
     pub warm_up_rounds: u32,
     /// The kubectl-sluice whose dashboard serves the soak's namespace (none: no dashboard).
     pub dashboard: Option<std::path::PathBuf>,
+    /// Each measured round meets the next fault of [`CYCLE`] (none: no faults).
+    pub faults: Option<FaultKit>,
 }
 
 /// (min, max) of the samples' MiB.
@@ -102,6 +113,65 @@ impl SoakReport {
             for line in &d.tabs {
                 text.push_str(&format!("- tabs at {line}\n"));
             }
+        }
+        if !self.fault_rounds.is_empty() {
+            text.push_str(&self.faults_markdown());
+        }
+        text
+    }
+
+    /// The rounds under faults: per fault, how often and how long its updates took; the
+    /// sockets' slope; the checks at the end.
+    fn faults_markdown(&self) -> String {
+        let mut text = String::from(
+            "\n| fault | rounds | every update finished after, s (median / max) |\n|---|---|---|\n",
+        );
+        for fault in CYCLE {
+            let mut seconds: Vec<f64> = self
+                .fault_rounds
+                .iter()
+                .filter(|r| r.fault == fault)
+                .map(|r| r.seconds_to_settle)
+                .collect();
+            if seconds.is_empty() {
+                continue;
+            }
+            seconds.sort_by(f64::total_cmp);
+            text.push_str(&format!(
+                "| {} | {} | {:.0} / {:.0} |\n",
+                fault.describe(),
+                seconds.len(),
+                seconds[(seconds.len() - 1) / 2],
+                seconds[seconds.len() - 1]
+            ));
+        }
+        let sockets: Vec<usize> = self.fault_rounds.iter().map(|r| r.sockets).collect();
+        text.push_str(&format!(
+            "\nController sockets open after each round: {} to {}, slope {} per hour. The \
+             controller process {}.\n",
+            sockets.iter().min().unwrap_or(&0),
+            sockets.iter().max().unwrap_or(&0),
+            self.sockets_slope_per_hour
+                .map_or_else(|| "–".into(), |s| format!("{s:+.1}")),
+            if self.controller_never_exited == Some(true) {
+                "was the one started at every round's end"
+            } else {
+                "EXITED during the soak"
+            },
+        ));
+        if let Some(check) = &self.replica_sets {
+            text.push_str(&format!(
+                "ReplicaSets at the end: {} of {} Rollouts; {}\n",
+                check.replica_sets,
+                check.rollouts,
+                if check.violations.is_empty() {
+                    "one per template, labels and revision annotations kept, only the stable one \
+                     with pods"
+                        .to_string()
+                } else {
+                    format!("VIOLATIONS: {}", check.violations.join("; "))
+                }
+            ));
         }
         text
     }
@@ -177,7 +247,7 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
     let mut revision = 1;
     for _ in 0..options.warm_up_rounds {
         revision += 1;
-        round(setup, &rollouts, n, revision).await?;
+        round(setup, &rollouts, n, revision, None).await?;
         println!(
             "soak: warm-up round {} of {} done",
             revision - 1,
@@ -216,10 +286,36 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
     let started = Instant::now();
     let minutes = RssSampler::start(pid, Duration::from_secs(60));
     let mut updates = 0;
+    let mut fault_rounds = Vec::new();
+    let mut alive = true;
     while started.elapsed() < length {
         revision += 1;
-        round(setup, &rollouts, n, revision).await?;
+        let fault = options.faults.as_ref().map(|kit| {
+            let fault = CYCLE[fault_rounds.len() % CYCLE.len()];
+            println!("soak: round {} meets: {}", revision - 1, fault.describe());
+            (kit, fault)
+        });
+        let (seconds, injected) = round(setup, &rollouts, n, revision, fault).await?;
         updates += n as u64;
+        if let Some((_, fault)) = fault {
+            let rss = rss_mib(pid);
+            alive &= rss.is_some();
+            let sockets = open_sockets(pid).unwrap_or(0);
+            println!(
+                "soak: after {}: every update finished in {seconds:.0} s ({injected}); {sockets} \
+                 sockets open",
+                fault.describe()
+            );
+            fault_rounds.push(FaultRound {
+                round: revision - 1,
+                minute: started.elapsed().as_secs_f64() / 60.0,
+                fault,
+                injected,
+                seconds_to_settle: seconds,
+                rss_mib: rss.unwrap_or(0.0),
+                sockets,
+            });
+        }
         println!(
             "soak: round {} done at minute {:.1}, RSS {:.1} MiB{}",
             revision - 1,
@@ -265,9 +361,20 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
         }
         _ => None,
     };
+    let replica_sets = match &options.faults {
+        Some(_) => Some(soak_faults::check_replica_sets(&setup.client, ns).await?),
+        None => None,
+    };
     controller.stop().await?;
-    delete_namespace(&setup.client, ns).await?;
+    // A control plane of the soak's own is thrown away whole.
+    if options.faults.is_none() {
+        delete_namespace(&setup.client, ns).await?;
+    }
     let half = samples.len() / 2;
+    let sockets: Vec<(f64, f64)> = fault_rounds
+        .iter()
+        .map(|r| (r.minute, r.sockets as f64))
+        .collect();
     Ok(SoakReport {
         objects: n,
         minutes: started.elapsed().as_secs_f64() / 60.0,
@@ -277,30 +384,53 @@ pub async fn soak(setup: &Setup, options: SoakOptions) -> anyhow::Result<SoakRep
         second_half_slope_mib_per_hour: per_hour(slope(&samples[half..])),
         rss_samples: samples,
         dashboard,
+        sockets_slope_per_hour: per_hour(slope(&sockets)),
+        controller_never_exited: options.faults.as_ref().map(|_| alive),
+        fault_rounds,
+        replica_sets,
     })
 }
 
-/// One round: every Rollout's image changed to `revision`'s, and all Healthy again.
+/// One round: every Rollout's image changed to `revision`'s, and all Healthy again; with a
+/// fault, the fault injected once the changes are sent. Returns the seconds from the changes
+/// sent to all settled, and what the fault did.
 async fn round(
     setup: &Setup,
     rollouts: &Api<Rollout>,
     n: usize,
     revision: u32,
-) -> anyhow::Result<()> {
+    fault: Option<(&FaultKit, soak_faults::Fault)>,
+) -> anyhow::Result<(f64, String)> {
     let timeout = setup.phase_timeout;
+    let mut outcome = (0.0, String::new());
+    let outcome_ref = &mut outcome;
     change_images(
         rollouts.clone(),
         n,
         revision,
         Changes::default(),
         |api, changes| async move {
-            wait_all_done(api, n, "Healthy", timeout, &changes, move |ro| {
-                workload::rollout_done(ro, Scenario::Plain, revision)
-            })
-            .await
+            let sent = Instant::now();
+            let settled = async {
+                wait_all_done(api, n, "Healthy", timeout, &changes, move |ro| {
+                    workload::rollout_done(ro, Scenario::Plain, revision)
+                })
+                .await
+            };
+            let injected = async {
+                match fault {
+                    Some((kit, fault)) => kit.inject(fault).await,
+                    None => Ok(String::new()),
+                }
+            };
+            let (settled, injected) = tokio::join!(settled, injected);
+            settled?;
+            *outcome_ref = (sent.elapsed().as_secs_f64(), injected?);
+            Ok(())
         },
     )
-    .await
+    .await?;
+    Ok(outcome)
 }
 
 #[cfg(test)]
