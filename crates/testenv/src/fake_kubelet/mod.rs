@@ -131,15 +131,27 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
     // again: kube-runtime's default pauses the stream after every error, and after an API
     // server restart (a 410 on resuming, then a list) pods went unseen for minutes.
     let (store, writer) = reflector::store();
-    let watch = reflector(
-        writer,
-        watcher::watcher(pods, watcher::Config::default()).default_backoff(),
-    )
-    .applied_objects();
+    // The watch's own errors and lists are logged: what a kubelet that stopped seeing pods
+    // would need to tell. A watch the server keeps open yet silent ends within a minute.
+    // Listed at the most recent revision, not whatever the API server's cache holds: after an
+    // API server restart a list "at any revision" came back without pods created since.
+    let config = watcher::Config::default()
+        .timeout(60)
+        .list_semantic(watcher::ListSemantic::MostRecent);
+    let events = watcher::watcher(pods.clone(), config)
+        .default_backoff()
+        .inspect(|event| match event {
+            Err(e) => warn!("pod watch: {e}"),
+            Ok(watcher::Event::Init) => info!("pod watch: listing"),
+            Ok(watcher::Event::InitDone) => info!("pod watch: listed"),
+            Ok(_) => {}
+        });
+    let watch = reflector(writer, events).applied_objects();
     let pod_controller = Controller::for_stream(watch, store)
         .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
     let sweeper = tokio::spawn(forget_vanished_pods(pod_controller.store(), ctx.clone()));
+    let binder = tokio::spawn(bind_pods_left_unbound(pods, ctx.config.node_name.clone()));
     pod_controller
         .shutdown_on_signal()
         .run(bounded_reconcile, error_policy, ctx)
@@ -150,6 +162,7 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         })
         .await;
     sweeper.abort();
+    binder.abort();
     heartbeat.abort();
     info!("stopped");
     Ok(())
@@ -397,6 +410,42 @@ fn error_policy(pod: Arc<Pod>, error: &kube::Error, _ctx: Arc<Context>) -> Actio
         pod.name_any()
     );
     Action::requeue(Duration::from_secs(1))
+}
+
+/// How long a pod may stay unbound before [`bind_pods_left_unbound`] binds it.
+const UNBOUND_FOR: Duration = Duration::from_secs(15);
+
+/// Binds the pods the watch never showed: every 15 s, pods without a node for longer than
+/// that are read from the API server and bound, which the watch then shows. A real
+/// scheduler retries its unscheduled pods the same way; here it keeps the control plane
+/// serving pods when a watch resumed after an API server restart missed their creation
+/// (seen at 1,000 Rollouts with the API server killed mid-update).
+async fn bind_pods_left_unbound(pods: Api<Pod>, node_name: String) {
+    let mut every = tokio::time::interval(UNBOUND_FOR);
+    let unbound = kube::api::ListParams::default().fields("spec.nodeName=");
+    loop {
+        every.tick().await;
+        let Ok(list) = pods.list(&unbound).await else {
+            continue;
+        };
+        let now = Timestamp::now();
+        for pod in list.items {
+            let old_enough = pod.metadata.creation_timestamp.as_ref().is_some_and(|t| {
+                Duration::try_from(now.duration_since(t.0)).unwrap_or(Duration::ZERO) >= UNBOUND_FOR
+            });
+            if !old_enough || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let namespace = pod.namespace().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(pods.clone().into_client(), &namespace);
+            if let Ok(true) = bind(&api, &pod.name_any(), &node_name).await {
+                warn!(
+                    "{namespace}/{}: bound after {UNBOUND_FOR:?} unseen by the pod watch",
+                    pod.name_any()
+                );
+            }
+        }
+    }
 }
 
 /// Forgets pods that disappeared without passing through a deletion here (unbound
