@@ -21,7 +21,10 @@ use sluice_api::experiment::Experiment;
 use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 
 mod lean_meta;
+mod relisting;
 mod replica_set;
+
+pub use relisting::watch;
 
 pub use replica_set::CachedReplicaSet;
 

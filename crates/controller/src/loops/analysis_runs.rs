@@ -66,7 +66,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     });
     // The cache is made here rather than by the Controller, to keep managedFields out of it.
     let (cache, writer) = reflector::store();
-    let stream = watcher(
+    let stream = crate::cache::watch(
         runs,
         watcher::Config::default().labels(&instance_selector(&args.instance_id)),
     )
@@ -76,7 +76,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .applied_objects();
     // A Job metric's measurement ends when its Job does: as Argo, the run is looked at when
     // one of its Jobs changes, not at the next poll. Only the Jobs' metadata is kept.
-    let jobs = watcher(
+    let jobs = crate::cache::watch(
         job_metadata,
         watcher::Config::default().labels(ANALYSIS_RUN_UID_LABEL),
     )

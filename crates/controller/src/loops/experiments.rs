@@ -56,7 +56,7 @@ pub async fn run_with(
     });
     // The cache is made here rather than by the Controller, to keep managedFields out of it.
     let (cache, writer) = reflector::store();
-    let stream = watcher(
+    let stream = crate::cache::watch(
         experiments,
         watcher::Config::default().labels(&instance_selector(&args.instance_id)),
     )

@@ -101,7 +101,7 @@ pub async fn run_with(
     // form (compact JSON, no managed fields) and decoded when a reconcile reads them.
     let (rs_cache, rs_writer) = cache::indexed(cache::controller_uids);
     let rs_stream = cache::reflect(
-        watcher(
+        cache::watch(
             api_in::<CachedReplicaSet>(&client, ns),
             watcher::Config::default().labels(POD_TEMPLATE_HASH),
         )
@@ -115,7 +115,7 @@ pub async fn run_with(
     // and templates a Rollout names can be mapped to it.
     let (ro_cache, ro_writer) = cache::indexed(rollout_keys);
     let ro_stream = cache::reflect(
-        watcher(
+        cache::watch(
             api_in::<Rollout>(&client, ns),
             watcher::Config::default().labels(&instance_selector(&args.instance_id)),
         )
@@ -130,7 +130,7 @@ pub async fn run_with(
     // cache and triggers the Rollouts concerned.
     let (svc_cache, svc_writer) = cache::indexed(cache::managed_by_keys);
     let svc_stream = cache::reflect(
-        watcher(api_in::<Service>(&client, ns), watcher::Config::default())
+        cache::watch(api_in::<Service>(&client, ns), watcher::Config::default())
             .default_backoff()
             .modify(cache::drop_unread_metadata),
         svc_writer,
@@ -139,7 +139,7 @@ pub async fn run_with(
     // Only runs a Rollout made (they carry rollout-type).
     let (run_cache, run_writer) = cache::indexed(cache::controller_uids);
     let run_stream = cache::reflect(
-        watcher(
+        cache::watch(
             api_in::<AnalysisRun>(&client, ns),
             watcher::Config::default().labels(sluice_engine::analysis::ROLLOUT_TYPE),
         )
@@ -150,7 +150,7 @@ pub async fn run_with(
     .touched_objects();
     let (exp_cache, exp_writer) = cache::indexed(cache::controller_uids);
     let exp_stream = cache::reflect(
-        watcher(
+        cache::watch(
             api_in::<Experiment>(&client, ns),
             watcher::Config::default(),
         )
@@ -160,7 +160,7 @@ pub async fn run_with(
     )
     .touched_objects();
     let (template_cache, template_writer) = reflector::store();
-    let template_stream = watcher(
+    let template_stream = cache::watch(
         api_in::<AnalysisTemplate>(&client, ns),
         watcher::Config::default(),
     )
@@ -172,7 +172,7 @@ pub async fn run_with(
     // install list them).
     let cluster_templates = namespace.is_none().then(|| {
         let (cache, writer) = reflector::store();
-        let stream = watcher(
+        let stream = cache::watch(
             Api::<ClusterAnalysisTemplate>::all(client.clone()),
             watcher::Config::default(),
         )
@@ -184,19 +184,19 @@ pub async fn run_with(
     });
     // The workloads a Rollout may take its template from (`workloadRef`): only their metadata
     // is watched, and nothing is kept; a Rollout reads its workload fresh when it reconciles.
-    let deployment_stream = watcher(
+    let deployment_stream = cache::watch(
         api_in::<PartialObjectMeta<Deployment>>(&client, ns),
         watcher::Config::default(),
     )
     .default_backoff()
     .touched_objects();
-    let workload_rs_stream = watcher(
+    let workload_rs_stream = cache::watch(
         api_in::<PartialObjectMeta<ReplicaSet>>(&client, ns),
         watcher::Config::default(),
     )
     .default_backoff()
     .touched_objects();
-    let pod_template_stream = watcher(
+    let pod_template_stream = cache::watch(
         api_in::<PartialObjectMeta<PodTemplate>>(&client, ns),
         watcher::Config::default(),
     )
@@ -204,7 +204,7 @@ pub async fn run_with(
     .touched_objects();
     // The StatefulSets Rollouts drive (`rollouts.sluice.dev/statefulset`): metadata only, as
     // for workloads; every change (a pod replaced or ready moves its status) wakes them.
-    let stateful_set_stream = watcher(
+    let stateful_set_stream = cache::watch(
         api_in::<PartialObjectMeta<StatefulSet>>(&client, ns),
         watcher::Config::default(),
     )
