@@ -138,7 +138,7 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
     let config = watcher::Config::default()
         .timeout(60)
         .list_semantic(watcher::ListSemantic::MostRecent);
-    let events = watcher::watcher(pods.clone(), config)
+    let events = relisting(pods.clone(), config)
         .default_backoff()
         .inspect(|event| match event {
             Err(e) => warn!("pod watch: {e}"),
@@ -410,6 +410,40 @@ fn error_policy(pod: Arc<Pod>, error: &kube::Error, _ctx: Arc<Context>) -> Actio
         pod.name_any()
     );
     Action::requeue(Duration::from_secs(1))
+}
+
+/// How often the pod watch starts again from a fresh list.
+const RELIST_EVERY: Duration = Duration::from_secs(60);
+
+/// The pod watch, started again from a fresh list after every error and every
+/// [`RELIST_EVERY`] (between two lists, never inside one). After an API server restart at
+/// 1,000 Rollouts a resumed watch went on without the creation, binding or deletion of
+/// hundreds of pods, with no error to tell; a fresh list catches up with them, as the
+/// reflectors of a real kubelet do after a watch that broke.
+fn relisting(
+    api: Api<Pod>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<Pod>>> + Send {
+    let fresh = move |api: &Api<Pod>| watcher::watcher(api.clone(), config.clone()).boxed();
+    let first = fresh(&api);
+    let since = tokio::time::Instant::now();
+    futures::stream::unfold(
+        (first, api, fresh, since, false),
+        |(mut inner, api, fresh, mut since, mut listing)| async move {
+            let item = inner.next().await?;
+            match &item {
+                Ok(watcher::Event::Init) => listing = true,
+                Ok(watcher::Event::InitDone) => listing = false,
+                _ => {}
+            }
+            if item.is_err() || (!listing && since.elapsed() >= RELIST_EVERY) {
+                inner = fresh(&api);
+                since = tokio::time::Instant::now();
+                listing = false;
+            }
+            Some((item, (inner, api, fresh, since, listing)))
+        },
+    )
 }
 
 /// How long a pod may stay unbound before [`bind_pods_left_unbound`] binds it.
