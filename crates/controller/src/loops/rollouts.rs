@@ -111,13 +111,17 @@ pub async fn run_with(
     .touched_objects()
     .inspect_ok(move |rs| tell_experiments(&to_experiments, rs));
 
+    // Listed afresh every five minutes besides after errors: a user's change must not stay
+    // unseen for longer, whatever a watch lost (a list of 1,000 Rollouts is a few MB).
+    const ROLLOUT_RELIST: Duration = Duration::from_secs(300);
     // The Rollout cache is made here, not by the Controller, so that changes of the Services
     // and templates a Rollout names can be mapped to it.
     let (ro_cache, ro_writer) = cache::indexed(rollout_keys);
     let ro_stream = cache::reflect(
-        cache::watch(
+        cache::watch_relisting_every(
             api_in::<Rollout>(&client, ns),
             watcher::Config::default().labels(&instance_selector(&args.instance_id)),
+            ROLLOUT_RELIST,
         )
         .default_backoff()
         .modify(cache::drop_managed_fields),

@@ -430,18 +430,29 @@ fn relisting(
     futures::stream::unfold(
         (first, api, fresh, since, false),
         |(mut inner, api, fresh, mut since, mut listing)| async move {
-            let item = inner.next().await?;
-            match &item {
-                Ok(watcher::Event::Init) => listing = true,
-                Ok(watcher::Event::InitDone) => listing = false,
-                _ => {}
+            loop {
+                // A quiet watch is started again too: the timer, not the next event, decides.
+                let due = tokio::time::sleep_until(since + RELIST_EVERY);
+                let item = tokio::select! {
+                    item = inner.next() => item?,
+                    () = due, if !listing => {
+                        inner = fresh(&api);
+                        since = tokio::time::Instant::now();
+                        continue;
+                    }
+                };
+                match &item {
+                    Ok(watcher::Event::Init) => listing = true,
+                    Ok(watcher::Event::InitDone) => listing = false,
+                    _ => {}
+                }
+                if item.is_err() {
+                    inner = fresh(&api);
+                    since = tokio::time::Instant::now();
+                    listing = false;
+                }
+                return Some((item, (inner, api, fresh, since, listing)));
             }
-            if item.is_err() || (!listing && since.elapsed() >= RELIST_EVERY) {
-                inner = fresh(&api);
-                since = tokio::time::Instant::now();
-                listing = false;
-            }
-            Some((item, (inner, api, fresh, since, listing)))
         },
     )
 }
