@@ -24,7 +24,7 @@ mod lean_meta;
 mod relisting;
 mod replica_set;
 
-pub use relisting::{watch, watch_relisting_every};
+pub use relisting::{note_api_server, watch, watch_relisting_every};
 
 pub use replica_set::CachedReplicaSet;
 

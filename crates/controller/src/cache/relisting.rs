@@ -11,9 +11,18 @@
 //! watches from that list. A watch the server ended cleanly (its timeout) is resumed as before.
 //! Callers back off errors as before (`default_backoff`), so an API server that stays away is
 //! asked for a list no faster than it was asked for a watch.
+//!
+//! A watch need not fail to lose changes: kube's client retries a 503 itself and resumes a
+//! watch whose connection ended, and such a watch, resumed across the restart, still went on
+//! without the changes of the last moment before the kill. So every watch also lists again
+//! once the API server answers after it was unreachable ([`note_api_server`], told by the
+//! client's request metrics), and the Rollout watch every five minutes in any case.
 
 use std::fmt::Debug;
 use std::time::Duration;
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
@@ -21,6 +30,24 @@ use kube::runtime::watcher::{self, ListSemantic, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
+
+/// Bumped each time the API server answers again after it was unreachable (a request that
+/// got no answer, or a 503): every watch then lists again, whether or not its own stream
+/// failed. A watch that kube's client resumed on its own across the outage is not trusted.
+static BACK: LazyLock<tokio::sync::watch::Sender<u64>> =
+    LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+static UNREACHABLE: AtomicBool = AtomicBool::new(false);
+
+/// Tells the watches how a request to the API server ended: `answered` is false for a
+/// request that got no answer or a 503. The first answer after such a request makes every
+/// watch list again.
+pub fn note_api_server(answered: bool) {
+    if !answered {
+        UNREACHABLE.store(true, Ordering::Relaxed);
+    } else if UNREACHABLE.swap(false, Ordering::Relaxed) {
+        BACK.send_modify(|n| *n += 1);
+    }
+}
 
 /// [`watcher`] on `api` with `config`, started again (listing at the most recent revision)
 /// after every error it yields; the error is passed on first.
@@ -68,6 +95,7 @@ where
         again,
         since: Instant::now(),
         listing: false,
+        back: BACK.subscribe(),
     };
     futures::stream::unfold(state, move |mut s| async move {
         loop {
@@ -75,6 +103,10 @@ where
             let item = tokio::select! {
                 item = s.inner.next() => item?,
                 () = sleep_until_some(due), if !s.listing => {
+                    s.restart();
+                    continue;
+                }
+                Ok(()) = s.back.changed(), if !s.listing => {
                     s.restart();
                     continue;
                 }
@@ -96,6 +128,7 @@ struct Relist<K: Resource + Clone + DeserializeOwned + Debug + Send + 'static> {
     again: watcher::Config,
     since: Instant,
     listing: bool,
+    back: tokio::sync::watch::Receiver<u64>,
 }
 
 impl<K> Relist<K>
@@ -115,5 +148,29 @@ async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watches_are_told_once_when_the_api_server_answers_again() {
+        let mut back = BACK.subscribe();
+        back.mark_unchanged();
+        note_api_server(true);
+        assert!(
+            !back.has_changed().unwrap(),
+            "answers all along: nothing to tell"
+        );
+        note_api_server(false);
+        note_api_server(false);
+        assert!(!back.has_changed().unwrap(), "still unreachable");
+        note_api_server(true);
+        assert!(back.has_changed().unwrap(), "answering again");
+        back.mark_unchanged();
+        note_api_server(true);
+        assert!(!back.has_changed().unwrap(), "told once");
     }
 }

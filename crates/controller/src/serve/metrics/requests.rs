@@ -85,6 +85,8 @@ where
                     "slow Kubernetes API request (throttled, retried or the API server waiting on etcd)"
                 );
             }
+            // No answer, or the API server unavailable: the watches list again once it answers.
+            crate::cache::note_api_server(status != "error" && status != "503");
             metrics.observe_request_duration(&info.verb, took);
             metrics.count_request(info, &status);
             result
