@@ -31,20 +31,23 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-/// Bumped each time the API server answers again after it was unreachable (a request that
-/// got no answer, or a 503): every watch then lists again, whether or not its own stream
-/// failed. A watch that kube's client resumed on its own across the outage is not trusted.
+/// Bumped each time the API server answers promptly again after it was unreachable (a
+/// request that got no answer, a 503, or a watch that took seconds to start because kube's
+/// client retried it through the outage): every watch then lists again, whether or not its
+/// own stream failed. A watch that kube's client resumed on its own across the outage is not
+/// trusted.
 static BACK: LazyLock<tokio::sync::watch::Sender<u64>> =
     LazyLock::new(|| tokio::sync::watch::Sender::new(0));
 static UNREACHABLE: AtomicBool = AtomicBool::new(false);
 
-/// Tells the watches how a request to the API server ended: `answered` is false for a
-/// request that got no answer or a 503. The first answer after such a request makes every
-/// watch list again.
-pub fn note_api_server(answered: bool) {
-    if !answered {
+/// Tells the watches how a request to the API server ended: in `trouble` (no answer, a 503,
+/// a watch that took seconds to start), or answered, `prompt`ly or not. The first prompt
+/// answer after trouble makes every watch list again; a slow answer alone (a large list)
+/// changes nothing, so lists that are slow cannot start more lists.
+pub fn note_api_server(trouble: bool, prompt: bool) {
+    if trouble {
         UNREACHABLE.store(true, Ordering::Relaxed);
-    } else if UNREACHABLE.swap(false, Ordering::Relaxed) {
+    } else if prompt && UNREACHABLE.swap(false, Ordering::Relaxed) {
         BACK.send_modify(|n| *n += 1);
     }
 }
@@ -159,18 +162,28 @@ mod tests {
     fn the_watches_are_told_once_when_the_api_server_answers_again() {
         let mut back = BACK.subscribe();
         back.mark_unchanged();
-        note_api_server(true);
+        note_api_server(false, true);
         assert!(
             !back.has_changed().unwrap(),
             "answers all along: nothing to tell"
         );
-        note_api_server(false);
-        note_api_server(false);
-        assert!(!back.has_changed().unwrap(), "still unreachable");
-        note_api_server(true);
-        assert!(back.has_changed().unwrap(), "answering again");
+        note_api_server(false, false);
+        assert!(
+            !back.has_changed().unwrap(),
+            "a slow answer alone is no trouble"
+        );
+        note_api_server(true, false);
+        note_api_server(true, true);
+        assert!(!back.has_changed().unwrap(), "still in trouble");
+        note_api_server(false, false);
+        assert!(
+            !back.has_changed().unwrap(),
+            "answered, but not promptly yet"
+        );
+        note_api_server(false, true);
+        assert!(back.has_changed().unwrap(), "answering promptly again");
         back.mark_unchanged();
-        note_api_server(true);
+        note_api_server(false, true);
         assert!(!back.has_changed().unwrap(), "told once");
     }
 }

@@ -85,8 +85,13 @@ where
                     "slow Kubernetes API request (throttled, retried or the API server waiting on etcd)"
                 );
             }
-            // No answer, or the API server unavailable: the watches list again once it answers.
-            crate::cache::note_api_server(status != "error" && status != "503");
+            // No answer, the API server unavailable, or a watch that took seconds to start
+            // (kube's client retried it through an outage below this layer): the watches
+            // list again once a request is answered promptly.
+            let trouble = status == "error"
+                || status == "503"
+                || (info.verb == "Watch" && took > SLOW_REQUEST);
+            crate::cache::note_api_server(trouble, took <= SLOW_REQUEST);
             metrics.observe_request_duration(&info.verb, took);
             metrics.count_request(info, &status);
             result
