@@ -387,7 +387,6 @@ impl World<'_> {
             self.clear_step_plugins_after_retry(status, status.abort == Some(true));
             self.record_step_plugin_answers(status, &mut events, &mut analysis);
         }
-        let aborted_after_completion = status.abort == Some(true) && new_is_stable;
         let aborted = self.settle_abort(status, new_is_stable);
         if is_canary {
             let promoted = new_is_stable || status.promote_full == Some(true);
@@ -486,7 +485,6 @@ impl World<'_> {
                 progressed,
                 completed,
                 revision,
-                aborted_after_completion,
             },
         );
         // A pause the new template or step list lifted: Argo says so with the reset status, in

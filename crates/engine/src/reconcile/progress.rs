@@ -25,9 +25,6 @@ pub(super) struct Progress {
     pub(super) progressed: bool,
     pub(super) completed: bool,
     pub(super) revision: i64,
-    /// A user aborted an update that had completed: nothing goes back, and Sluice clears the
-    /// abort (a Healthy Rollout never says aborted), but the abort is told as Argo tells it.
-    pub(super) aborted_after_completion: bool,
 }
 
 /// The counts whose change is progress.
@@ -67,13 +64,6 @@ impl World<'_> {
         // blue-green Rollout its active ReplicaSet's), not a Deployment's replicas less
         // maxUnavailable.
         c::set_available(&mut conds, available >= r, now);
-
-        if progress.aborted_after_completion {
-            events.push(Event::warning(
-                "RolloutAborted",
-                format!("Rollout aborted update to revision {}", progress.revision),
-            ));
-        }
 
         // Progressing, and the progress deadline.
         let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);

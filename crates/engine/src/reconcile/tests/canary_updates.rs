@@ -567,31 +567,3 @@ fn a_scale_of_a_paused_completed_rollout_is_no_progress() {
         vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
     );
 }
-
-#[test]
-fn an_abort_of_a_completed_update_is_told_once_and_cleared() {
-    let mut w = healthy_world(3, json!([{"setWeight": 50}]));
-    w.set_image("app:v2");
-    w.settle();
-    assert_eq!(w.phase(), RolloutPhase::Healthy);
-    let mut status = w.status().clone();
-    status.abort = Some(true);
-    w.ro.status = Some(status);
-    // As Argo: a warning that the update was aborted (live scenario seed 387); nothing moves,
-    // and the abort is cleared rather than kept on a Healthy Rollout (a documented difference).
-    assert_eq!(
-        settle_typed_events(&mut w),
-        vec![(crate::EventType::Warning, "RolloutAborted")]
-    );
-    assert_eq!(w.status().abort, None);
-    assert_eq!(w.phase(), RolloutPhase::Healthy);
-    assert_eq!(
-        progressing_reason(&w).as_deref(),
-        Some("NewReplicaSetAvailable")
-    );
-    assert_eq!(
-        w.replicas_by_image(),
-        vec![("app:v1".into(), 0), ("app:v2".into(), 3)]
-    );
-    assert!(settle_typed_events(&mut w).is_empty(), "told once");
-}
