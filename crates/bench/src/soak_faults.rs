@@ -70,7 +70,7 @@ impl FaultKit {
         let env = plane.env().await?;
         let proxy = FaultProxy::start(env.config().clone(), Faults::none()).await?;
         let kubeconfig = work_dir.join("kubeconfig-soak-proxy");
-        std::fs::write(&kubeconfig, proxy_kubeconfig(&proxy))?;
+        std::fs::write(&kubeconfig, proxy.kubeconfig())?;
         Ok((FaultKit { proxy, plane }, env, kubeconfig))
     }
 
@@ -117,15 +117,6 @@ impl FaultKit {
             .copied()
             .unwrap_or(0)
     }
-}
-
-fn proxy_kubeconfig(proxy: &FaultProxy) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
-         http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
-         context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
-        proxy.addr()
-    )
 }
 
 /// The sockets a process holds open (its connections to the API server among them), from

@@ -175,18 +175,19 @@ pub async fn replicas_by_image(ns: &TestNamespace, rollout: &str) -> BTreeMap<St
     list.items
         .iter()
         .filter(|rs| rs.name().starts_with(&format!("{rollout}-")))
-        .map(|rs| {
-            let image = rs
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.as_ref())
-                .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.clone())
-                .unwrap_or_default();
-            (image, (rs.spec_replicas(), rs.available_replicas()))
-        })
+        .map(|rs| (image_of(rs), (rs.spec_replicas(), rs.available_replicas())))
         .collect()
+}
+
+/// The image of a ReplicaSet's first container ("" without one).
+pub fn image_of(rs: &ReplicaSet) -> String {
+    rs.spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
 }
 
 /// Waits until the Rollout's ReplicaSets have exactly these `(spec, available)` counts per

@@ -274,15 +274,6 @@ impl<T> Outcome<T> {
 
 /// A kubeconfig for a client of the fault proxy: plain HTTP, no credentials (the proxy holds
 /// them).
-fn proxy_kubeconfig(proxy: &FaultProxy) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
-         http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
-         context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
-        proxy.addr()
-    )
-}
-
 /// The control plane, the namespace, both Rollouts Healthy on `app:v1` under a controller, and
 /// the recorder. Fields drop in their order: the namespace (printed if the test failed) before
 /// the control plane.
@@ -407,7 +398,7 @@ async fn updates_complete_through_a_stopped_etcd_cut_watches_and_throttling() {
         .await
         .unwrap();
     let proxied = plane.dir().join("kubeconfig-proxy");
-    std::fs::write(&proxied, proxy_kubeconfig(&proxy)).unwrap();
+    std::fs::write(&proxied, proxy.kubeconfig()).unwrap();
     f.controller = Controller::start(&proxied, f.ns.name(), &plane.logs_dir(), "sluice-proxied")
         .await
         .unwrap();

@@ -19,7 +19,7 @@ mod crash_at_every_write {
 use std::time::Duration;
 
 use crash_at_every_write::recorder::{Found, Log, Obj, Recorder};
-use crash_at_every_write::rules::{Expect, KEEP, image_of};
+use crash_at_every_write::rules::{Expect, KEEP};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::Api;
@@ -270,16 +270,10 @@ struct Run {
     dump: String,
 }
 
-/// A kubeconfig that reaches the API server through `proxy`.
+/// A kubeconfig file that reaches the API server through `proxy`.
 fn proxy_kubeconfig(proxy: &FaultProxy, name: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("{name}-{}.kubeconfig", std::process::id()));
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
-         http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
-         context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
-        proxy.addr()
-    );
-    std::fs::write(&path, text).expect("writing the proxy's kubeconfig");
+    std::fs::write(&path, proxy.kubeconfig()).expect("writing the proxy's kubeconfig");
     path
 }
 

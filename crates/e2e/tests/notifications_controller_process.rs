@@ -45,6 +45,22 @@ async fn notified(api: &Api<sluice_api::Rollout>) -> serde_json::Map<String, Val
         .unwrap_or_default()
 }
 
+/// From the canary's pause to Healthy, every notification of the update recorded (7), and
+/// three quiet seconds for any late repeat to arrive.
+async fn promote_to_the_end(api: &Api<sluice_api::Rollout>) {
+    wait_phase(api, "web", RolloutPhase::Paused, TIMEOUT).await;
+    promote(api, "web").await;
+    wait_phase(api, "web", RolloutPhase::Healthy, TIMEOUT).await;
+    wait_for("every notification recorded", TIMEOUT, || async {
+        let record = notified(api).await;
+        anyhow::ensure!(record.len() == 7, "{record:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
 /// A Healthy canary `web` subscribed to Argo's catalog, its webhook `hook` at the inbox's
 /// `/<path>/hook`, run by a controller process limited to the namespace.
 async fn subscribed_canary(
@@ -207,17 +223,7 @@ async fn a_notification_the_receiver_had_when_the_controller_was_killed_is_sent_
     let _controller = ControllerProcess::start(&env, ns.name(), &args, &[])
         .await
         .unwrap();
-    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
-    promote(&api, "web").await;
-    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
-    wait_for("every notification recorded", TIMEOUT, || async {
-        let record = notified(&api).await;
-        anyhow::ensure!(record.len() == 7, "{record:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    promote_to_the_end(&api).await;
     let got = inbox.bodies("/hang/hook");
     for expected in [
         "Rollout web has been updated.",
@@ -282,16 +288,7 @@ async fn killed_at_the_first_record(namespace: &str, point: KillPoint) -> Vec<(S
         "sluice-{namespace}-{}.kubeconfig",
         std::process::id()
     ));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
-             http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
-             context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
-            proxy.addr()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&kubeconfig, proxy.kubeconfig()).unwrap();
     let (env, ns, inbox, api, mut controller) =
         subscribed_canary_on(env, &kubeconfig, namespace, "rec").await;
     let args = ["--namespaced", "--namespace", ns.name()];
@@ -330,17 +327,7 @@ async fn killed_at_the_first_record(namespace: &str, point: KillPoint) -> Vec<(S
     let _controller = ControllerProcess::start(&env, ns.name(), &args, &[])
         .await
         .unwrap();
-    wait_phase(&api, "web", RolloutPhase::Paused, TIMEOUT).await;
-    promote(&api, "web").await;
-    wait_phase(&api, "web", RolloutPhase::Healthy, TIMEOUT).await;
-    wait_for("every notification recorded", TIMEOUT, || async {
-        let record = notified(&api).await;
-        anyhow::ensure!(record.len() == 7, "{record:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    promote_to_the_end(&api).await;
     let _ = std::fs::remove_file(&kubeconfig);
     let got = arrivals(&inbox, "rec");
     let names: Vec<&str> = got.iter().map(|(b, _)| b.as_str()).collect();

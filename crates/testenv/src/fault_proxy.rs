@@ -406,6 +406,17 @@ impl FaultProxy {
         kube::Config::new(url)
     }
 
+    /// A kubeconfig that reaches the API server through this proxy (plain HTTP, no
+    /// credentials), for a controller started as a process.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster:\n    server: \
+             http://{}\nusers:\n- name: proxied\n  user: {{}}\ncontexts:\n- name: proxy\n  \
+             context:\n    cluster: proxy\n    user: proxied\ncurrent-context: proxy\n",
+            self.addr
+        )
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -8,6 +8,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::ResourceExt;
 use serde_json::Value;
+use sluice_e2e::image_of;
 use sluice_e2e::routing::vs_weights;
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
@@ -154,15 +155,4 @@ fn ready_pods(pods: &[Pod], hash: &str) -> i64 {
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
         .count() as i64
-}
-
-/// The image of a ReplicaSet's first container.
-pub fn image_of(rs: &ReplicaSet) -> String {
-    rs.spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref())
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default()
 }
