@@ -23,5 +23,12 @@ async fn main() -> anyhow::Result<()> {
         version = env!("CARGO_PKG_VERSION"),
         "starting sluice-controller"
     );
+    if sluice_controller::cache::planted::early_list_objects() {
+        tracing::warn!(
+            "{} is set: a list's objects are reconciled before the cache holds them, a bug \
+             planted for a test; unset it",
+            sluice_controller::cache::planted::VARIABLE
+        );
+    }
     run(args).await
 }

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cache::TouchedWhenCached as _;
 use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
@@ -73,7 +74,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .default_backoff()
     .modify(crate::cache::drop_managed_fields)
     .reflect(writer)
-    .applied_objects();
+    .applied_when_cached();
     // A Job metric's measurement ends when its Job does: as Argo, the run is looked at when
     // one of its Jobs changes, not at the next poll. Only the Jobs' metadata is kept.
     let jobs = crate::cache::watch(

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cache::TouchedWhenCached as _;
 use jiff::Timestamp;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -63,7 +64,7 @@ pub async fn run_with(
     .default_backoff()
     .modify(crate::cache::drop_managed_fields)
     .reflect(writer)
-    .applied_objects();
+    .applied_when_cached();
     let controller = Controller::for_stream(stream, cache)
         .reconcile_on(replica_set_changes)
         .owns(runs, watcher::Config::default());
