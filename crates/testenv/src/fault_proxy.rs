@@ -15,7 +15,8 @@
 //! Faults are drawn from a seeded generator, so a failing run can be repeated.
 //!
 //! A test can also cut every watch open at one moment ([`FaultProxy::cut_watches`]), as a
-//! network fault between a controller and its API server would.
+//! network fault between a controller and its API server would, or hold back what the watches
+//! receive ([`FaultProxy::hold_watches`]), as a lagging watch does.
 //!
 //! A test can also set [`Rule`]s that apply to every matching request until changed: answer
 //! with a status (a kind that is not served, a broken watch) or never answer (a hanging write).
@@ -236,6 +237,8 @@ struct State {
     writes: Mutex<Writes>,
     /// Bumped to cut every open watch; each watch holds a receiver while it streams.
     watch_cuts: tokio::sync::watch::Sender<u64>,
+    /// True while every watch's stream is held back ([`FaultProxy::hold_watches`]).
+    watch_held: tokio::sync::watch::Sender<bool>,
 }
 
 /// The writes counted (Events aside), and where the proxy cuts them off.
@@ -363,6 +366,7 @@ impl FaultProxy {
             rules: Mutex::new(Vec::new()),
             writes: Mutex::new(Writes::default()),
             watch_cuts: tokio::sync::watch::Sender::new(0),
+            watch_held: tokio::sync::watch::Sender::new(false),
         });
         let app = axum::Router::new().fallback({
             let state = state.clone();
@@ -380,6 +384,14 @@ impl FaultProxy {
     /// Replaces the rules; the first matching rule applies, before any random fault.
     pub fn set_rules(&self, rules: Vec<Rule>) {
         *self.state.rules.lock().unwrap_or_else(|p| p.into_inner()) = rules;
+    }
+
+    /// While `hold` is on, what every watch receives from the API server is kept back from the
+    /// client, as from a client whose watches lag behind; once off, it is passed on in order.
+    /// A watch whose connection ends meanwhile loses what was kept back, as a lagging client
+    /// loses the events an API server had not sent yet when it died.
+    pub fn hold_watches(&self, hold: bool) {
+        self.state.watch_held.send_replace(hold);
     }
 
     /// Cuts the connection of every watch open now, at once: each response stream ends with an
@@ -654,7 +666,11 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
             body.into_data_stream()
                 .take_until(tokio::time::sleep(after)),
         ),
-        _ if watch => cuttable(body, state.watch_cuts.subscribe()),
+        _ if watch => watches::body(
+            body,
+            state.watch_cuts.subscribe(),
+            state.watch_held.subscribe(),
+        ),
         _ => body,
     };
     let mut response = Response::new(body);
@@ -670,27 +686,7 @@ fn sigkill(pid: u32) {
         .status();
 }
 
-/// A watch's response body that ends with an error when [`FaultProxy::cut_watches`] is called:
-/// the connection is dropped mid-stream rather than closed as a finished response.
-fn cuttable(body: Body, cuts: tokio::sync::watch::Receiver<u64>) -> Body {
-    let data = body.into_data_stream();
-    Body::from_stream(futures::stream::unfold(
-        Some((data, cuts)),
-        |streaming| async move {
-            let (mut data, mut cuts) = streaming?;
-            tokio::select! {
-                item = data.next() => item.map(|item| (item, Some((data, cuts)))),
-                _ = cuts.changed() => {
-                    let cut = std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "watch cut by the fault proxy",
-                    );
-                    Some((Err(axum::Error::new(cut)), None))
-                }
-            }
-        },
-    ))
-}
+mod watches;
 
 #[cfg(test)]
 mod tests;
