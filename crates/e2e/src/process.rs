@@ -109,7 +109,13 @@ impl ControllerProcess {
                 "--metricsPort",
                 "0",
             ])
-            .args(["--rollout-resync", "30", "--loglevel", "info"])
+            .args(["--loglevel", "info"])
+            // Tests wait less with a short resync; one that gives its own keeps it.
+            .args(if args.contains(&"--rollout-resync") {
+                &[][..]
+            } else {
+                &["--rollout-resync", "30"][..]
+            })
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

@@ -8,7 +8,7 @@
 //!   [`FaultProxy`] from then on);
 //! - every request of the controller answered 429 for 30 s;
 //! - kube-apiserver killed (SIGKILL) and started again 10 s later on the same etcd: a test of
-//!   its own, ignored while the controller does not recover from it (docs/testing.md).
+//!   its own (docs/testing.md).
 //!
 //! After each: both updates are complete (Healthy, the new template's ReplicaSet stable and the
 //! old ones scaled down), the controller process is still the one started, its `/metrics` and
