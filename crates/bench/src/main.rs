@@ -164,7 +164,14 @@ async fn main() -> anyhow::Result<()> {
             }),
             faults,
         };
-        let soak = soak::soak(&setup, options).await?;
+        // On Ctrl-C the soak is dropped, and with it its controller and, under --soak-faults,
+        // the control plane of its own (stopped and removed), before the process ends.
+        let soak = tokio::select! {
+            soak = soak::soak(&setup, options) => soak?,
+            _ = tokio::signal::ctrl_c() => {
+                anyhow::bail!("interrupted: the soak is stopped, its control plane too")
+            }
+        };
         let json = out.join(format!("soak-{n}.json"));
         std::fs::write(&json, serde_json::to_vec_pretty(&soak)?)?;
         let md = out.join(format!("soak-{n}.md"));
