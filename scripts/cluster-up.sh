@@ -29,8 +29,12 @@ api_get() { # path -> body on success
   curl -sfk --max-time 5 -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$APISERVER_PORT$1"
 }
 
-# The control plane proper: the fake kubelet can be restarted on its own.
+# The control plane proper: the fake kubelet can be restarted on its own. With processes all
+# alive, /readyz is asked again for up to $1 seconds (default: once): a plane that is only slow
+# to answer, on a loaded machine, may be serving tests at that moment, and is waited for rather
+# than taken for a stale one and removed under them.
 control_plane_healthy() {
+  local patience=${1:-0}
   [[ -f $DEV/cluster.env ]] || return 1
   # shellcheck source=/dev/null
   source "$DEV/cluster.env"
@@ -38,7 +42,12 @@ control_plane_healthy() {
   for name in etcd kube-apiserver kube-controller-manager; do
     live_pid "$name" >/dev/null || return 1
   done
-  [[ $(api_get /readyz) == ok ]]
+  local deadline=$((SECONDS + patience))
+  until [[ $(api_get /readyz) == ok ]]; do
+    ((SECONDS < deadline)) || return 1
+    log "the running API server does not answer /readyz yet; asking again"
+    sleep 2
+  done
 }
 
 # Whether a process this script started is still alive. Unlike live_pid, it does not look at
@@ -268,7 +277,7 @@ case ${1:-} in
 esac
 
 take_lock
-if control_plane_healthy; then
+if control_plane_healthy 60; then
   refresh_fake_kubelet
   log "already running: API server https://127.0.0.1:$APISERVER_PORT (KUBECONFIG=$DEV/kubeconfig)"
   exit 0
