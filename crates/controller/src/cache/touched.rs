@@ -13,39 +13,60 @@
 //! generation 2 until the next list, five minutes later. Here the objects of a list are held
 //! back until its end, and passed on after the cache has taken them.
 
+use std::hash::Hash;
+
 use futures::{Stream, StreamExt as _};
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-/// The objects each event of `events` (a watch already reflected into its cache) touched,
-/// as `touched_objects()` does, but those of a list only once the whole list is in the cache;
+/// The objects each event of `events` (a watch already reflected into `store`) touched, as
+/// `touched_objects()` does, but those of a list only once the whole list is in the cache;
 /// deleted ones too when `with_deleted`, as `applied_objects()` does not. Errors pass at once.
-pub fn touched<K, S>(events: S, with_deleted: bool) -> impl Stream<Item = watcher::Result<K>>
+/// Of a list only the references are kept while it arrives (a list of 10,000 Rollouts is tens
+/// of MB): its objects are then read from the cache one at a time, as they are passed on.
+pub fn touched<K, S>(
+    events: S,
+    store: Store<K>,
+    with_deleted: bool,
+) -> impl Stream<Item = watcher::Result<K>>
 where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
     S: Stream<Item = watcher::Result<watcher::Event<K>>>,
 {
     events
         .scan(Vec::new(), move |listed, event| {
-            let out: Vec<watcher::Result<K>> = match event {
-                Ok(watcher::Event::Apply(obj)) => vec![Ok(obj)],
-                Ok(watcher::Event::Delete(obj)) if with_deleted => vec![Ok(obj)],
-                Ok(watcher::Event::Delete(_)) => Vec::new(),
+            let out: Box<dyn Iterator<Item = watcher::Result<K>> + Send> = match event {
+                Ok(watcher::Event::Apply(obj)) => Box::new(std::iter::once(Ok(obj))),
+                Ok(watcher::Event::Delete(obj)) if with_deleted => {
+                    Box::new(std::iter::once(Ok(obj)))
+                }
+                Ok(watcher::Event::Delete(_)) => Box::new(std::iter::empty()),
                 Ok(watcher::Event::Init) => {
                     // A list that ended early (an error mid-list) is not passed on: the next
                     // one replaces it.
                     listed.clear();
-                    Vec::new()
+                    Box::new(std::iter::empty())
                 }
                 Ok(watcher::Event::InitApply(obj)) if planted::early_list_objects() => {
-                    vec![Ok(obj)]
+                    Box::new(std::iter::once(Ok(obj)))
                 }
                 Ok(watcher::Event::InitApply(obj)) => {
-                    listed.push(obj);
-                    Vec::new()
+                    listed.push(ObjectRef::from_obj(&obj));
+                    Box::new(std::iter::empty())
                 }
                 Ok(watcher::Event::InitDone) => {
-                    std::mem::take(listed).into_iter().map(Ok).collect()
+                    // The cache has taken the list (the reflector applies an event before it
+                    // passes it on); an object deleted since is gone from it and left out.
+                    let store = store.clone();
+                    Box::new(
+                        std::mem::take(listed)
+                            .into_iter()
+                            .filter_map(move |r| store.get(&r).map(|o| Ok(K::clone(&o)))),
+                    )
                 }
-                Err(e) => vec![Err(e)],
+                Err(e) => Box::new(std::iter::once(Err(e))),
             };
             std::future::ready(Some(futures::stream::iter(out)))
         })
@@ -53,7 +74,7 @@ where
 }
 
 /// A bug planted on purpose, for the test that shows its check can fail
-/// (`crates/e2e/tests/changes_made_as_the_api_server_dies.rs`): with
+/// (`crates/e2e/tests/changes_a_watch_missed_are_seen_by_its_list.rs`): with
 /// `SLUICE_TEST_PLANT=early-list-objects` in the environment, a list's objects are passed on
 /// as they arrive, as kube-runtime's adapters do. Never set outside that test; the controller
 /// warns at start when it is.
@@ -73,19 +94,29 @@ pub mod planted {
 }
 
 /// [`touched`] as methods of a watch's stream, beside kube-runtime's `WatchStreamExt`.
-pub trait TouchedWhenCached<K>: Stream<Item = watcher::Result<watcher::Event<K>>> + Sized {
-    /// `touched_objects()`, a list's objects passed on once the cache holds the list.
-    fn touched_when_cached(self) -> impl Stream<Item = watcher::Result<K>> {
-        touched(self, true)
+pub trait TouchedWhenCached<K>: Stream<Item = watcher::Result<watcher::Event<K>>> + Sized
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    /// `touched_objects()`, a list's objects passed on once `store` holds the list.
+    fn touched_when_cached(self, store: Store<K>) -> impl Stream<Item = watcher::Result<K>> {
+        touched(self, store, true)
     }
 
-    /// `applied_objects()`, a list's objects passed on once the cache holds the list.
-    fn applied_when_cached(self) -> impl Stream<Item = watcher::Result<K>> {
-        touched(self, false)
+    /// `applied_objects()`, a list's objects passed on once `store` holds the list.
+    fn applied_when_cached(self, store: Store<K>) -> impl Stream<Item = watcher::Result<K>> {
+        touched(self, store, false)
     }
 }
 
-impl<K, S> TouchedWhenCached<K> for S where S: Stream<Item = watcher::Result<watcher::Event<K>>> {}
+impl<K, S> TouchedWhenCached<K> for S
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+    S: Stream<Item = watcher::Result<watcher::Event<K>>>,
+{
+}
 
 #[cfg(test)]
 mod tests {
@@ -128,12 +159,13 @@ mod tests {
     async fn read_when_passed_on(
         pass_on: impl FnOnce(
             futures::stream::BoxStream<'static, watcher::Result<watcher::Event<ConfigMap>>>,
+            reflector::Store<ConfigMap>,
         ) -> futures::stream::BoxStream<'static, watcher::Result<ConfigMap>>,
     ) -> Vec<(String, Option<String>)> {
         let (store, writer) = reflector::store::<ConfigMap>();
         let list = [cm("a", "2"), cm("b", "2")];
         let reflected = futures::stream::iter(events(&list)).reflect(writer).boxed();
-        let mut passed = pass_on(reflected);
+        let mut passed = pass_on(reflected, store.clone());
         let mut read = Vec::new();
         while let Some(obj) = passed.next().await {
             let obj = obj.unwrap();
@@ -148,7 +180,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_listed_object_is_passed_on_once_the_cache_holds_the_list() {
-        let read = read_when_passed_on(|s| touched(s, true).boxed()).await;
+        let read = read_when_passed_on(|s, store| touched(s, store, true).boxed()).await;
         let read: Vec<(&str, Option<&str>)> = read
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_deref()))
@@ -170,7 +202,7 @@ mod tests {
     #[tokio::test]
     async fn kube_runtimes_own_touched_objects_pass_a_listed_object_on_too_early() {
         // Why this module exists: the check above fails with kube-runtime's adapter.
-        let read = read_when_passed_on(|s| s.touched_objects().boxed()).await;
+        let read = read_when_passed_on(|s, _| s.touched_objects().boxed()).await;
         let listed: Vec<&Option<String>> = read[2..4].iter().map(|(_, v)| v).collect();
         assert_eq!(
             listed,
@@ -191,7 +223,10 @@ mod tests {
             Ok(watcher::Event::InitApply(cm("c", "1"))),
             Ok(watcher::Event::InitDone),
         ]);
-        let out: Vec<_> = touched(events, false).collect().await;
+        let (store, writer) = reflector::store::<ConfigMap>();
+        let out: Vec<_> = touched(events.reflect(writer), store, false)
+            .collect()
+            .await;
         assert_eq!(out.len(), 2);
         assert!(out[0].is_err());
         assert_eq!(out[1].as_ref().unwrap().metadata.name.as_deref(), Some("c"));

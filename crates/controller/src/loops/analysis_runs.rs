@@ -74,7 +74,7 @@ pub async fn run_with(client: Client, args: &Args, hooks: Hooks) -> anyhow::Resu
     .default_backoff()
     .modify(crate::cache::drop_managed_fields)
     .reflect(writer)
-    .applied_when_cached();
+    .applied_when_cached(cache.clone());
     // A Job metric's measurement ends when its Job does: as Argo, the run is looked at when
     // one of its Jobs changes, not at the next poll. Only the Jobs' metadata is kept.
     let jobs = crate::cache::watch(

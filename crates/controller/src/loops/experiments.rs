@@ -64,7 +64,7 @@ pub async fn run_with(
     .default_backoff()
     .modify(crate::cache::drop_managed_fields)
     .reflect(writer)
-    .applied_when_cached();
+    .applied_when_cached(cache.clone());
     let controller = Controller::for_stream(stream, cache)
         .reconcile_on(replica_set_changes)
         .owns(runs, watcher::Config::default());

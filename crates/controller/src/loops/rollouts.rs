@@ -108,7 +108,7 @@ pub async fn run_with(
         .default_backoff(),
         rs_writer,
     )
-    .touched_when_cached()
+    .touched_when_cached(rs_cache.store().clone())
     .inspect_ok(move |rs| tell_experiments(&to_experiments, rs));
 
     // Listed afresh every five minutes besides after errors: a user's change must not stay
@@ -127,7 +127,7 @@ pub async fn run_with(
         .modify(cache::drop_managed_fields),
         ro_writer,
     )
-    .touched_when_cached();
+    .touched_when_cached(ro_cache.store().clone());
     let ro_reader = ro_cache.store().clone();
 
     // What a reconcile reads besides ReplicaSets, each from one watch that both fills its
@@ -139,7 +139,7 @@ pub async fn run_with(
             .modify(cache::drop_unread_metadata),
         svc_writer,
     )
-    .touched_when_cached();
+    .touched_when_cached(svc_cache.store().clone());
     // Only runs a Rollout made (they carry rollout-type).
     let (run_cache, run_writer) = cache::indexed(cache::controller_uids);
     let run_stream = cache::reflect(
@@ -151,7 +151,7 @@ pub async fn run_with(
         .modify(cache::drop_managed_fields),
         run_writer,
     )
-    .touched_when_cached();
+    .touched_when_cached(run_cache.store().clone());
     let (exp_cache, exp_writer) = cache::indexed(cache::controller_uids);
     let exp_stream = cache::reflect(
         cache::watch(
@@ -162,7 +162,7 @@ pub async fn run_with(
         .modify(cache::drop_managed_fields),
         exp_writer,
     )
-    .touched_when_cached();
+    .touched_when_cached(exp_cache.store().clone());
     let (template_cache, template_writer) = reflector::store();
     let template_stream = cache::watch(
         api_in::<AnalysisTemplate>(&client, ns),
@@ -171,7 +171,7 @@ pub async fn run_with(
     .default_backoff()
     .modify(cache::drop_unread_metadata)
     .reflect(template_writer)
-    .touched_when_cached();
+    .touched_when_cached(template_cache.clone());
     // Argo starts no ClusterAnalysisTemplate informer in namespaced mode (nor may a namespaced
     // install list them).
     let cluster_templates = namespace.is_none().then(|| {
@@ -183,7 +183,7 @@ pub async fn run_with(
         .default_backoff()
         .modify(cache::drop_unread_metadata)
         .reflect(writer)
-        .touched_when_cached();
+        .touched_when_cached(cache.clone());
         (cache, stream)
     });
     // The workloads a Rollout may take its template from (`workloadRef`): only their metadata
