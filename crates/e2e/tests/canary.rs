@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::harness::wait_for;
 use sluice_e2e::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,29 +152,33 @@ async fn bad_revision_is_aborted_at_the_progress_deadline_every_time() {
             wait_phase(&api, "dl", RolloutPhase::Healthy, TIMEOUT).await;
             continue;
         }
-        let ro = wait_phase(
-            &api,
-            "dl",
-            RolloutPhase::Degraded,
+        // As Argo, the reconcile that finds the deadline passed sets the abort under the
+        // timeout's message (Degraded, `ProgressDeadlineExceeded: ...`), and the next one
+        // handles the abort (`RolloutAborted: ...`): the abort counts once it is handled.
+        let ro = wait_for(
+            &format!("{image}: the update aborted"),
             Duration::from_secs(deadline as u64 + 30),
+            || async {
+                let ro = api.get("dl").await?;
+                let status = ro.status.clone().unwrap_or_default();
+                let message = status.message.clone().unwrap_or_default();
+                anyhow::ensure!(
+                    observed_phase(&ro) == Some(RolloutPhase::Degraded)
+                        && message.starts_with("RolloutAborted"),
+                    "{:?}: {message}",
+                    status.phase
+                );
+                Ok(ro)
+            },
         )
-        .await;
+        .await
+        .unwrap();
         let took = started.elapsed();
         assert!(
             took <= Duration::from_secs(deadline as u64 + 8),
             "{image}: aborted after {took:?}, deadline {deadline}s"
         );
-        let status = ro.status.unwrap();
-        assert_eq!(status.abort, Some(true));
-        assert!(
-            status
-                .message
-                .as_deref()
-                .unwrap_or_default()
-                .starts_with("RolloutAborted"),
-            "{:?}",
-            status.message
-        );
+        assert_eq!(ro.status.unwrap().abort, Some(true));
         // Back on the stable pods, the bad ReplicaSet at zero.
         let by_image = replicas_by_image(&ns, "dl").await;
         let stable = if image.ends_with(":1") {
