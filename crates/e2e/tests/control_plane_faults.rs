@@ -1,7 +1,7 @@
 //! Updates go through while the control plane itself misbehaves. On a control plane of the
-//! test's own (it kills and stops components), a routed canary (NGINX, with steps) and a
-//! blue-green with a pre-promotion analysis run by a Job are updated once per fault, the fault
-//! injected once the canary gets traffic:
+//! test's own (it kills and stops components), a routed canary (NGINX, with steps), a
+//! blue-green with a pre-promotion analysis run by a Job and a canary with an experiment step
+//! are updated once per fault, the fault injected once the routed canary gets traffic:
 //!
 //! - etcd stopped (SIGSTOP) for 20 s, then continued;
 //! - every watch of the controller cut at once (it talks to the API server through a
@@ -10,8 +10,8 @@
 //! - kube-apiserver killed (SIGKILL) and started again 10 s later on the same etcd: a test of
 //!   its own (docs/testing.md).
 //!
-//! After each: both updates are complete (Healthy, the new template's ReplicaSet stable and the
-//! old ones scaled down), the controller process is still the one started, its `/metrics` and
+//! After each: the three updates are complete (Healthy, the new template's ReplicaSet stable and
+//! the old ones scaled down; the experiment step passed, or the update would have aborted), the controller process is still the one started, its `/metrics` and
 //! log show the fault, and the recorded ReplicaSets, Services and Ingresses pass the checks of
 //! [`trace`]: no second ReplicaSet for a hash, no annotation lost, nothing scaled below the
 //! traffic it gets. The checks are shown to fail on the run's own trace with violations
@@ -46,6 +46,10 @@ const CANARY_REPLICAS: i32 = 4;
 const CANARY_INGRESS: &str = "shop-shop-ingress-canary";
 const BLUE_GREEN: &str = "bg";
 const BLUE_GREEN_REPLICAS: i32 = 2;
+const EXPERIMENT: &str = "exp";
+const EXPERIMENT_REPLICAS: i32 = 2;
+/// The Rollouts updated in every scenario.
+const ROLLOUTS: [&str; 3] = [CANARY, BLUE_GREEN, EXPERIMENT];
 /// From the fault's end to both updates complete, old ReplicaSets scaled down.
 const RECOVERY: Duration = Duration::from_secs(150);
 
@@ -136,6 +140,25 @@ async fn apply_blue_green_with_analysis(ns: &TestNamespace) {
     .await;
 }
 
+/// A canary whose first step runs an Experiment of the canary template for 2 s.
+async fn apply_experiment(ns: &TestNamespace) {
+    ns.apply_yaml(&canary_rollout(
+        EXPERIMENT,
+        EXPERIMENT_REPLICAS,
+        "app:v1",
+        json!([
+            {"experiment": {"duration": "2s", "templates": [
+                {"name": "canary", "specRef": "canary", "replicas": 1}
+            ]}},
+            {"setWeight": 50},
+            {"pause": {"duration": "1s"}}
+        ]),
+        json!({}),
+    ))
+    .await
+    .unwrap();
+}
+
 fn stable_of(ro: &Rollout) -> Option<String> {
     ro.status.as_ref().and_then(|s| s.stable_rs.clone())
 }
@@ -154,8 +177,8 @@ async fn wait_canary_routed(ns: &TestNamespace) {
     .unwrap();
 }
 
-/// Waits until both updates are complete: Healthy on a new stable ReplicaSet running `image`,
-/// every other ReplicaSet at zero.
+/// Waits until the three updates are complete: Healthy on a new stable ReplicaSet running
+/// `image`, every other ReplicaSet at zero.
 async fn wait_updated(ns: &TestNamespace, before: &[(String, String)], image: &str) {
     let api = rollouts(ns);
     let replica_sets: Api<ReplicaSet> = ns.api();
@@ -175,6 +198,39 @@ async fn wait_updated(ns: &TestNamespace, before: &[(String, String)], image: &s
     }
     wait_replicas(ns, CANARY, &[(image, CANARY_REPLICAS)], RECOVERY).await;
     wait_replicas(ns, BLUE_GREEN, &[(image, BLUE_GREEN_REPLICAS)], RECOVERY).await;
+    wait_owned_replicas(ns, EXPERIMENT, image, EXPERIMENT_REPLICAS).await;
+}
+
+/// As `wait_replicas`, counting only the ReplicaSets the Rollout owns: its Experiment's have the
+/// same image and name prefix.
+async fn wait_owned_replicas(ns: &TestNamespace, rollout: &str, image: &str, replicas: i32) {
+    let api: Api<ReplicaSet> = ns.api();
+    wait_for(&format!("{rollout}'s ReplicaSets"), RECOVERY, || async {
+        let list = api.list(&Default::default()).await?;
+        let owned: Vec<&ReplicaSet> = list
+            .items
+            .iter()
+            .filter(|rs| {
+                rs.metadata.owner_references.as_ref().is_some_and(|refs| {
+                    refs.iter()
+                        .any(|o| o.kind == "Rollout" && o.name == rollout)
+                })
+            })
+            .collect();
+        let counts: Vec<(String, i32, i32)> = owned
+            .iter()
+            .map(|rs| (image_of(rs), rs.spec_replicas(), rs.available_replicas()))
+            .collect();
+        let settled = counts.iter().any(|(i, _, _)| i == image)
+            && counts.iter().all(|(i, spec, available)| {
+                let want = if i == image { replicas } else { 0 };
+                *spec == want && *available == want
+            });
+        anyhow::ensure!(settled, "{counts:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
 }
 
 /// What the controller did during one scenario, and what the fault returned.
@@ -201,7 +257,7 @@ where
     let started = Instant::now();
     let api = rollouts(ns);
     let mut before = Vec::new();
-    for name in [CANARY, BLUE_GREEN] {
+    for name in ROLLOUTS {
         before.push((
             name.to_string(),
             stable_of(&api.get(name).await.unwrap()).unwrap(),
@@ -209,7 +265,7 @@ where
     }
     let requests_before = controller.requests().await.unwrap();
     let logged_before = controller.log().len();
-    for name in [CANARY, BLUE_GREEN] {
+    for name in ROLLOUTS {
         set_image(&api, name, image).await;
     }
     wait_canary_routed(ns).await;
@@ -297,6 +353,7 @@ async fn fixture(name: &str) -> Fixture {
     eprintln!("control plane up in {:.0?}", started.elapsed());
     apply_canary(&ns).await;
     apply_blue_green_with_analysis(&ns).await;
+    apply_experiment(&ns).await;
     let controller = Controller::start(
         env.kubeconfig_path(),
         ns.name(),
@@ -306,7 +363,7 @@ async fn fixture(name: &str) -> Fixture {
     .await
     .unwrap();
     let api = rollouts(&ns);
-    for name in [CANARY, BLUE_GREEN] {
+    for name in ROLLOUTS {
         wait_phase(&api, name, RolloutPhase::Healthy, RECOVERY).await;
     }
     let recorder = Recorder::start(env.client(), ns.name());
