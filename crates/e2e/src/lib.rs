@@ -175,6 +175,15 @@ pub async fn replicas_by_image(ns: &TestNamespace, rollout: &str) -> BTreeMap<St
     list.items
         .iter()
         .filter(|rs| rs.name().starts_with(&format!("{rollout}-")))
+        // An Experiment's ReplicaSets share the name prefix and the image, and are not the
+        // Rollout's.
+        .filter(|rs| {
+            rs.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .all(|o| o.controller != Some(true) || o.kind == "Rollout")
+        })
         .map(|rs| (image_of(rs), (rs.spec_replicas(), rs.available_replicas())))
         .collect()
 }
@@ -285,6 +294,18 @@ pub async fn pause(api: &Api<Rollout>, name: &str) {
 
 pub async fn resume(api: &Api<Rollout>, name: &str) {
     patch_spec(api, name, json!({"paused": false})).await;
+}
+
+/// Canary steps whose first runs an Experiment of the canary template for 2 s, then
+/// setWeight 50 and a 1 s pause.
+pub fn experiment_steps() -> Value {
+    json!([
+        {"experiment": {"duration": "2s", "templates": [
+            {"name": "canary", "specRef": "canary", "replicas": 1}
+        ]}},
+        {"setWeight": 50},
+        {"pause": {"duration": "1s"}}
+    ])
 }
 
 /// A canary Rollout manifest with the given steps (YAML flow syntax is JSON).

@@ -146,13 +146,7 @@ async fn apply_experiment(ns: &TestNamespace) {
         EXPERIMENT,
         EXPERIMENT_REPLICAS,
         "app:v1",
-        json!([
-            {"experiment": {"duration": "2s", "templates": [
-                {"name": "canary", "specRef": "canary", "replicas": 1}
-            ]}},
-            {"setWeight": 50},
-            {"pause": {"duration": "1s"}}
-        ]),
+        experiment_steps(),
         json!({}),
     ))
     .await
@@ -198,39 +192,7 @@ async fn wait_updated(ns: &TestNamespace, before: &[(String, String)], image: &s
     }
     wait_replicas(ns, CANARY, &[(image, CANARY_REPLICAS)], RECOVERY).await;
     wait_replicas(ns, BLUE_GREEN, &[(image, BLUE_GREEN_REPLICAS)], RECOVERY).await;
-    wait_owned_replicas(ns, EXPERIMENT, image, EXPERIMENT_REPLICAS).await;
-}
-
-/// As `wait_replicas`, counting only the ReplicaSets the Rollout owns: its Experiment's have the
-/// same image and name prefix.
-async fn wait_owned_replicas(ns: &TestNamespace, rollout: &str, image: &str, replicas: i32) {
-    let api: Api<ReplicaSet> = ns.api();
-    wait_for(&format!("{rollout}'s ReplicaSets"), RECOVERY, || async {
-        let list = api.list(&Default::default()).await?;
-        let owned: Vec<&ReplicaSet> = list
-            .items
-            .iter()
-            .filter(|rs| {
-                rs.metadata.owner_references.as_ref().is_some_and(|refs| {
-                    refs.iter()
-                        .any(|o| o.kind == "Rollout" && o.name == rollout)
-                })
-            })
-            .collect();
-        let counts: Vec<(String, i32, i32)> = owned
-            .iter()
-            .map(|rs| (image_of(rs), rs.spec_replicas(), rs.available_replicas()))
-            .collect();
-        let settled = counts.iter().any(|(i, _, _)| i == image)
-            && counts.iter().all(|(i, spec, available)| {
-                let want = if i == image { replicas } else { 0 };
-                *spec == want && *available == want
-            });
-        anyhow::ensure!(settled, "{counts:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    wait_replicas(ns, EXPERIMENT, &[(image, EXPERIMENT_REPLICAS)], RECOVERY).await;
 }
 
 /// What the controller did during one scenario, and what the fault returned.

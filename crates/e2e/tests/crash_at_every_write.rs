@@ -191,13 +191,7 @@ impl Case {
                     NAME,
                     REPLICAS,
                     "app:v1",
-                    json!([
-                        {"experiment": {"duration": "2s", "templates": [
-                            {"name": "canary", "specRef": "canary", "replicas": 1}
-                        ]}},
-                        {"setWeight": 50},
-                        {"pause": {"duration": "1s"}}
-                    ]),
+                    experiment_steps(),
                     json!({}),
                 ))
                 .await
