@@ -12,6 +12,7 @@
 //! transitions (a readiness delay, a job finishing) are requeued on the controller's timer
 //! queue for the instant the rules name, so nothing is polled and nothing is re-listed.
 
+mod listed;
 pub mod rules;
 pub mod status;
 
@@ -146,7 +147,7 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
             Ok(watcher::Event::InitDone) => info!("pod watch: listed"),
             Ok(_) => {}
         });
-    let watch = reflector(writer, events).applied_objects();
+    let watch = listed::applied_when_listed(reflector(writer, events));
     let pod_controller = Controller::for_stream(watch, store)
         .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
