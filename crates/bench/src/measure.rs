@@ -33,6 +33,10 @@ pub struct PhaseResult {
     pub all_ms_per_object: f64,
     pub controller_rss_peak_mib: Option<f64>,
     pub controller_rss_end_mib: Option<f64>,
+    /// The controller's live heap at the phase's end (`go_memstats_heap_alloc_bytes`: Go's
+    /// for Argo, jemalloc's allocated bytes for Sluice), so that the RSS can be told apart
+    /// into what is live and what the allocator keeps.
+    pub controller_heap_end_mib: Option<f64>,
     /// Requests the API server served in the phase, by `VERB resource[/subresource]`.
     pub apiserver_requests: BTreeMap<String, u64>,
     pub apiserver_requests_per_object: f64,
@@ -88,6 +92,7 @@ struct Snapshot {
     apiserver: BTreeMap<String, f64>,
     controller: BTreeMap<String, f64>,
     reconcile: Vec<(f64, f64)>,
+    heap_mib: Option<f64>,
 }
 
 /// Everything a phase is measured with.
@@ -101,9 +106,13 @@ pub struct Meters<'a> {
 impl Meters<'_> {
     async fn snapshot(&self) -> anyhow::Result<Snapshot> {
         let apiserver = apiserver_requests(self.client).await?;
-        let (controller, reconcile) = match self.controller {
+        let (controller, reconcile, heap_mib) = match self.controller {
             Some(c) => {
                 let samples = prom::parse(&c.metrics().await?);
+                let heap = samples
+                    .iter()
+                    .find(|s| s.name == "go_memstats_heap_alloc_bytes")
+                    .map(|s| s.value / (1024.0 * 1024.0));
                 (
                     prom::sum_by(&samples, c.kind().requests_metric(), |l| {
                         let kind = l.get("kind")?;
@@ -123,6 +132,7 @@ impl Meters<'_> {
                         })
                     }),
                     prom::histogram(&samples, c.kind().reconcile_metric()),
+                    heap,
                 )
             }
             None => Default::default(),
@@ -133,6 +143,7 @@ impl Meters<'_> {
             apiserver,
             controller,
             reconcile,
+            heap_mib,
         })
     }
 
@@ -202,6 +213,7 @@ impl Meters<'_> {
             cpu,
             controller_rss_peak_mib: self.rss.map(RssSampler::peak),
             controller_rss_end_mib: self.processes.controller_pid().and_then(procs::rss_mib),
+            controller_heap_end_mib: after.heap_mib,
             apiserver_requests_per_object: apiserver_requests.values().sum::<u64>() as f64 / n,
             apiserver_requests,
             controller_requests_per_object: has_controller
@@ -233,7 +245,7 @@ fn phase_line(p: &PhaseResult) -> String {
     format!(
         "  {} {}: {:.1}s wall, control plane {:.1} ms/object, controller {} ms/object, \
          {:.1} API requests/object, new ReplicaSet p50 {} / p99 {} / max {} ms, settled p50 {} / \
-         p99 {} / max {} ms, peak RSS {} MiB",
+         p99 {} / max {} ms, peak RSS {} MiB, live heap at the end {} MiB",
         p.workload,
         p.phase,
         p.wall_seconds,
@@ -247,6 +259,7 @@ fn phase_line(p: &PhaseResult) -> String {
         opt(p.settled_ms.p99, 0),
         opt(p.settled_ms.max, 0),
         opt(p.controller_rss_peak_mib, 1),
+        opt(p.controller_heap_end_mib, 1),
     )
 }
 

@@ -79,14 +79,14 @@ impl Report {
             "| workload | phase | wall s | CPU s: controller / apiserver / etcd / KCM / kubelet | \
              ms CPU per object: controller / control plane / all | API requests per object: all / controller | \
              Rollout writes per object | new RS ms p50 / p99 / max | settled ms p50 / p99 / max | \
-             reconciles per object, ms p50 / p99 | controller RSS MiB peak / end |"
+             reconciles per object, ms p50 / p99 | controller MiB: RSS peak / RSS end / live heap end |"
         );
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             let cpu = |name: &str| opt(p.cpu.per_process.get(name).copied(), 1);
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} | {} | {}, {} / {} | {} / {} |",
+                "| {} | {} | {:.1} | {} / {} / {} / {} / {} | {} / {:.1} / {:.1} | {:.1} / {} | {} | {} | {} | {}, {} / {} | {} / {} / {} |",
                 p.workload,
                 p.phase,
                 p.wall_seconds,
@@ -112,6 +112,7 @@ impl Report {
                 opt(p.reconcile_ms.p99, 2),
                 opt(p.controller_rss_peak_mib, 1),
                 opt(p.controller_rss_end_mib, 1),
+                opt(p.controller_heap_end_mib, 1),
             );
         }
         if let Some(comparison) = self.comparison() {
@@ -215,6 +216,9 @@ impl Report {
             });
             row("controller RSS at the end, MiB", &|p| {
                 opt(p.controller_rss_end_mib, 1)
+            });
+            row("of which live heap, MiB", &|p| {
+                opt(p.controller_heap_end_mib, 1)
             });
             out.push('\n');
         }
