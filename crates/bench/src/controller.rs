@@ -76,6 +76,7 @@ impl Controller {
         work_dir: &Path,
         (qps, burst): (u32, u32),
         namespace: Option<&str>,
+        extra_args: &[String],
     ) -> anyhow::Result<Controller> {
         let ports_file = work_dir.join("controller-ports.json");
         let _ = std::fs::remove_file(&ports_file);
@@ -89,6 +90,7 @@ impl Controller {
             .args(["--healthzPort", "0", "--metricsPort", "0", "--ports-file"])
             .arg(&ports_file)
             .args(namespace.map_or(Vec::new(), |ns| vec!["--namespaced", "--namespace", ns]))
+            .args(extra_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -84,6 +84,14 @@ struct Args {
     /// The controller binary (default: sluice-controller beside this binary).
     #[arg(long, value_name = "PATH")]
     controller: Option<PathBuf>,
+    /// A further argument for Sluice's controller, e.g. `--controller-arg=--rollout-threads=20`
+    /// (repeat for more); the report records them.
+    #[arg(
+        long = "controller-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    controller_args: Vec<String>,
     /// Client rate limit of the controller (kube-controller-manager runs at 200/400 too).
     #[arg(long, default_value_t = 200)]
     qps: u32,
@@ -137,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
             .controller
             .clone()
             .unwrap_or_else(controller::default_binary),
+        controller_args: args.controller_args.clone(),
         work_dir: out.clone(),
         objects: args.objects,
         qps: args.qps,
@@ -196,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
         objects: n,
         qps: args.qps,
         burst: args.burst,
+        controller_args: args.controller_args.clone(),
         controller_idle_rss_mib: idle_rss,
         phases: Vec::new(),
         cli: Vec::new(),

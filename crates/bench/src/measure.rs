@@ -117,8 +117,12 @@ impl Meters<'_> {
                     prom::sum_by(&samples, c.kind().requests_metric(), |l| {
                         let kind = l.get("kind")?;
                         // Argo's counter names some requests' kind by the object's name, or
-                        // not at all (its URL parsing); those are counted together.
-                        let kind = if kind.is_empty() || l.get("name") == Some(kind) {
+                        // not at all (its URL parsing: a status write of Rollout `bench-00001`
+                        // is kind `bench-00001`, name `status`); those are counted together.
+                        let kind = if kind.is_empty()
+                            || l.get("name") == Some(kind)
+                            || kind.starts_with(crate::workload::NAME_PREFIX)
+                        {
                             "(kind not labelled)"
                         } else {
                             kind.as_str()

@@ -49,6 +49,8 @@ pub struct Report {
     pub objects: usize,
     pub qps: u32,
     pub burst: u32,
+    /// Further arguments Sluice's controller ran with (`--controller-arg`).
+    pub controller_args: Vec<String>,
     /// The controller's RSS once its caches had synced, before any object existed.
     pub controller_idle_rss_mib: Option<f64>,
     pub phases: Vec<PhaseResult>,
@@ -74,6 +76,13 @@ impl Report {
             self.burst,
             opt(self.controller_idle_rss_mib, 1),
         );
+        if !self.controller_args.is_empty() {
+            let _ = writeln!(
+                out,
+                "Sluice's controller ran with `{}`.\n",
+                self.controller_args.join(" ")
+            );
+        }
         let _ = writeln!(
             out,
             "| workload | phase | wall s | CPU s: controller / apiserver / etcd / KCM / kubelet | \

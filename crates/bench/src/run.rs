@@ -33,6 +33,8 @@ pub struct Setup {
     pub processes: Processes,
     pub kubeconfig: PathBuf,
     pub controller_binary: PathBuf,
+    /// Further arguments for Sluice's controller (`--controller-arg`).
+    pub controller_args: Vec<String>,
     pub work_dir: PathBuf,
     pub objects: usize,
     pub qps: u32,
@@ -64,6 +66,7 @@ impl Setup {
             &self.work_dir,
             (self.qps, self.burst),
             namespace,
+            &self.controller_args,
         )
         .await?;
         sampled(controller)

@@ -45,9 +45,12 @@ impl Scenario {
     }
 }
 
+/// What every workload's name starts with.
+pub const NAME_PREFIX: &str = "bench-";
+
 /// The name of the `i`th workload (zero-padded so that listings sort).
 pub fn workload_name(i: usize) -> String {
-    format!("bench-{i:05}")
+    format!("{NAME_PREFIX}{i:05}")
 }
 
 /// The image of revision `revision` (the bench only ever changes the tag).
