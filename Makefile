@@ -3,7 +3,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins image argo-oracle test conformance sim bench soak bench-engine dashboard-ui
+.PHONY: help demo cluster-up cluster-down fake-kubelet argo-rollouts plugins image release argo-oracle test conformance sim bench soak bench-engine dashboard-ui
 
 help: ## List the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -33,6 +33,9 @@ plugins: ## Build the plugin bridge and Argo's sample plugins (ARGO_VERSION, def
 
 image: ## Build the controller's container image (release build) into podman from Debian's packages, no Docker daemon needed; prints its name
 	scripts/build-image.sh
+
+release: ## Write a release's artifacts (controller, plugin bridge and CLI binaries, image archive, packaged chart, install.yaml, namespace-install.yaml, SHA256SUMS) to target/release-artifacts/<version>
+	scripts/release.sh
 
 argo-oracle: ## Build the conformance oracle (Argo's own functions) at Argo 1.9.1 and 1.10.1; cached
 	ARGO_VERSION=1.9.1 scripts/build-argo-oracle.sh >/dev/null

@@ -32,14 +32,21 @@ const ROLLOUT: &str = "in-image";
 
 /// Runs `podman` and returns its standard output.
 fn podman(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("podman")
+    run_in(Path::new("."), "podman", args)
+        .context("running podman (scripts/build-image.sh installs it)")
+}
+
+/// Runs `program` with `args` in `dir`: its standard output.
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(program)
         .args(args)
+        .current_dir(dir)
         .stdin(Stdio::null())
         .output()
-        .context("running podman (scripts/build-image.sh installs it)")?;
+        .with_context(|| format!("running {program}"))?;
     ensure!(
         out.status.success(),
-        "podman {} failed ({}): {}",
+        "{program} {} failed ({}): {}",
         args.join(" "),
         out.status,
         String::from_utf8_lossy(&out.stderr).trim()
@@ -375,4 +382,158 @@ data:
     ])
     .unwrap();
     assert_eq!(state.trim(), "true 0 true");
+}
+
+/// The CLI the workspace's tests built, or built here when it is missing.
+fn cli_binary() -> anyhow::Result<PathBuf> {
+    let root = sluice_testenv::harness::repo_root();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let path = target.join("debug/kubectl-sluice");
+    if !path.is_file() {
+        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "kubectl-sluice",
+                "--bin",
+                "kubectl-sluice",
+            ])
+            .current_dir(&root)
+            .status()
+            .context("running cargo build")?;
+        ensure!(
+            status.success(),
+            "cargo build -p kubectl-sluice failed ({status})"
+        );
+    }
+    Ok(path)
+}
+
+/// `make release` (`scripts/release.sh`, here with the debug binaries): every artifact is
+/// written, `sha256sum -c` checks them all, the binaries run and tell the version, the chart
+/// is the one under charts/, the manifests are the committed ones, and the image archive
+/// holds the image under the name the manifests run, with the controller and the bridge in it.
+#[tokio::test]
+async fn release_writes_every_artifact_with_checksums_that_check() -> anyhow::Result<()> {
+    let root = sluice_testenv::harness::repo_root();
+    let controller = controller_binary().await?;
+    let cli = tokio::task::spawn_blocking(cli_binary).await??;
+    let out = std::env::temp_dir().join(format!("sluice-release-{}", std::process::id()));
+    let script = root.join("scripts/release.sh");
+    let args = [
+        script.as_os_str(),
+        "--controller".as_ref(),
+        controller.as_os_str(),
+        "--cli".as_ref(),
+        cli.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        // Not the release's own tag: a developer's release image stays as it is.
+        "--image-tag".as_ref(),
+        "sluice-controller:release-e2e".as_ref(),
+    ];
+    let status = Command::new("bash")
+        .args(args)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()?;
+    ensure!(status.success(), "scripts/release.sh failed ({status})");
+
+    let version = env!("CARGO_PKG_VERSION");
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let mut written: Vec<String> = std::fs::read_dir(&out)?
+        .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+        .collect::<anyhow::Result<_>>()?;
+    written.sort();
+    let mut expected = vec![
+        format!("sluice-controller-linux-{arch}"),
+        format!("sluice-plugin-bridge-linux-{arch}"),
+        format!("kubectl-sluice-linux-{arch}"),
+        format!("sluice-controller-{version}.tar"),
+        format!("sluice-{version}.tgz"),
+        "install.yaml".to_string(),
+        "namespace-install.yaml".to_string(),
+        "SHA256SUMS".to_string(),
+    ];
+    expected.sort();
+    assert_eq!(written, expected);
+
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS"))?;
+    assert_eq!(sums.lines().count(), expected.len() - 1, "{sums}");
+    run_in(&out, "sha256sum", &["--check", "--strict", "SHA256SUMS"])?;
+
+    for (binary, shows) in [
+        (
+            format!("sluice-controller-linux-{arch}"),
+            "sluice-controller",
+        ),
+        (format!("kubectl-sluice-linux-{arch}"), "kubectl-sluice"),
+    ] {
+        let said = run_in(&out, &format!("./{binary}"), &["--version"])?;
+        assert_eq!(said.trim(), format!("{shows} {version}"));
+    }
+    // The bridge is Argo's Go code and has no --version: an executable ELF file, unchanged.
+    let bridge = out.join(format!("sluice-plugin-bridge-linux-{arch}"));
+    assert!(std::fs::read(&bridge)?.starts_with(b"\x7fELF"));
+    assert_eq!(
+        std::fs::metadata(&bridge)?.permissions().mode() & 0o755,
+        0o755
+    );
+    for manifest in ["install.yaml", "namespace-install.yaml"] {
+        assert!(
+            std::fs::read(out.join(manifest))?
+                == std::fs::read(root.join("manifests").join(manifest))?,
+            "{manifest} differs from manifests/{manifest}"
+        );
+    }
+
+    let chart = run_in(&out, "tar", &["-tzf", &format!("sluice-{version}.tgz")])?;
+    for file in [
+        "sluice/Chart.yaml",
+        "sluice/values.yaml",
+        "sluice/templates/",
+    ] {
+        assert!(
+            chart.lines().any(|l| l.starts_with(file)),
+            "{file} not in the chart:\n{chart}"
+        );
+    }
+
+    let archive = format!("sluice-controller-{version}.tar");
+    let manifest = run_in(&out, "tar", &["-xOf", &archive, "manifest.json"])?;
+    let manifest: serde_json::Value = serde_json::from_str(&manifest)?;
+    assert_eq!(
+        manifest[0]["RepoTags"],
+        json!([format!("docker.io/library/sluice-controller:{version}")]),
+        "the name the manifests' `sluice-controller:{version}` resolves to"
+    );
+    let mut layers = Vec::new();
+    for layer in manifest[0]["Layers"].as_array().into_iter().flatten() {
+        let layer = layer.as_str().context("a layer's path")?;
+        layers.push(run_in(
+            &out,
+            "sh",
+            &["-c", &format!("tar -xOf {archive} {layer} | tar -t")],
+        )?);
+    }
+    let files = layers.concat();
+    for file in [
+        "usr/local/bin/sluice-controller",
+        "usr/local/bin/sluice-plugin-bridge",
+    ] {
+        assert!(
+            files.lines().any(|l| l.trim_start_matches("./") == file),
+            "{file} not in the image"
+        );
+    }
+    std::fs::remove_dir_all(&out).ok();
+    Ok(())
 }
