@@ -58,27 +58,39 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
+# The demo's binaries in one cargo run: the dependencies they share are compiled once, with one
+# set of features (built one package at a time, a dependency whose features differ between
+# them is compiled once per set), and the links run side by side. Arguments: further
+# package:binary pairs.
+build_binaries() {
+  local args=(-p sluice-controller --bin sluice-controller -p kubectl-sluice --bin kubectl-sluice)
+  local pair
+  for pair in "$@"; do
+    args+=(-p "${pair%%:*}" --bin "${pair#*:}")
+  done
+  cargo build "${args[@]}"
+}
+
 if [[ -n "${TARGET_KUBECONFIG:-}" ]]; then
   KCFG=$(realpath "$TARGET_KUBECONFIG")
-  log "using the cluster named by TARGET_KUBECONFIG=$KCFG"
+  log "step 1/4: building sluice-controller and kubectl-sluice"
+  build_binaries
+  log "step 2/4: using the cluster named by TARGET_KUBECONFIG=$KCFG"
 else
-  log "step 1/5: building the fake kubelet (the first build compiles the dependencies: a few minutes)"
-  cargo build -p sluice-testenv --bin sluice-fake-kubelet
+  log "step 1/4: building the fake kubelet, sluice-controller and kubectl-sluice (the first build compiles the dependencies: a few minutes)"
+  build_binaries sluice-testenv:sluice-fake-kubelet
   if ! scripts/cluster-up.sh --check 2>/dev/null; then
     STARTED_CLUSTER=1
   fi
-  log "step 2/5: starting the local control plane (the first run builds Kubernetes from Go modules: about 10 minutes)"
-  scripts/cluster-up.sh
+  log "step 2/4: starting the local control plane (the first run builds Kubernetes from Go modules: about 10 minutes)"
+  SLUICE_FAKE_KUBELET=$BIN/sluice-fake-kubelet scripts/cluster-up.sh
   KCFG=$ROOT/.dev/kubeconfig
 fi
 export KUBECONFIG=$KCFG
 kc() { kubectl --kubeconfig "$KCFG" "$@"; }
 
-log "step 3/5: building sluice-controller and kubectl-sluice"
-cargo build -p sluice-controller -p kubectl-sluice
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
-
-log "step 4/5: installing the CRDs and waiting until they are served"
+log "step 3/4: installing the CRDs and waiting until they are served"
 kc apply --server-side --force-conflicts -k manifests/crds >/dev/null
 # Polled rather than `kubectl wait`, which fails at once on a CRD whose status has no
 # conditions yet (the moment after it is created).
@@ -112,7 +124,7 @@ sluice() {
 }
 kc -n "$NS" delete rollout demo --ignore-not-found --wait=true >/dev/null
 kc -n "$NS" apply -f examples/demo-rollout.yaml >/dev/null
-log "step 5/5: the first revision comes up"
+log "step 4/4: the first revision comes up"
 sluice status demo --timeout 120s
 log "changing the image: the canary walks through its steps (20%, 60%, 80%, then 100%)"
 sluice set image demo app=example.invalid/demo:green >/dev/null
