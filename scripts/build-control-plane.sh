@@ -103,10 +103,10 @@ rm -rf "$BIN.tmp" && mkdir -p "$BIN.tmp"
 log "building etcd v$ETCD_VERSION (about a minute on 2 cores, once)"
 with_heartbeat "building etcd" go build -trimpath -ldflags "-s -w" -o "$BIN.tmp/etcd" \
   go.etcd.io/etcd/server/v3
-log "building kube-apiserver v$KUBE_VERSION (about 6 minutes on 2 cores, once)"
+log "building kube-apiserver v$KUBE_VERSION (two to six minutes on 2 cores, once)"
 with_heartbeat "building kube-apiserver" go build -trimpath -ldflags "$ldflags" \
   -o "$BIN.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-log "building kube-controller-manager v$KUBE_VERSION (about 3 minutes more, once)"
+log "building kube-controller-manager v$KUBE_VERSION (one to three minutes more, once)"
 with_heartbeat "building kube-controller-manager" go build -trimpath -ldflags "$ldflags" \
   -o "$BIN.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
 # Moved into place in one step, so an interrupted build never looks like a finished one.

@@ -83,7 +83,7 @@ else
   if ! scripts/cluster-up.sh --check 2>/dev/null; then
     STARTED_CLUSTER=1
   fi
-  log "step 2/4: starting the local control plane (the first run builds Kubernetes from Go modules: about 10 minutes)"
+  log "step 2/4: starting the local control plane (the first run builds Kubernetes from Go modules: 4 to 10 minutes)"
   SLUICE_FAKE_KUBELET=$BIN/sluice-fake-kubelet scripts/cluster-up.sh
   KCFG=$ROOT/.dev/kubeconfig
 fi
