@@ -5,7 +5,8 @@
 //! The binary is `$SLUICE_CONTROLLER_BIN`, or the workspace's debug build, brought up to date
 //! once per test process with `cargo build -p sluice-controller --bin sluice-controller`
 //! (a no-op when `cargo test --workspace` built it). Its log goes to
-//! `.dev/logs/sluice-<namespace>-<n>.log`.
+//! `.dev/logs/sluice-<namespace>-<n>.log`. [`cli_binary`] brings `kubectl-sluice` up to date
+//! the same way.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -18,16 +19,30 @@ use tokio::sync::OnceCell;
 pub const CONTROLLER_BIN_ENV: &str = "SLUICE_CONTROLLER_BIN";
 
 static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
+static CLI: OnceCell<PathBuf> = OnceCell::const_new();
 
 /// The controller binary, built first when needed.
 pub async fn controller_binary() -> anyhow::Result<PathBuf> {
-    BINARY.get_or_try_init(build).await.cloned()
+    BINARY
+        .get_or_try_init(|| async {
+            match std::env::var_os(CONTROLLER_BIN_ENV) {
+                Some(path) => Ok(PathBuf::from(path)),
+                None => workspace_binary("sluice-controller", "sluice-controller").await,
+            }
+        })
+        .await
+        .cloned()
 }
 
-async fn build() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os(CONTROLLER_BIN_ENV) {
-        return Ok(PathBuf::from(path));
-    }
+/// The `kubectl-sluice` binary, built first when needed.
+pub async fn cli_binary() -> anyhow::Result<PathBuf> {
+    CLI.get_or_try_init(|| workspace_binary("kubectl-sluice", "kubectl-sluice"))
+        .await
+        .cloned()
+}
+
+/// `bin` of the workspace's `package`, debug build, brought up to date with `cargo build`.
+async fn workspace_binary(package: &'static str, bin: &'static str) -> anyhow::Result<PathBuf> {
     let root = sluice_testenv::harness::repo_root();
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -35,14 +50,7 @@ async fn build() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = tokio::task::spawn_blocking(move || {
         Command::new(cargo)
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "sluice-controller",
-                "--bin",
-                "sluice-controller",
-            ])
+            .args(["build", "-q", "-p", package, "--bin", bin])
             .current_dir(&root)
             .stdin(Stdio::null())
             .status()
@@ -51,9 +59,9 @@ async fn build() -> anyhow::Result<PathBuf> {
     .context("waiting for cargo build")?
     .context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build -p sluice-controller failed ({status})");
+        bail!("cargo build -p {package} failed ({status})");
     }
-    let path = target.join("debug/sluice-controller");
+    let path = target.join("debug").join(bin);
     if !path.is_file() {
         bail!("{} is not a file after cargo build", path.display());
     }

@@ -7,7 +7,7 @@
 //! `Controller` reads the object it reconciles from the cache, which takes a list whole at its
 //! end, while the list's objects triggered their reconciles as they arrived. Those that ran
 //! before the list ended decided on the version from before it, found nothing to do, and
-//! nothing triggered them again (`crates/controller/src/cache/touched.rs`).
+//! nothing triggered them again (`crates/watch/src/lib.rs`).
 //!
 //! Here the `sluice-controller` process talks to the API server through a [`FaultProxy`].
 //! [`ROLLOUTS`] Rollouts without pods (so that a list takes two pages, as at 1,000) are

@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 use sluice_api::rollout::{RolloutPhase, StepPluginOperation, StepPluginPhase};
 use sluice_e2e::harness::{TestEnv, TestNamespace, plugin_binaries, wait_for};
-use sluice_e2e::process::controller_binary;
+use sluice_e2e::process::{cli_binary, controller_binary};
 use sluice_e2e::{TIMEOUT, canary_rollout, rollouts, set_image, wait_phase};
 
 /// The tag the test builds; rebuilt only when a binary changed.
@@ -384,34 +384,6 @@ data:
     assert_eq!(state.trim(), "true 0 true");
 }
 
-/// The CLI the workspace's tests built, or built here when it is missing.
-fn cli_binary() -> anyhow::Result<PathBuf> {
-    let root = sluice_testenv::harness::repo_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let path = target.join("debug/kubectl-sluice");
-    if !path.is_file() {
-        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "kubectl-sluice",
-                "--bin",
-                "kubectl-sluice",
-            ])
-            .current_dir(&root)
-            .status()
-            .context("running cargo build")?;
-        ensure!(
-            status.success(),
-            "cargo build -p kubectl-sluice failed ({status})"
-        );
-    }
-    Ok(path)
-}
-
 /// `make release` (`scripts/release.sh`, here with the debug binaries): every artifact is
 /// written, `sha256sum -c` checks them all, the binaries run and tell the version, the chart
 /// is the one under charts/, the manifests are the committed ones, and the image archive
@@ -420,7 +392,7 @@ fn cli_binary() -> anyhow::Result<PathBuf> {
 async fn release_writes_every_artifact_with_checksums_that_check() -> anyhow::Result<()> {
     let root = sluice_testenv::harness::repo_root();
     let controller = controller_binary().await?;
-    let cli = tokio::task::spawn_blocking(cli_binary).await??;
+    let cli = cli_binary().await?;
     let out = std::env::temp_dir().join(format!("sluice-release-{}", std::process::id()));
     let script = root.join("scripts/release.sh");
     let args = [

@@ -23,10 +23,9 @@ use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 mod lean_meta;
 mod relisting;
 mod replica_set;
-mod touched;
 
 pub use relisting::{note_api_server, watch, watch_relisting_every};
-pub use touched::{TouchedWhenCached, planted, touched};
+pub use sluice_watch::{TouchedWhenCached, planted, touched};
 
 pub use replica_set::CachedReplicaSet;
 

@@ -12,7 +12,6 @@
 //! transitions (a readiness delay, a job finishing) are requeued on the controller's timer
 //! queue for the instant the rules name, so nothing is polled and nothing is re-listed.
 
-mod listed;
 pub mod rules;
 pub mod status;
 
@@ -31,6 +30,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use sluice_watch::TouchedWhenCached as _;
 use tracing::{debug, info, warn};
 
 use rules::{Phase, PodFacts, Timings, evaluate};
@@ -147,7 +147,8 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
             Ok(watcher::Event::InitDone) => info!("pod watch: listed"),
             Ok(_) => {}
         });
-    let watch = listed::applied_when_listed(reflector(writer, events));
+    // A list's pods are passed on once the store holds them: the controller reads them there.
+    let watch = reflector(writer, events).applied_when_cached(store.clone());
     let pod_controller = Controller::for_stream(watch, store)
         .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
