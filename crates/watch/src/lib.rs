@@ -130,14 +130,19 @@ mod tests {
     use kube::runtime::WatchStreamExt as _;
     use kube::runtime::reflector::{self, ObjectRef};
 
+    /// `ns/<name>` at resourceVersion `version`.
+    fn meta(name: &str, version: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            resource_version: Some(version.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
     fn cm(name: &str, version: &str) -> ConfigMap {
         ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                resource_version: Some(version.into()),
-                ..ObjectMeta::default()
-            },
+            metadata: meta(name, version),
             ..ConfigMap::default()
         }
     }
@@ -238,12 +243,7 @@ mod tests {
 
     fn pod(name: &str, version: &str) -> k8s_openapi::api::core::v1::Pod {
         k8s_openapi::api::core::v1::Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                resource_version: Some(version.into()),
-                ..ObjectMeta::default()
-            },
+            metadata: meta(name, version),
             ..Default::default()
         }
     }
