@@ -23,11 +23,13 @@ use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 mod lean_meta;
 mod relisting;
 mod replica_set;
+mod rollout;
 
 pub use relisting::{note_api_server, watch, watch_relisting_every};
 pub use sluice_watch::{TouchedWhenCached, planted, touched};
 
 pub use replica_set::CachedReplicaSet;
+pub use rollout::CachedRollout;
 
 /// The keys an object is found under.
 pub type KeysOf<K> = fn(&K) -> Vec<String>;

@@ -69,7 +69,7 @@ impl Hooks {
     /// Reports readiness and feeds the Rollout gauges once both caches have synced.
     pub(crate) fn watch_caches(
         &self,
-        rollouts: Store<Rollout>,
+        rollouts: Store<crate::cache::CachedRollout>,
         replica_sets: Store<crate::cache::CachedReplicaSet>,
     ) {
         let (metrics, health) = (self.metrics.clone(), self.health.clone());

@@ -229,12 +229,12 @@ async fn take_over_in_span<C: ClusterAccess>(
 ) -> Vec<Job> {
     let pending = pending_of(ro);
     let stale: Vec<&String> = pending.keys().filter(|k| !queued.contains(*k)).collect();
-    let Ok(rollout) = serde_json::to_value(ro) else {
-        return Vec::new();
-    };
     if stale.is_empty() {
         return Vec::new();
     }
+    let Ok(rollout) = serde_json::to_value(ro) else {
+        return Vec::new();
+    };
     let (namespace, name) = names(&ro.metadata);
     let runs = current_analysis_runs(cluster, ro).await;
     let notified = NotifiedState::of(

@@ -26,7 +26,9 @@ use sluice_engine::{EventType, Plan};
 use tracing::{debug, info};
 
 use crate::args::Args;
-use crate::cache::{self, CachedReplicaSet, Caches, IndexedStore, TouchedWhenCached as _};
+use crate::cache::{
+    self, CachedReplicaSet, CachedRollout, Caches, IndexedStore, TouchedWhenCached as _,
+};
 use crate::cluster::router_plugins::RouterPlugins;
 use crate::cluster::{KubeCluster, WriteError};
 use crate::loops::Hooks;
@@ -57,7 +59,7 @@ pub struct Context {
     events: EventQueue,
     /// Hands the published events to the notifications loop.
     notifier: crate::loops::notifications::Notifier,
-    rollouts: Store<Rollout>,
+    rollouts: Store<CachedRollout>,
     /// Rollouts already announced with `RolloutAddedToInformer` by this process.
     announced: Mutex<Announced>,
     resync: Duration,
@@ -79,6 +81,9 @@ pub enum ReconcileError {
         name: String,
         source: serde_json::Error,
     },
+    /// A cached Rollout whose template text is no pod template (it was written from one).
+    #[error("cannot decode the cached Rollout's pod template: {0}")]
+    CachedRollout(serde_json::Error),
 }
 
 /// Runs the reconciler inside the controller process: writes only
@@ -119,12 +124,12 @@ pub async fn run_with(
     let (ro_cache, ro_writer) = cache::indexed(rollout_keys);
     let ro_stream = cache::reflect(
         cache::watch_relisting_every(
-            api_in::<Rollout>(&client, ns),
+            // Cached with the pod template as text, decoded by each reconcile.
+            api_in::<CachedRollout>(&client, ns),
             watcher::Config::default().labels(&instance_selector(&args.instance_id)),
             ROLLOUT_RELIST,
         )
-        .default_backoff()
-        .modify(cache::drop_managed_fields),
+        .default_backoff(),
         ro_writer,
     )
     .touched_when_cached(ro_cache.store().clone());
@@ -335,7 +340,7 @@ fn owned_replica_sets(
 }
 
 impl Reconciler for Context {
-    type Object = Rollout;
+    type Object = CachedRollout;
     type Error = ReconcileError;
     const QUEUE: Queue = Queue::Rollouts;
     const RETRY: Duration = driver::ERROR_RETRY;
@@ -346,14 +351,17 @@ impl Reconciler for Context {
 
     fn reconcile(
         self: Arc<Self>,
-        ro: Arc<Rollout>,
+        ro: Arc<CachedRollout>,
     ) -> impl Future<Output = Result<Action, ReconcileError>> + Send {
         reconcile(ro, self)
     }
 }
 
-async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    if ro.metadata.deletion_timestamp.is_some() {
+async fn reconcile(
+    cached: Arc<CachedRollout>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    if cached.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     // A follower keeps its caches warm but decides nothing; it reconciles everything when it
@@ -368,17 +376,18 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<Context>) -> Result<Action, Reconc
     if !crate::cache::store_ready(ctx.replica_sets.store()).await || !ctx.caches.ready().await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let uid = ro.metadata.uid.as_deref().unwrap_or_default();
-    let seen_at = ro.metadata.resource_version.as_deref();
+    let uid = cached.meta().uid.as_deref().unwrap_or_default();
+    let seen_at = cached.meta().resource_version.as_deref();
     if ctx
         .own_writes
         .is_replaced(uid, seen_at, std::time::Instant::now())
     {
         // The watch event of the last write reconciles it again, from what it wrote; this
         // requeue only covers a watch that never shows it.
-        debug!(rollout = %ro.name_any(), "waiting for the watch to show the last write");
+        debug!(rollout = %cached.name_any(), "waiting for the watch to show the last write");
         return Ok(Action::requeue(own_writes::TRUSTED_FOR));
     }
+    let ro = cached.to_rollout().map_err(ReconcileError::CachedRollout)?;
     announce(&ctx, &ro).await;
     let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro)?;
     let pinned = ctx.writer.for_term(term);
@@ -520,7 +529,7 @@ async fn announce(ctx: &Context, ro: &Rollout) {
         let live = ctx.rollouts.state();
         let uids: HashSet<&str> = live
             .iter()
-            .filter_map(|r| r.metadata.uid.as_deref())
+            .filter_map(|r| r.meta().uid.as_deref())
             .collect();
         announced.uids.retain(|u| uids.contains(u.as_str()));
         announced.prune_at = 2 * announced.uids.len() + 64;

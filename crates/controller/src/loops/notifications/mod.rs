@@ -50,7 +50,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use self::sources::{Change, ChangesExt as _, Sources, decode};
-use crate::cache::Caches;
+use crate::cache::{CachedRollout, Caches};
 use crate::cluster::KubeCluster;
 use crate::leader::fence::WriteGate;
 use crate::loops::events::EventPublisher;
@@ -122,7 +122,7 @@ struct Loop {
     gate: WriteGate,
     metrics: Option<Arc<Metrics>>,
     events: EventPublisher,
-    rollouts: Store<Rollout>,
+    rollouts: Store<CachedRollout>,
     /// The configuration of the controller's namespace.
     config: Arc<Config>,
     /// With `--self-service-notification-enabled`, the configurations of other namespaces, each
@@ -147,7 +147,7 @@ pub fn start(
     namespace: String,
     gate: WriteGate,
     metrics: Option<Arc<Metrics>>,
-    rollouts: Store<Rollout>,
+    rollouts: Store<CachedRollout>,
     caches: Caches,
     self_service: bool,
 ) -> (Notifier, impl std::future::Future<Output = ()> + Send) {
@@ -282,12 +282,13 @@ impl Loop {
             return;
         }
         // The freshest record the cache has (the reconcile's copy may predate a record).
-        let key = kube::runtime::reflector::ObjectRef::from_obj(&*fired.rollout);
-        let latest = self
-            .rollouts
-            .get(&key)
-            .unwrap_or_else(|| fired.rollout.clone());
-        let notified = NotifiedState::of(latest.annotations());
+        let key =
+            kube::runtime::reflector::ObjectRef::<CachedRollout>::new(&fired.rollout.name_any())
+                .within(&fired.rollout.namespace().unwrap_or_default());
+        let notified = match self.rollouts.get(&key) {
+            Some(latest) => NotifiedState::of(latest.annotations()),
+            None => NotifiedState::of(fired.rollout.annotations()),
+        };
         let type_ = match fired.type_ {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",

@@ -18,7 +18,14 @@ impl Loop {
         if !self.gate.is_open() || self.synced != (true, true) {
             return;
         }
-        for ro in self.rollouts.state() {
+        for cached in self.rollouts.state() {
+            // Most Rollouts have nothing pending: only those that do are decoded whole.
+            if !cached.annotations().contains_key(driver::PENDING) {
+                continue;
+            }
+            let Ok(ro) = cached.to_rollout() else {
+                continue;
+            };
             let configs = self.configs_for(&ro.namespace().unwrap_or_default());
             let configs: Vec<&Config> = configs.iter().map(AsRef::as_ref).collect();
             let jobs = driver::take_over(

@@ -14,7 +14,7 @@ use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::stateful_set_name;
 use sluice_engine::workload::{WORKLOAD_GENERATION, WorkloadKind};
 
-use crate::cache::{CachedReplicaSet, IndexedStore};
+use crate::cache::{CachedReplicaSet, CachedRollout, IndexedStore};
 
 /// Where the Rollout loop's ReplicaSet watch sends the Experiments whose ReplicaSets changed
 /// (the Experiment loop reconciles them).
@@ -39,7 +39,13 @@ pub(super) fn tell_experiments(to_experiments: &ExperimentTriggers, rs: &CachedR
 /// The keys a Rollout is filed under in the Rollout cache: the Services ([`service_key`]) and
 /// analysis templates ([`template_key`]) it names, so that a change of one finds the Rollouts
 /// to reconcile without looking at every Rollout.
-pub(super) fn rollout_keys(ro: &Rollout) -> Vec<String> {
+pub(super) fn rollout_keys(ro: &CachedRollout) -> Vec<String> {
+    // The spec is kept as text; a Rollout that does not decode (none that the watch decoded)
+    // is filed under no key and still reconciled on its own changes.
+    ro.to_rollout().map(|ro| keys_of(&ro)).unwrap_or_default()
+}
+
+fn keys_of(ro: &Rollout) -> Vec<String> {
     let ns = ro.metadata.namespace.as_deref().unwrap_or_default();
     let services = Observed::service_names(ro);
     let templates = Observed::analysis_template_refs(ro);
@@ -61,8 +67,8 @@ pub(super) fn stateful_set_key(namespace: &str, name: &str) -> String {
 /// Maps a StatefulSet (only its metadata is watched) to the Rollouts that drive it: any
 /// change, of its template or of its status (a pod replaced, ready), may move a step on.
 pub(super) fn rollouts_of_stateful_set<T>(
-    rollouts: IndexedStore<Rollout>,
-) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+    rollouts: IndexedStore<CachedRollout>,
+) -> impl Fn(T) -> Vec<ObjectRef<CachedRollout>> + Send + Sync + 'static
 where
     T: Resource,
 {
@@ -81,9 +87,9 @@ pub(super) fn workload_key(kind: WorkloadKind, namespace: &str, name: &str) -> S
 /// from it and have not yet recorded its generation, as Argo does: a change of the template
 /// is a new generation; a change of its status alone concerns no Rollout.
 pub(super) fn rollouts_of_workload<T>(
-    rollouts: IndexedStore<Rollout>,
+    rollouts: IndexedStore<CachedRollout>,
     kind: WorkloadKind,
-) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+) -> impl Fn(T) -> Vec<ObjectRef<CachedRollout>> + Send + Sync + 'static
 where
     T: Resource,
 {
@@ -119,8 +125,8 @@ pub(super) fn service_key(namespace: &str, name: &str) -> String {
 /// Maps a Service to the Rollouts that name it and to the one its managed-by annotation names
 /// (which may have to give it back).
 pub(super) fn rollouts_of_service(
-    rollouts: IndexedStore<Rollout>,
-) -> impl Fn(Service) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static {
+    rollouts: IndexedStore<CachedRollout>,
+) -> impl Fn(Service) -> Vec<ObjectRef<CachedRollout>> + Send + Sync + 'static {
     move |svc: Service| {
         let ns = svc.namespace().unwrap_or_default();
         let mut found = rollouts.refs(&service_key(&ns, &svc.name_any()));
@@ -135,9 +141,9 @@ pub(super) fn rollouts_of_service(
 /// Maps a template to the Rollouts that name it: in its namespace for an AnalysisTemplate,
 /// in every namespace for a ClusterAnalysisTemplate.
 pub(super) fn referencing_rollouts<T>(
-    rollouts: IndexedStore<Rollout>,
+    rollouts: IndexedStore<CachedRollout>,
     cluster_scope: bool,
-) -> impl Fn(T) -> Vec<ObjectRef<Rollout>> + Send + Sync + 'static
+) -> impl Fn(T) -> Vec<ObjectRef<CachedRollout>> + Send + Sync + 'static
 where
     T: Resource,
 {
@@ -197,13 +203,20 @@ mod tests {
         .unwrap()
     }
 
+    fn cached(rollouts: Vec<Rollout>) -> Vec<CachedRollout> {
+        rollouts
+            .into_iter()
+            .map(|ro| CachedRollout::new(ro).unwrap())
+            .collect()
+    }
+
     fn service(ns: &str, name: &str, managed_by: Option<&str>) -> Service {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": ns,
             "annotations": managed_by.map(|m| json!({MANAGED_BY: m}))}}))
         .unwrap()
     }
 
-    fn names(mut refs: Vec<ObjectRef<Rollout>>) -> Vec<String> {
+    fn names(mut refs: Vec<ObjectRef<CachedRollout>>) -> Vec<String> {
         refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         refs.into_iter()
             .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
@@ -214,7 +227,7 @@ mod tests {
     fn a_service_change_reaches_the_rollouts_that_name_or_manage_it() {
         let rollouts = cache::listed(
             rollout_keys,
-            vec![
+            cached(vec![
                 rollout(
                     "a",
                     "bg",
@@ -227,7 +240,7 @@ mod tests {
                 ),
                 rollout("b", "bg", json!({"blueGreen": {"activeService": "web"}})),
                 rollout("a", "plain", json!({"canary": {}})),
-            ],
+            ]),
         );
         let map = rollouts_of_service(rollouts);
         assert_eq!(names(map(service("a", "web", None))), ["a/bg", "a/canary"]);
@@ -247,7 +260,7 @@ mod tests {
         };
         let rollouts = cache::listed(
             rollout_keys,
-            vec![
+            cached(vec![
                 rollout("a", "uses-t", analysis("t", None)),
                 rollout("b", "uses-t", analysis("t", None)),
                 rollout("a", "uses-cluster-t", analysis("t", Some("cluster"))),
@@ -258,7 +271,7 @@ mod tests {
                     json!({"canary": {"steps": [{"analysis": {"templates": [{"templateName": "t"}]}}]}}),
                 ),
                 rollout("a", "none", json!({"canary": {}})),
-            ],
+            ]),
         );
         let template: AnalysisTemplate = serde_json::from_value(
             json!({"metadata": {"name": "t", "namespace": "a"}, "spec": {}}),
@@ -291,13 +304,13 @@ mod tests {
         };
         let rollouts = cache::listed(
             rollout_keys,
-            vec![
+            cached(vec![
                 referencing("a", "new", "Deployment", None),
                 referencing("a", "stale", "Deployment", Some("1")),
                 referencing("a", "current", "Deployment", Some("2")),
                 referencing("a", "pod-template", "PodTemplate", None),
                 referencing("b", "elsewhere", "Deployment", None),
-            ],
+            ]),
         );
         let deployment: PartialObjectMeta<Deployment> = serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -315,9 +328,11 @@ mod tests {
         let after = rollout("a", "bg", json!({"blueGreen": {"activeService": "new"}}));
         let events = futures::stream::iter([
             Ok(watcher::Event::Init),
-            Ok(watcher::Event::InitApply(before)),
+            Ok(watcher::Event::InitApply(
+                CachedRollout::new(before).unwrap(),
+            )),
             Ok(watcher::Event::InitDone),
-            Ok(watcher::Event::Apply(after)),
+            Ok(watcher::Event::Apply(CachedRollout::new(after).unwrap())),
         ]);
         let _: Vec<_> = futures::executor::block_on(cache::reflect(events, writer).collect());
         let map = rollouts_of_service(store);

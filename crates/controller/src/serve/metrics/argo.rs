@@ -5,10 +5,9 @@ use std::collections::BTreeSet;
 
 use http::{Method, Uri};
 use kube::ResourceExt;
-use sluice_api::Rollout;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::experiment::Experiment;
-use sluice_api::rollout::RolloutConditionType;
+use sluice_api::rollout::{RolloutConditionType, RolloutStatus};
 
 /// One API request, as labelled by `controller_clientset_k8s_request_total`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -79,10 +78,8 @@ pub(super) fn derives_from(object: &str, rollout: &str) -> bool {
 }
 
 /// Argo's `rollout_info` phase: from the Progressing and InvalidSpec conditions.
-pub fn info_phase(ro: &Rollout) -> &'static str {
-    let conditions = ro
-        .status
-        .as_ref()
+pub fn info_phase(status: Option<&RolloutStatus>) -> &'static str {
+    let conditions = status
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
     let reason_of = |t: RolloutConditionType| {
@@ -102,33 +99,6 @@ pub fn info_phase(ro: &Rollout) -> &'static str {
         Some("RolloutAborted") => "Abort",
         _ => "Progressing",
     }
-}
-
-/// Argo's `strategy` and `traffic_router` labels.
-pub fn strategy_labels(ro: &Rollout) -> (&'static str, &'static str) {
-    let Some(strategy) = ro.spec.strategy.as_ref() else {
-        return ("none", "");
-    };
-    if strategy.blue_green.is_some() {
-        return ("blueGreen", "");
-    }
-    let Some(canary) = strategy.canary.as_ref() else {
-        return ("none", "");
-    };
-    let router = canary.traffic_routing.as_ref().map_or("", |t| {
-        [
-            (t.app_mesh.is_some(), "AppMesh"),
-            (t.smi.is_some(), "SMI"),
-            (t.nginx.is_some(), "Nginx"),
-            (t.istio.is_some(), "Istio"),
-            (t.ambassador.is_some(), "Ambassador"),
-            (t.alb.is_some(), "ALB"),
-        ]
-        .into_iter()
-        .find_map(|(set, name)| set.then_some(name))
-        .unwrap_or("")
-    });
-    ("canary", router)
 }
 
 pub(super) type Labels = Vec<(&'static str, String)>;
@@ -241,7 +211,9 @@ pub(super) fn rollout_labels(namespace: &str, name: &str) -> Labels {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::cache::CachedRollout;
     use serde_json::json;
+    use sluice_api::Rollout;
 
     fn info(method: Method, uri: &str) -> RequestInfo {
         RequestInfo::parse(&method, &uri.parse().unwrap())
@@ -339,46 +311,56 @@ pub(super) mod tests {
 
     #[test]
     fn phase_and_strategy_labels_follow_argo() {
-        let ro = |status: serde_json::Value, strategy: serde_json::Value| {
+        let cached = |status: serde_json::Value, strategy: serde_json::Value| {
             let mut r = rollout("a", "r", json!({"status": status}));
             r.spec.strategy = serde_json::from_value(strategy).unwrap();
-            r
+            CachedRollout::new(r).unwrap()
         };
         let cond = |t: &str, reason: &str| json!({"conditions": [{"type": t, "status": "True", "reason": reason}]});
         let canary = json!({"canary": {}});
-        assert_eq!(info_phase(&ro(json!({}), canary.clone())), "Progressing");
         assert_eq!(
-            info_phase(&ro(
-                cond("Progressing", "NewReplicaSetAvailable"),
-                canary.clone()
-            )),
+            info_phase(cached(json!({}), canary.clone()).status()),
+            "Progressing"
+        );
+        assert_eq!(
+            info_phase(
+                cached(
+                    cond("Progressing", "NewReplicaSetAvailable"),
+                    canary.clone()
+                )
+                .status()
+            ),
             "Completed"
         );
         assert_eq!(
-            info_phase(&ro(
-                cond("Progressing", "ProgressDeadlineExceeded"),
-                canary.clone()
-            )),
+            info_phase(
+                cached(
+                    cond("Progressing", "ProgressDeadlineExceeded"),
+                    canary.clone()
+                )
+                .status()
+            ),
             "Timeout"
         );
         assert_eq!(
-            info_phase(&ro(cond("Progressing", "RolloutAborted"), canary.clone())),
+            info_phase(cached(cond("Progressing", "RolloutAborted"), canary.clone()).status()),
             "Abort"
         );
         assert_eq!(
-            info_phase(&ro(cond("InvalidSpec", "InvalidSpec"), canary.clone())),
+            info_phase(cached(cond("InvalidSpec", "InvalidSpec"), canary.clone()).status()),
             "InvalidSpec"
         );
-        assert_eq!(strategy_labels(&ro(json!({}), canary)), ("canary", ""));
+        assert_eq!(cached(json!({}), canary).strategy_labels(), ("canary", ""));
         assert_eq!(
-            strategy_labels(&ro(
+            cached(
                 json!({}),
                 json!({"canary": {"trafficRouting": {"smi": {}}}})
-            )),
+            )
+            .strategy_labels(),
             ("canary", "SMI")
         );
         assert_eq!(
-            strategy_labels(&ro(json!({}), json!({"blueGreen": {"activeService": "x"}}))),
+            cached(json!({}), json!({"blueGreen": {"activeService": "x"}})).strategy_labels(),
             ("blueGreen", "")
         );
     }

@@ -8,9 +8,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::argo::{
-    AnalysisRunSeries, ExperimentSeries, Labels, info_phase, rollout_labels, strategy_labels,
-};
+use super::argo::{AnalysisRunSeries, ExperimentSeries, Labels, info_phase, rollout_labels};
 use super::process::ProcessStats;
 use super::{Metrics, lock};
 use super::{RolloutKey, RolloutSeries};
@@ -136,8 +134,8 @@ impl Collector for Exposition {
         let mut phases = Vec::new();
         for ro in &rollouts {
             let (ns, name) = (ro.namespace().unwrap_or_default(), ro.name_any());
-            let (strategy, router) = strategy_labels(ro);
-            let phase = info_phase(ro);
+            let (strategy, router) = ro.strategy_labels();
+            let phase = info_phase(ro.status());
             let mut labels = rollout_labels(&ns, &name);
             labels.push(("strategy", strategy.to_string()));
             labels.push(("traffic_router", router.to_string()));
@@ -149,16 +147,15 @@ impl Collector for Exposition {
                 labels.push(("phase", p.to_string()));
                 phases.push((labels, i64::from(p == phase)));
             }
-            let status = ro.status.clone().unwrap_or_default();
-            let avail = i64::from(status.available_replicas.unwrap_or(0));
+            let count = |of: fn(&sluice_api::RolloutStatus) -> Option<i32>| {
+                i64::from(ro.status().and_then(of).unwrap_or(0))
+            };
+            let avail = count(|s| s.available_replicas);
             let labels = rollout_labels(&ns, &name);
             available.push((labels.clone(), avail));
-            unavailable.push((
-                labels.clone(),
-                i64::from(status.replicas.unwrap_or(0)) - avail,
-            ));
-            desired.push((labels.clone(), i64::from(ro.spec.replicas.unwrap_or(1))));
-            updated.push((labels, i64::from(status.updated_replicas.unwrap_or(0))));
+            unavailable.push((labels.clone(), count(|s| s.replicas) - avail));
+            desired.push((labels.clone(), i64::from(ro.replicas().unwrap_or(1))));
+            updated.push((labels, count(|s| s.updated_replicas)));
         }
         gauge_family(
             &mut encoder,

@@ -60,13 +60,13 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate};
 use sluice_api::experiment::Experiment;
 
-pub use argo::{AnalysisRunSeries, ExperimentSeries, RequestInfo, info_phase, strategy_labels};
+pub use argo::{AnalysisRunSeries, ExperimentSeries, RequestInfo, info_phase};
 pub use requests::{RequestMetrics, RequestMetricsLayer};
 
+use crate::cache::CachedRollout;
 use argo::derives_from;
 use exposition::Exposition;
 pub use workqueue::{Queue, Queues, Work};
@@ -188,7 +188,7 @@ pub struct Metrics {
     version: String,
     leader: AtomicBool,
     /// The Rollout cache, once it has synced.
-    rollouts: OnceLock<Store<Rollout>>,
+    rollouts: OnceLock<Store<CachedRollout>>,
     /// The AnalysisRun cache, once it has synced.
     analysis_runs: OnceLock<Store<AnalysisRun>>,
     /// The Experiment cache, once it has synced.
@@ -245,7 +245,7 @@ impl Metrics {
     }
 
     /// Rollout gauges come from this cache; call once it has synced.
-    pub fn use_rollout_cache(&self, store: Store<Rollout>) {
+    pub fn use_rollout_cache(&self, store: Store<CachedRollout>) {
         let _ = self.rollouts.set(store);
     }
 
@@ -389,7 +389,7 @@ impl Metrics {
         out
     }
 
-    fn live_rollouts(&self) -> Option<Vec<Arc<Rollout>>> {
+    fn live_rollouts(&self) -> Option<Vec<Arc<CachedRollout>>> {
         self.rollouts.get().map(Store::state)
     }
 

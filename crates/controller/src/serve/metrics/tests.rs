@@ -3,6 +3,11 @@ use super::*;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::json;
+use sluice_api::Rollout;
+
+fn cached(ro: Rollout) -> CachedRollout {
+    CachedRollout::new(ro).unwrap()
+}
 
 fn series_lines(text: &str, metric: &str) -> Vec<String> {
     text.lines()
@@ -14,7 +19,7 @@ fn series_lines(text: &str, metric: &str) -> Vec<String> {
 #[test]
 fn exposition_has_argo_names_and_drops_deleted_rollouts() {
     let m = Metrics::new("v0.1.0");
-    let (reader, mut writer) = reflector::store::<Rollout>();
+    let (reader, mut writer) = reflector::store::<CachedRollout>();
     let web = rollout(
         "a",
         "web",
@@ -22,8 +27,8 @@ fn exposition_has_argo_names_and_drops_deleted_rollouts() {
             "conditions": [{"type": "Progressing", "status": "True", "reason": "RolloutPaused"}]}}),
     );
     let api = rollout("a", "web-api", json!({}));
-    writer.apply_watcher_event(&Event::Apply(web.clone()));
-    writer.apply_watcher_event(&Event::Apply(api.clone()));
+    writer.apply_watcher_event(&Event::Apply(cached(web.clone())));
+    writer.apply_watcher_event(&Event::Apply(cached(api.clone())));
     m.use_rollout_cache(reader);
     m.observe_reconcile("a", "web", Duration::from_millis(20), false);
     m.observe_reconcile("a", "web", Duration::from_millis(300), true);
@@ -78,7 +83,7 @@ fn exposition_has_argo_names_and_drops_deleted_rollouts() {
     assert!(text.ends_with("# EOF\n"));
 
     // `web` is deleted: its series go, those of `web-api` (a longer name) stay.
-    writer.apply_watcher_event(&Event::Delete(web));
+    writer.apply_watcher_event(&Event::Delete(cached(web)));
     let text = m.render();
     for metric in [
         "rollout_info",
@@ -201,12 +206,12 @@ fn argo_families_of_a_fresh_controller_are_served() {
     .unwrap();
     writer.apply_watcher_event(&Event::Apply(template));
     m.use_template_caches(reader, None);
-    let (ro_reader, mut ro_writer) = reflector::store::<Rollout>();
-    ro_writer.apply_watcher_event(&Event::Apply(rollout(
+    let (ro_reader, mut ro_writer) = reflector::store::<CachedRollout>();
+    ro_writer.apply_watcher_event(&Event::Apply(cached(rollout(
         "a",
         "web",
         json!({"status": {"conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}}),
-    )));
+    ))));
     m.use_rollout_cache(ro_reader);
     let work = m.begin_work(Queue::Rollouts);
     m.observe_reconcile("a", "web", Duration::from_millis(2), true);
