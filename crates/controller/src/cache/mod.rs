@@ -20,6 +20,48 @@ use sluice_api::analysis::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplat
 use sluice_api::experiment::Experiment;
 use sluice_engine::labels::{LAST_APPLIED, MANAGED_BY};
 
+/// `impl Resource` for a cached form (a struct with a `metadata` field) of namespaced kind
+/// `$kind`: the kind, group, version and plural of `$kind`, so that a watch of the cached form
+/// asks the API server for `$kind`.
+macro_rules! resource_as {
+    ($cached:ty, $kind:ty) => {
+        impl kube::Resource for $cached {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::kind(dt)
+            }
+
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::group(dt)
+            }
+
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::version(dt)
+            }
+
+            fn api_version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::api_version(dt)
+            }
+
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$kind as kube::Resource>::plural(dt)
+            }
+
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 mod lean_meta;
 mod relisting;
 mod replica_set;

@@ -9,12 +9,8 @@
 //! reconcile reads it; only what the index, the ownership filter and the reflector read on
 //! every event (name, namespace, uid, resourceVersion, owners, deletion) is kept decoded.
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -44,38 +40,7 @@ impl CachedReplicaSet {
     }
 }
 
-impl Resource for CachedReplicaSet {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        ReplicaSet::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        ReplicaSet::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        ReplicaSet::version(dt)
-    }
-
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        ReplicaSet::api_version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        ReplicaSet::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_as!(CachedReplicaSet, ReplicaSet);
 
 /// The wire form: what the API server sends, with the spec and status re-written as text
 /// while they are parsed.
@@ -141,6 +106,7 @@ impl<'de> Deserialize<'de> for CachedReplicaSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource as _;
     use serde_json::{Value, json};
     use sluice_engine::labels::LAST_APPLIED;
 

@@ -11,10 +11,7 @@
 //! two facts of the spec the metrics read ([`CachedRollout::replicas`],
 //! [`CachedRollout::strategy_labels`]).
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use sluice_api::{Rollout, RolloutSpec, RolloutStatus};
@@ -103,38 +100,7 @@ fn strategy_labels(spec: &RolloutSpec) -> (&'static str, &'static str) {
     ("canary", router)
 }
 
-impl Resource for CachedRollout {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Rollout::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Rollout::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Rollout::version(dt)
-    }
-
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Rollout::api_version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Rollout::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_as!(CachedRollout, Rollout);
 
 /// Decoded as a Rollout is (an object that is no Rollout fails the same way), then cached.
 impl<'de> Deserialize<'de> for CachedRollout {
@@ -147,6 +113,7 @@ impl<'de> Deserialize<'de> for CachedRollout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource as _;
     use kube::ResourceExt as _;
     use serde_json::{Value, json};
     use sluice_api::pod_template_hash::compute_pod_template_hash;
