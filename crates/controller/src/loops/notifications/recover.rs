@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use kube::ResourceExt as _;
 use sluice_notifications::Config;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::Loop;
 use crate::loops::notification_driver as driver;
@@ -23,8 +23,13 @@ impl Loop {
             if !cached.annotations().contains_key(driver::PENDING) {
                 continue;
             }
-            let Ok(ro) = cached.to_rollout() else {
-                continue;
+            // Its reconcile reports the same error; the other Rollouts go on.
+            let ro = match cached.to_rollout() {
+                Ok(ro) => ro,
+                Err(e) => {
+                    warn!(rollout = %cached.name_any(), error = %e, "cannot decode the cached Rollout");
+                    continue;
+                }
             };
             let configs = self.configs_for(&ro.namespace().unwrap_or_default());
             let configs: Vec<&Config> = configs.iter().map(AsRef::as_ref).collect();
