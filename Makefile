@@ -63,10 +63,12 @@ endef
 dashboard-ui: ## Build the dashboard page into crates/cli/dashboard-ui/dist (type check, bundle, size budget); commit dist/ with its sources
 	cd crates/cli/dashboard-ui && npm ci && npm run build
 
-test: ## Format check, clippy, then all unit and end-to-end tests against the local control plane (stopped again if this started it; KEEP_CLUSTER=1 keeps it)
+TESTS ?=
+TEST_JOBS ?=
+test: ## Format check, clippy, then every test binary against the local control plane, several at a time (TEST_JOBS=n; TESTS="canary analysis" for some; stopped again if this started it; KEEP_CLUSTER=1 keeps it)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet
+	$(CARGO) build -p sluice-testenv --bin sluice-fake-kubelet --bin sluice-test-runner
 	scripts/build-argo-rollouts.sh >/dev/null
 	ARGO_VERSION=1.10.1 scripts/build-argo-rollouts.sh >/dev/null
 	scripts/build-plugins.sh >/dev/null
@@ -75,7 +77,7 @@ test: ## Format check, clippy, then all unit and end-to-end tests against the lo
 	scripts/install-moto.sh >/dev/null
 	scripts/build-nats-server.sh >/dev/null
 	scripts/install-test-tools.sh
-	$(call with_cluster,$(CARGO) test --workspace --no-fail-fast)
+	$(call with_cluster,$(CARGO) run -q -p sluice-testenv --bin sluice-test-runner -- --cargo-arg=--workspace $(if $(TEST_JOBS),--jobs $(TEST_JOBS)) $(TESTS))
 
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green

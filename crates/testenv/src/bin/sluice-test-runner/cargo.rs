@@ -1,0 +1,146 @@
+//! The workspace's test binaries, as cargo builds them (`cargo test --no-run`, its JSON
+//! messages on stdout, its progress on the terminal).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
+
+/// One test binary and how cargo would run it.
+#[derive(Clone, Debug)]
+pub struct TestBinary {
+    /// The test target's name: a file of `tests/`, or the crate's name for its unit tests.
+    pub target: String,
+    /// What is shown and recorded: the target, with `(lib)` or `(bin)` for unit tests.
+    pub name: String,
+    pub package: String,
+    /// The package's directory: cargo runs tests there, with `CARGO_MANIFEST_DIR` naming it.
+    pub dir: PathBuf,
+    pub executable: PathBuf,
+}
+
+/// What `cargo run` sets for the binary besides the `CARGO_PKG_` variables.
+const RUN_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+];
+
+/// Builds the tests with `cargo test --no-run` and the given arguments, and lists the binaries.
+pub fn build(cargo_args: &[String]) -> anyhow::Result<Vec<TestBinary>> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(&cargo);
+    // Under `cargo run`, this process has the variables cargo sets for a package's binary.
+    // Build scripts that watch one of them (ring's watch `CARGO_PKG_NAME`) would see it changed
+    // since a plain `cargo test` and run again, and everything above them would rebuild.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || RUN_VARS.contains(&key.as_ref()) {
+            command.env_remove(key.as_ref());
+        }
+    }
+    let output = command
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(cargo_args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo")?;
+    if !output.status.success() {
+        bail!("building the tests failed ({})", output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut binaries: Vec<TestBinary> = stdout.lines().filter_map(binary).collect();
+    binaries.sort_by(|a, b| a.name.cmp(&b.name));
+    binaries.dedup_by(|a, b| a.executable == b.executable);
+    Ok(binaries)
+}
+
+/// The test binary one of cargo's messages announces, if it is one.
+fn binary(line: &str) -> Option<TestBinary> {
+    let msg: Value = serde_json::from_str(line).ok()?;
+    if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
+        return None;
+    }
+    let executable = PathBuf::from(msg["executable"].as_str()?);
+    let target = msg["target"]["name"].as_str()?.to_string();
+    let kind = msg["target"]["kind"][0].as_str().unwrap_or("test");
+    let name = match kind {
+        "test" => target.clone(),
+        other => format!("{target} ({other})"),
+    };
+    let dir = PathBuf::from(msg["manifest_path"].as_str()?)
+        .parent()?
+        .to_path_buf();
+    Some(TestBinary {
+        target,
+        name,
+        package: package_name(msg["package_id"].as_str()?),
+        dir,
+        executable,
+    })
+}
+
+/// The package name in a package id: `path+file:///w/crates/e2e#sluice-e2e@0.1.0`, or the older
+/// `sluice-e2e 0.1.0 (path+file:///w/crates/e2e)`.
+fn package_name(id: &str) -> String {
+    match id.split_once('#') {
+        Some((path, rest)) => {
+            let name = rest.split('@').next().unwrap_or(rest);
+            // `…/crates/e2e#0.1.0`: the name is the directory's.
+            if name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                path.rsplit('/').next().unwrap_or(path).to_string()
+            } else {
+                name.to_string()
+            }
+        }
+        None => id.split(' ').next().unwrap_or(id).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_test_binaries_from_cargos_messages() {
+        let line = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/e2e#sluice-e2e@0.1.0","manifest_path":"/w/crates/e2e/Cargo.toml","target":{"kind":["test"],"name":"canary"},"profile":{"test":true},"executable":"/t/debug/deps/canary-1"}"#;
+        let b = binary(line).unwrap();
+        assert_eq!(
+            (b.name.as_str(), b.package.as_str(), b.dir.to_str()),
+            ("canary", "sluice-e2e", Some("/w/crates/e2e"))
+        );
+        let unit = line
+            .replace(
+                r#"["test"],"name":"canary""#,
+                r#"["lib"],"name":"sluice_e2e""#,
+            )
+            .replace("canary-1", "sluice_e2e-2");
+        assert_eq!(binary(&unit).unwrap().name, "sluice_e2e (lib)");
+        // The library itself, built for the tests, has no test profile.
+        let lib = line.replace(r#""test":true"#, r#""test":false"#);
+        assert!(binary(&lib).is_none());
+        assert!(binary(r#"{"reason":"build-finished","success":true}"#).is_none());
+    }
+
+    #[test]
+    fn package_names_in_both_id_formats() {
+        assert_eq!(
+            package_name("path+file:///w/crates/e2e#sluice-e2e@0.1.0"),
+            "sluice-e2e"
+        );
+        assert_eq!(package_name("path+file:///w/crates/house#0.1.0"), "house");
+        assert_eq!(
+            package_name("sluice-e2e 0.1.0 (path+file:///w/crates/e2e)"),
+            "sluice-e2e"
+        );
+    }
+}
