@@ -77,7 +77,7 @@ test: ## Format check, clippy, then every test binary against the local control 
 	scripts/install-moto.sh >/dev/null
 	scripts/build-nats-server.sh >/dev/null
 	scripts/install-test-tools.sh
-	$(call with_cluster,$(CARGO) run -q -p sluice-testenv --bin sluice-test-runner -- --cargo-arg=--workspace $(if $(TEST_JOBS),--jobs $(TEST_JOBS)) $(TESTS))
+	$(call with_cluster,"$${CARGO_TARGET_DIR:-target}/debug/sluice-test-runner" --cargo-arg=--workspace $(if $(TEST_JOBS),--jobs $(TEST_JOBS)) $(TESTS))
 
 N ?= 1000
 SCENARIOS ?= plain,steps,blue-green

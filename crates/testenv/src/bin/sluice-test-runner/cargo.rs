@@ -20,8 +20,10 @@ pub struct TestBinary {
     pub executable: PathBuf,
 }
 
-/// What `cargo run` sets for the binary besides the `CARGO_PKG_` variables.
+/// What `cargo run` sets for the binary besides `CARGO` and the `CARGO_PKG_` variables
+/// (`OUT_DIR` for a package with a build script).
 const RUN_VARS: &[&str] = &[
+    "OUT_DIR",
     "CARGO_MANIFEST_DIR",
     "CARGO_MANIFEST_PATH",
     "CARGO_MANIFEST_LINKS",
@@ -35,11 +37,12 @@ pub fn build(cargo_args: &[String]) -> anyhow::Result<Vec<TestBinary>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     // Under `cargo run`, this process has the variables cargo sets for a package's binary.
-    // Build scripts that watch one of them (ring's watch `CARGO_PKG_NAME`) would see it changed
-    // since a plain `cargo test` and run again, and everything above them would rebuild.
+    // Build scripts that watch one of them (ring's watch `CARGO_PKG_NAME` and `OUT_DIR`)
+    // would see it changed since a plain `cargo test` and run again, and everything above
+    // them would rebuild. `make test` runs this binary directly.
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy();
-        if key.starts_with("CARGO_PKG_") || RUN_VARS.contains(&key.as_ref()) {
+        if key == "CARGO" || key.starts_with("CARGO_PKG_") || RUN_VARS.contains(&key.as_ref()) {
             command.env_remove(key.as_ref());
         }
     }
