@@ -85,6 +85,10 @@ pub fn json_of(o: &DynamicObject) -> Value {
 /// a row: the sequence of weights a router was given.
 pub struct Recorder<T> {
     seen: Arc<Mutex<Vec<T>>>,
+    /// The resourceVersion of the last version the watch delivered.
+    version: Arc<Mutex<Option<String>>>,
+    api: Api<DynamicObject>,
+    name: String,
     task: JoinHandle<()>,
 }
 
@@ -95,24 +99,57 @@ impl<T: Clone + PartialEq + Send + 'static> Recorder<T> {
         extract: impl Fn(&Value) -> Option<T> + Send + 'static,
     ) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = seen.clone();
+        let version = Arc::new(Mutex::new(None));
+        let (sink, last_version) = (seen.clone(), version.clone());
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let task = tokio::spawn(async move {
-            let mut stream = watcher(api, config).applied_objects().boxed();
-            while let Some(item) = stream.next().await {
-                let Ok(object) = item else { continue };
-                if let Some(value) = extract(&json_of(&object)) {
-                    let mut seen = sink.lock().expect("recorder lock");
-                    if seen.last() != Some(&value) {
-                        seen.push(value);
+        let task = tokio::spawn({
+            let api = api.clone();
+            async move {
+                let mut stream = watcher(api, config).applied_objects().boxed();
+                while let Some(item) = stream.next().await {
+                    let Ok(object) = item else { continue };
+                    *last_version.lock().expect("recorder lock") =
+                        object.metadata.resource_version.clone();
+                    if let Some(value) = extract(&json_of(&object)) {
+                        let mut seen = sink.lock().expect("recorder lock");
+                        if seen.last() != Some(&value) {
+                            seen.push(value);
+                        }
                     }
                 }
             }
         });
-        Self { seen, task }
+        Self {
+            seen,
+            version,
+            api,
+            name: name.to_string(),
+            task,
+        }
     }
 
-    pub fn values(&self) -> Vec<T> {
+    /// The values recorded, once the watch has delivered the object as it is now (for up to
+    /// 30 s): a test that has just read the final weights would otherwise race the watch,
+    /// which lags on a loaded machine, and miss the last value.
+    pub async fn values(&self) -> Vec<T> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        if let Ok(now) = self.api.get(&self.name).await {
+            let want = now.metadata.resource_version;
+            let caught_up = || {
+                let have = self.version.lock().expect("recorder lock").clone();
+                // etcd's revisions: a later version of the object counts too.
+                match (
+                    have.as_deref().map(str::parse::<u64>),
+                    want.as_deref().map(str::parse::<u64>),
+                ) {
+                    (Some(Ok(h)), Some(Ok(w))) => h >= w,
+                    _ => have == want,
+                }
+            };
+            while !caught_up() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
         self.seen.lock().expect("recorder lock").clone()
     }
 }

@@ -321,7 +321,7 @@ async fn a_routed_experiment_step_sends_its_template_the_step_weight() {
     })
     .await
     .unwrap();
-    let seen = recorder.values();
+    let seen = recorder.values().await;
     assert_eq!(seen.first(), Some(&(0, 100, 0)), "{seen:?}");
     assert!(seen.contains(&(10, 90, 0)), "{seen:?}");
     assert!(seen.contains(&(10, 70, 20)), "{seen:?}");

@@ -198,7 +198,7 @@ async fn an_abort_hands_traffic_back_through_the_weights_taken_and_the_canary_wa
     wait_phase(&api, "ga", RolloutPhase::Degraded, TIMEOUT).await;
 
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![
             (0, 100),
             (10, 90),
@@ -237,7 +237,7 @@ async fn without_the_annotation_an_abort_moves_all_traffic_at_once_as_in_argo() 
     )
     .await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (10, 90), (25, 75), (50, 50), (0, 100)]
     );
 }

@@ -27,7 +27,7 @@ const ROOT_ACTION: &str = "alb.ingress.kubernetes.io/actions.alb-rollout-root";
 /// Waits until `recorder` has seen the object once, so that no later change is missed.
 async fn started<T: Clone + PartialEq + Send + 'static>(recorder: &Recorder<T>) {
     wait_for("the recorder's first observation", TIMEOUT, || async {
-        anyhow::ensure!(!recorder.values().is_empty(), "nothing yet");
+        anyhow::ensure!(!recorder.values().await.is_empty(), "nothing yet");
         Ok(())
     })
     .await
@@ -170,7 +170,7 @@ async fn alb_ping_pong_services_swap_roles_at_each_promotion() {
     let promoted = forward(&[("ping-service", 0), ("pong-service", 100)]);
     wait_action(&ns, ingress, &promoted).await;
     assert_eq!(
-        action.values(),
+        action.values().await,
         vec![
             first.clone(),
             forward(&[("pong-service", 25), ("ping-service", 75)]),
@@ -185,7 +185,7 @@ async fn alb_ping_pong_services_swap_roles_at_each_promotion() {
     );
     // The old stable ReplicaSet: kept for scaleDownDelaySeconds, then scaled to 0.
     wait_scaled_down(&ns, &format!("{name}-{h1}")).await;
-    assert_eq!(old.values(), vec![(2, false), (2, true), (0, false)]);
+    assert_eq!(old.values().await, vec![(2, false), (2, true), (0, false)]);
     wait_replicas(&ns, name, &[("argoproj/rollouts-demo:blue", 2)], TIMEOUT).await;
 
     // Update 2: ping takes the newest pods and becomes stable again.
@@ -194,7 +194,7 @@ async fn alb_ping_pong_services_swap_roles_at_each_promotion() {
     assert_eq!(stable_ping_pong(&api, name).await, Some(PingPongType::Ping));
     wait_action(&ns, ingress, &first).await;
     assert_eq!(
-        action.values()[4..],
+        action.values().await[4..],
         [
             forward(&[("ping-service", 25), ("pong-service", 75)]),
             forward(&[("ping-service", 100), ("pong-service", 0)]),
@@ -206,8 +206,11 @@ async fn alb_ping_pong_services_swap_roles_at_each_promotion() {
     wait_replicas(&ns, name, &[("argoproj/rollouts-demo:green", 2)], TIMEOUT).await;
     // Each Service's selector changed once: ping to the third pods, pong to the second; the
     // promotions themselves patched neither.
-    assert_eq!(ping.values(), vec![Some(h1.clone()), Some(h3.clone())]);
-    assert_eq!(pong.values(), vec![None, Some(h2.clone())]);
+    assert_eq!(
+        ping.values().await,
+        vec![Some(h1.clone()), Some(h3.clone())]
+    );
+    assert_eq!(pong.values().await, vec![None, Some(h2.clone())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +245,7 @@ async fn alb_ping_pong_weights_reach_every_ingress() {
     for (i, r) in names.iter().zip(&recorders) {
         wait_action(&ns, i, &promoted).await;
         assert_eq!(
-            r.values(),
+            r.values().await,
             vec![
                 first.clone(),
                 forward(&[(pong, 25), (ping, 75)]),
@@ -316,8 +319,8 @@ async fn istio_ping_pong_hosts_take_turns_as_canary() {
     // Pong is the canary at 25 then 100 and stays at 100 as the stable; then ping takes its
     // turn. Pong's selector moved once, before the first promotion.
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(100, 0), (75, 25), (0, 100), (25, 75), (100, 0)]
     );
-    assert_eq!(pong.values(), vec![None, Some(h2)]);
+    assert_eq!(pong.values().await, vec![None, Some(h2)]);
 }

@@ -29,7 +29,7 @@ const MANAGED: &str = "rollouts.argoproj.io/managed-alb-annotations";
 /// Waits until `recorder` has seen the object once, so that no later change is missed.
 async fn started<T: Clone + PartialEq + Send + 'static>(recorder: &Recorder<T>) {
     wait_for("the recorder's first observation", TIMEOUT, || async {
-        anyhow::ensure!(!recorder.values().is_empty(), "nothing yet");
+        anyhow::ensure!(!recorder.values().await.is_empty(), "nothing yet");
         Ok(())
     })
     .await
@@ -193,7 +193,7 @@ async fn alb_action_carries_every_step_weight_and_zero_on_the_new_stable() {
     let after = wait_promoted(&api, name, &before).await;
     wait_annotation(&ns, "alb-canary-ingress", &key, Some(&at(0))).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![at(0), at(10), at(20), at(100), at(0)],
         "the ALB action over the update"
     );
@@ -245,7 +245,7 @@ async fn alb_action_carries_every_step_weight_and_zero_on_the_new_stable() {
         );
     }
     // No target-group verification without AWS: never verified, no ALB status.
-    assert_eq!(verify.values(), vec![(Value::Null, false, false)]);
+    assert_eq!(verify.values().await, vec![(Value::Null, false, false)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,7 +319,7 @@ async fn alb_abort_returns_traffic_to_stable_before_the_canary_scales_down() {
         TIMEOUT,
     )
     .await;
-    assert_eq!(recorder.values(), vec![at(0), at(10), at(0)]);
+    assert_eq!(recorder.values().await, vec![at(0), at(10), at(0)]);
     let w = api
         .get(name)
         .await
@@ -387,7 +387,7 @@ async fn alb_weights_reach_every_ingress_of_ingresses_list() {
     }
     for (i, r) in ingress_names.iter().zip(&recorders) {
         assert_eq!(
-            r.values(),
+            r.values().await,
             vec![at(0), at(10), at(20), at(100), at(0)],
             "the ALB action of {i} over the update"
         );

@@ -108,7 +108,7 @@ async fn apisix_backend_weights_follow_the_steps_the_promotion_and_the_abort() {
     wait_promoted(&ns).await;
     wait_weights(&ns, (0, 100)).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (5, 95), (50, 50), (100, 0), (0, 100)],
         "ApisixRoute weights over the update"
     );
@@ -131,7 +131,7 @@ async fn apisix_backend_weights_follow_the_steps_the_promotion_and_the_abort() {
     wait_weights(&ns, (0, 100)).await;
     wait_phase(&api, ROLLOUT, RolloutPhase::Degraded, TIMEOUT).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![
             (0, 100),
             (5, 95),
@@ -336,7 +336,7 @@ async fn header_route_scenario(
     .await
     .unwrap();
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (5, 95), (50, 50), (100, 0), (0, 100)],
         "main ApisixRoute weights over the update"
     );

@@ -178,7 +178,7 @@ async fn app_mesh_weighted_targets_and_virtual_node_hashes_follow_the_update() {
     wait_weights(&ns, (0, 100)).await;
     wait_node_hashes(&ns, "canary-hash", &second).await;
     assert_eq!(
-        router.values(),
+        router.values().await,
         vec![(0, 100), (25, 75), (50, 50), (75, 25), (100, 0), (0, 100)],
         "VirtualRouter weights over the update"
     );
@@ -195,7 +195,7 @@ async fn app_mesh_weighted_targets_and_virtual_node_hashes_follow_the_update() {
     wait_phase(&api, ROLLOUT, RolloutPhase::Degraded, TIMEOUT).await;
     wait_node_hashes(&ns, &third, &second).await;
     assert_eq!(
-        router.values(),
+        router.values().await,
         vec![
             (0, 100),
             (25, 75),
@@ -209,12 +209,12 @@ async fn app_mesh_weighted_targets_and_virtual_node_hashes_follow_the_update() {
         "VirtualRouter weights over the update and the aborted one"
     );
     assert_eq!(
-        stable_node.values(),
+        stable_node.values().await,
         vec!["stable-tbd".to_string(), first.clone(), second.clone()],
         "stable VirtualNode selector over both updates"
     );
     assert_eq!(
-        canary_node.values(),
+        canary_node.values().await,
         vec![
             "canary-tbd".to_string(),
             "canary-hash".to_string(),

@@ -152,7 +152,7 @@ async fn gateway_api_plugin_rollout_runs_built_in_with_weights_labels_and_header
     .await
     .unwrap();
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (30, 70), (60, 40), (100, 0), (0, 100)]
     );
 }

@@ -121,7 +121,7 @@ async fn istio_host_split_weights_follow_the_steps_and_an_abort_returns_traffic_
         Some((0, 100))
     );
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (10, 90), (100, 0), (0, 100)],
         "VirtualService weights over the update"
     );

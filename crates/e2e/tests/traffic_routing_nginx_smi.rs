@@ -99,7 +99,7 @@ async fn nginx_canary_ingress_follows_the_steps_and_stays_at_zero_after_promotio
     })
     .await
     .unwrap();
-    assert_eq!(recorder.values(), vec![0, 25, 100, 0]);
+    assert_eq!(recorder.values().await, vec![0, 25, 100, 0]);
     let stable = service_hash(&ns, "shop-stable").await;
     assert_eq!(service_hash(&ns, "shop-canary").await, stable);
 }
@@ -167,10 +167,10 @@ async fn smi_and_nginx_together_split_traffic_by_the_timed_steps() {
     .await
     .unwrap();
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (5, 95), (50, 50), (100, 0), (0, 100)]
     );
-    assert_eq!(ingress_recorder.values(), vec![0, 5, 50, 100, 0]);
+    assert_eq!(ingress_recorder.values().await, vec![0, 5, 50, 100, 0]);
 }
 
 fn observed_phase_is_healthy(status: &sluice_api::RolloutStatus) -> bool {

@@ -214,7 +214,7 @@ async fn traefik_weighted_services_follow_the_steps_the_abort_and_the_promotion(
     .unwrap();
     wait_weights(&ns, group, (0, 100)).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (30, 70), (60, 40), (100, 0), (0, 100)],
         "TraefikService weights over the update"
     );
@@ -229,7 +229,7 @@ async fn traefik_weighted_services_follow_the_steps_the_abort_and_the_promotion(
     wait_weights(&ns, group, (0, 100)).await;
     wait_phase(&api, name, RolloutPhase::Degraded, TIMEOUT).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![
             (0, 100),
             (30, 70),
@@ -269,7 +269,7 @@ async fn traefik_2_group_is_routed_with_the_traefik_api_group_flag() {
     wait_phase(&api, name, RolloutPhase::Healthy, TIMEOUT).await;
     wait_weights(&ns, group, (0, 100)).await;
     assert_eq!(
-        recorder.values(),
+        recorder.values().await,
         vec![(0, 100), (50, 50), (100, 0), (0, 100)],
         "traefik.containo.us TraefikService weights over the update"
     );
