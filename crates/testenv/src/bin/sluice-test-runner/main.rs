@@ -154,9 +154,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             took.insert(r.binary.name.clone(), secs);
             let log = std::fs::read_to_string(&r.log).unwrap_or_default();
             let counts = report::counts(&log);
-            sum.passed += counts.passed;
-            sum.failed += counts.failed;
-            sum.ignored += counts.ignored;
+            sum += counts;
             let ok = status.success();
             println!(
                 "[{done:>3}/{total}] {} {:<52} {:>8}  {} passed{}",

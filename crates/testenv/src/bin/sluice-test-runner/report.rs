@@ -9,6 +9,14 @@ pub struct Counts {
     pub ignored: u64,
 }
 
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.passed += o.passed;
+        self.failed += o.failed;
+        self.ignored += o.ignored;
+    }
+}
+
 /// Adds up every `test result: ok. 3 passed; 0 failed; 1 ignored; …` line of `log`.
 pub fn counts(log: &str) -> Counts {
     let mut c = Counts::default();
