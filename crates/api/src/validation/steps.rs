@@ -12,7 +12,7 @@ use super::{BadValue, FieldError, Problems, analysis};
 use crate::common::AnalysisRunArgument;
 use crate::duration::parse_go_duration;
 use crate::rollout::{
-    CanaryStep, CanaryStrategy, DEFAULT_MAX_TRAFFIC_WEIGHT, ReplicaSetSpecRef,
+    CanaryStep, CanaryStrategy, DEFAULT_MAX_TRAFFIC_WEIGHT, NginxTrafficRouting, ReplicaSetSpecRef,
     RolloutExperimentStep, RolloutPause, RolloutTrafficRouting, SetCanaryScale, SetHeaderRoute,
     SetMirrorRoute, StringMatch,
 };
@@ -179,8 +179,15 @@ fn check_header_route(
     problems: &mut Problems,
 ) {
     let at = format!("{at}.setHeaderRoute");
-    let supported = routing
-        .filter(|r| r.istio.is_some() || r.alb.is_some() || r.apisix.is_some() || has_plugins(r));
+    // NGINX is Sluice's addition (Argo's #2830): Argo refuses the step there, with the message
+    // below, so accepting it is never stricter than Argo.
+    let supported = routing.filter(|r| {
+        r.istio.is_some()
+            || r.alb.is_some()
+            || r.apisix.is_some()
+            || r.nginx.is_some()
+            || has_plugins(r)
+    });
     let Some(routing) = supported else {
         problems.argo(FieldError::invalid(
             &at,
@@ -189,6 +196,9 @@ fn check_header_route(
         ));
         return;
     };
+    if let Some(nginx) = &routing.nginx {
+        check_nginx_header_route(route, nginx, &at, problems);
+    }
     for (j, condition) in route.match_.iter().flatten().enumerate() {
         let m_at = format!("{at}.match[{j}]");
         let value = condition.header_value.as_ref();
@@ -213,6 +223,37 @@ fn check_header_route(
                 "",
             ));
         }
+    }
+}
+
+/// What an NGINX canary Ingress can hold: one header (ingress-nginx reads one per Ingress), and
+/// no header of the user's own in `additionalIngressAnnotations`, which every weight change
+/// writes back over the step's.
+fn check_nginx_header_route(
+    route: &SetHeaderRoute,
+    nginx: &NginxTrafficRouting,
+    at: &str,
+    problems: &mut Problems,
+) {
+    let matches = route.match_.as_deref().unwrap_or_default();
+    if matches.len() > 1 || route.match_.as_ref().is_some_and(Vec::is_empty) {
+        problems.sluice(FieldError::invalid(
+            &format!("{at}.match"),
+            BadValue::json(&route.match_),
+            "NGINX routes by one header: setHeaderRoute needs exactly one match",
+        ));
+    }
+    let own_header = nginx
+        .additional_ingress_annotations
+        .iter()
+        .flatten()
+        .any(|(key, _)| key.starts_with("canary-by-header"));
+    if own_header && !matches.is_empty() {
+        problems.sluice(FieldError::invalid(
+            at,
+            BadValue::Json(go_header_route(route)),
+            "NGINX: additionalIngressAnnotations already set canary-by-header, which setHeaderRoute would replace",
+        ));
     }
 }
 

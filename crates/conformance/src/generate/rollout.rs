@@ -433,6 +433,8 @@ fn traffic_routing() -> impl Strategy<Value = Value> {
             Just(json!({"nginx": {"stableIngresses": ["web", "web2"]}})),
             Just(json!({"nginx": {"stableIngress": "web", "stableIngresses": ["web2"]}})),
             Just(json!({"nginx": {}})),
+            // A header of the user's own, which a header route of Sluice's would replace.
+            Just(json!({"nginx": {"stableIngress": "web", "additionalIngressAnnotations": {"canary-by-header": "X-Canary"}}})),
         ],
         3 => prop_oneof![
             Just(json!({"alb": {"ingress": "web", "servicePort": 80}})),

@@ -91,3 +91,49 @@ fn abort_scale_down_delay_without_routing_runs() {
         ]
     );
 }
+
+/// Sluice's NGINX header routes: Argo refuses the step, Sluice runs it, and the page lists the
+/// difference (generated cases reach it only now and then: it needs a managed route by the
+/// step's name and nothing else wrong).
+#[test]
+fn nginx_header_routes_run_where_argo_refuses() {
+    let ro = json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
+            "strategy": {"canary": {
+                "canaryService": "web-canary", "stableService": "web-stable",
+                "trafficRouting": {"nginx": {"stableIngress": "web"},
+                                   "managedRoutes": [{"name": "beta"}]},
+                "steps": [
+                    {"setWeight": 10},
+                    {"setHeaderRoute": {"name": "beta", "match": [
+                        {"headerName": "X-Beta", "headerValue": {"exact": "yes"}}]}},
+                    {"pause": {}},
+                    {"setHeaderRoute": {"name": "beta"}}
+                ]
+            }}
+        }
+    });
+    let differences = Differences::load("Validation");
+    for version in ARGO_VERSIONS {
+        let argo = argo_verdict(version, &ro).unwrap();
+        assert!(
+            argo.as_deref()
+                .is_some_and(|m| m.contains("supports Istio and ALB and Apisix")),
+            "Argo {version}: {argo:?}"
+        );
+        assert_eq!(
+            check(version, &differences, &ro).map(|v| v.starts_with("documented difference")),
+            Ok(true)
+        );
+    }
+    let rollout: Rollout = serde_json::from_value(ro).unwrap();
+    let problems = check_rollout(&rollout);
+    assert_eq!(problems.blocking(), None, "{problems:?}");
+    assert!(problems.sluice.is_empty(), "{problems:?}");
+}

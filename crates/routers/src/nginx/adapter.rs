@@ -81,7 +81,20 @@ impl TrafficRouter for Nginx {
         let max_weight = view.routing.max_traffic_weight;
         for (stable, canary_key, canary) in ingresses {
             let r = super::set_weight(stable, canary, cfg, max_weight, calls.desired);
-            edits.apply(&canary_key, canary.is_none(), r)?;
+            let create = canary.is_none();
+            edits.apply(&canary_key, create, r)?;
+            // The header route lives on the canary Ingress, as just written if it is new.
+            let observed = canary.cloned().unwrap_or_default();
+            if calls.remove_managed_routes {
+                let current = edits.current(&canary_key, &observed).clone();
+                let r = super::remove_header_route(&current, cfg);
+                edits.apply(&canary_key, create, r)?;
+            }
+            if let Some(step) = calls.header_route {
+                let current = edits.current(&canary_key, &observed).clone();
+                let r = super::set_header_route(&current, cfg, step);
+                edits.apply(&canary_key, create, r)?;
+            }
         }
         Ok(())
     }

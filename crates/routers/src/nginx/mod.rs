@@ -2,12 +2,14 @@
 //! stable one with its paths pointed at the canary Service and the `canary-weight` annotations
 //! that make ingress-nginx split traffic.
 //!
-//! NGINX has no header, mirror or hash operations (they are no-ops in Argo) and the canary
-//! Ingress is never deleted: after promotion it stays at weight 0 until the Rollout is
+//! Header routes (`setHeaderRoute`, which Argo refuses for NGINX) are annotations of the canary
+//! Ingress ([`set_header_route`]); NGINX has no mirror or hash operations (no-ops in Argo), and
+//! the canary Ingress is never deleted: after promotion it stays at weight 0 until the Rollout is
 //! garbage-collected with it.
 
 mod adapter;
 mod desired;
+mod header_route;
 mod names;
 mod observed;
 pub(crate) mod owner;
@@ -15,6 +17,9 @@ mod set_weight;
 
 pub use adapter::Nginx;
 pub use desired::desired_canary_ingress;
+pub use header_route::{
+    HEADER_ANNOTATIONS, HEADER_ROUTE_ANNOTATION, remove_header_route, set_header_route,
+};
 pub use names::{canary_ingress_name, stable_ingresses};
 pub use observed::observed_weight;
 pub use set_weight::set_weight;

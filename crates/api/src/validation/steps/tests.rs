@@ -251,6 +251,37 @@ fn header_routes() {
             "spec.strategy.steps[0].setHeaderRoute.match[1]: Invalid value: {\"prefix\":\"1\"}: SetHeaderRoute match value invalid. ALB supports 'exact' value only",
         ],
     );
+    let nginx = |annotations: Value, matches: Value| {
+        json!({
+            "canaryService": "c", "stableService": "s",
+            "trafficRouting": {
+                "nginx": {"stableIngress": "web", "additionalIngressAnnotations": annotations},
+                "managedRoutes": [{"name": "h"}]
+            },
+            "steps": [{"setHeaderRoute": {"name": "h", "match": matches}}, {"setHeaderRoute": {"name": "h"}}]
+        })
+    };
+    let one = json!([{"headerName": "a", "headerValue": {"regex": "1|2"}}]);
+    // Argo refuses the step for NGINX; Sluice runs what ingress-nginx can hold.
+    assert_problems(canary_problems(nginx(Value::Null, one.clone())), &[]);
+    assert_problems(
+        canary_problems(nginx(
+            Value::Null,
+            json!([
+                {"headerName": "a", "headerValue": {"exact": "1"}},
+                {"headerName": "b", "headerValue": {"exact": "2"}}
+            ]),
+        )),
+        &[
+            "spec.strategy.steps[0].setHeaderRoute.match: Invalid value: [{\"headerName\":\"a\",\"headerValue\":{\"exact\":\"1\"}},{\"headerName\":\"b\",\"headerValue\":{\"exact\":\"2\"}}]: NGINX routes by one header: setHeaderRoute needs exactly one match",
+        ],
+    );
+    assert_problems(
+        canary_problems(nginx(json!({"canary-by-header": "x"}), one)),
+        &[
+            "spec.strategy.steps[0].setHeaderRoute: Invalid value: {\"name\":\"h\",\"match\":[{\"headerName\":\"a\",\"headerValue\":{\"regex\":\"1|2\"}}]}: NGINX: additionalIngressAnnotations already set canary-by-header, which setHeaderRoute would replace",
+        ],
+    );
     let mut unmanaged = with_istio(json!({"steps": [{"setHeaderRoute": {"name": "header"}}]}));
     unmanaged["trafficRouting"]["managedRoutes"] = Value::Null;
     assert_problems(
