@@ -25,6 +25,7 @@ mod bluegreen;
 mod canary;
 mod coalesce;
 mod experiment_step;
+mod fast_undo;
 mod history;
 mod metadata;
 mod ping_pong;
@@ -56,6 +57,7 @@ use crate::plan::{Event, Plan};
 use crate::waits::Wait;
 use crate::{phase, steps};
 use analysis::{AnalysisState, Verdicts};
+pub use fast_undo::FAST_UNDO;
 pub use prepare::SPEC_WARNING;
 use prepare::{adopt_equal_template, first_problem, prepare_valid, spec_warning};
 use progress::{Progress, counts_of_status};
@@ -269,8 +271,11 @@ struct Update {
     new_is_stable: bool,
     aborted: bool,
     manually_paused: bool,
-    /// Back to a revision within `spec.rollbackWindow`: no steps, pauses or analyses.
+    /// Back to a revision within `spec.rollbackWindow`, or by `undo --fast`: no steps, pauses
+    /// or analyses.
     rollback_window: bool,
+    /// `undo --fast` asked for this update (`rollback_window` is set too).
+    fast_undo: bool,
     /// `promote --full`: no analysis is started or read.
     promote_full: bool,
     verdicts: Verdicts,
@@ -369,8 +374,9 @@ impl World<'_> {
         }
         // Analysis verdicts come first: a Failed run aborts, an Inconclusive one pauses.
         let mut analysis = AnalysisState::default();
-        let rollback_window =
-            status.abort != Some(true) && !new_is_stable && self.rollback_within_window();
+        let fast_undo = status.abort != Some(true) && !new_is_stable && self.fast_undo();
+        let rollback_window = fast_undo
+            || (status.abort != Some(true) && !new_is_stable && self.rollback_within_window());
         // As Argo, a full promotion skips analysis: a failed run no longer aborts it.
         let verdicts_from = events.len();
         let verdicts = if status.abort == Some(true)
@@ -405,6 +411,7 @@ impl World<'_> {
             aborted,
             manually_paused,
             rollback_window,
+            fast_undo,
             promote_full: status.promote_full == Some(true),
             verdicts,
         };
@@ -445,6 +452,10 @@ impl World<'_> {
                 (outcome, self.blue_green_completed(status))
             }
         };
+        // Stable as read, not as this reconcile decides: the annotation goes in the Rollout's
+        // metadata write, which can land before the status that completes the undo, and a
+        // reconcile in between must still see why it skipped the steps.
+        self.clear_fast_undo(plan, new_is_stable);
         // Not done and no step or gate holds it: the pods are what it waits for.
         if !completed && !aborted && plan.waits.is_empty() {
             plan.waits.extend(self.pods_wait());
@@ -551,6 +562,11 @@ impl World<'_> {
         }
         if old.stable_rs.as_deref() == Some(self.spec.pod_hash.as_str()) {
             Some(Event::normal("SkipSteps", "Rollback to stable ReplicaSets"))
+        } else if self.fast_undo() {
+            Some(Event::normal(
+                "SkipSteps",
+                "Fast undo: steps, pauses and analyses skipped",
+            ))
         } else if self.rollback_within_window() && new_rs.spec_replicas() > 0 {
             Some(Event::normal(
                 "SkipSteps",

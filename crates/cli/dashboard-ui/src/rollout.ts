@@ -203,6 +203,9 @@ function revisions(info: RolloutInfo, readOnly: boolean, act: Act): HTMLElement 
           !readOnly && revision !== newest
             ? h('button', { type: 'button', class: 'small', 'data-testid': `action-undo-${revision}`, onclick: () => void act('Roll back', `Roll ${info.objectMeta.name} back to the pod template of revision ${revision}? This starts an update.`, `undo/${revision}`) }, 'Roll back to this')
             : null,
+          !readOnly && revision !== newest
+            ? h('button', { type: 'button', class: 'small', 'data-testid': `action-undo-fast-${revision}`, onclick: () => void act('Roll back fast', `Roll ${info.objectMeta.name} back to revision ${revision} at once, skipping its steps, pauses and analyses? For incidents.`, `undo-fast/${revision}`) }, 'Roll back fast')
+            : null,
         ),
         sets.map(replicaSet),
       ),

@@ -521,6 +521,11 @@ pub struct UndoArgs {
     /// Revision to go back to [default: the revision before the latest]
     #[arg(long, value_name = "N")]
     pub to_revision: Option<i64>,
+    /// For incidents: skip the steps, pauses and analyses of the update back, and make the
+    /// earlier revision stable as soon as its pods are up (Sluice only; Argo's controller walks
+    /// the steps). On an undo already under way, fast-tracks it
+    #[arg(long)]
+    pub fast: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,4 +1,6 @@
 //! `undo`: put the pod template of an earlier revision back, which starts a new update.
+//! `undo --fast` also names that template's hash in `rollouts.sluice.dev/fast-undo`, in the same
+//! write, and the controller then skips the update's steps, pauses and analyses.
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -7,6 +9,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use sluice_engine::ReplicaSetExt;
 use sluice_engine::labels::POD_TEMPLATE_HASH;
+use sluice_engine::reconcile::FAST_UNDO;
 
 use super::{emit, explain, get_rollout, label_selector, rollouts};
 use crate::cli::UndoArgs;
@@ -14,15 +17,17 @@ use crate::info::is_controlled_by;
 use crate::kube_target::Target;
 
 pub async fn run(target: &Target, args: &UndoArgs) -> anyhow::Result<()> {
-    emit(&apply(target, &args.name, args.to_revision).await?)
+    emit(&apply(target, &args.name, args.to_revision, args.fast).await?)
 }
 
-/// Rolls `name` back to `to_revision` (default: the one before the latest); returns what was
-/// done, in words. Shared by the command and the dashboard.
+/// Rolls `name` back to `to_revision` (default: the one before the latest), `fast` skipping the
+/// update's steps and analyses; returns what was done, in words. Shared by the command and the
+/// dashboard.
 pub async fn apply(
     target: &Target,
     name: &str,
     to_revision: Option<i64>,
+    fast: bool,
 ) -> anyhow::Result<String> {
     let rollout = get_rollout(&rollouts(target), name).await?;
     let rs_api: Api<ReplicaSet> = Api::namespaced(target.client.clone(), &target.namespace);
@@ -42,13 +47,17 @@ pub async fn apply(
     let source = revision_to_restore(&replica_sets, to_revision, name)?;
     let revision = source.revision().unwrap_or(0);
     let template = restored_template(source)?;
-    let patch = undo_patch(&template)?;
+    let fast_hash = fast.then(|| source.pod_hash().unwrap_or_default().to_string());
+    let annotated = rollout.metadata.annotations.is_some();
 
     match &rollout.spec.workload_ref {
         None => {
-            if same_template(rollout.spec.template.as_ref(), &template)? {
+            let same = same_template(rollout.spec.template.as_ref(), &template)?;
+            if same && fast_hash.is_none() {
                 return Ok(skipped(revision));
             }
+            let template = (!same).then_some(&template);
+            let patch = undo_patch(template, fast_hash.as_deref(), annotated)?;
             rollouts(target)
                 .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
                 .await
@@ -70,9 +79,23 @@ pub async fn apply(
                 .map_err(explain)
                 .with_context(|| format!("reading deployment {target_name:?}"))?;
             let current = deployment.spec.as_ref().map(|s| &s.template);
-            if same_template(current, &template)? {
+            let same = same_template(current, &template)?;
+            if same && fast_hash.is_none() {
                 return Ok(skipped(revision));
             }
+            if let Some(hash) = fast_hash.as_deref() {
+                // The Rollout first: the annotation names a hash, so it waits for the template.
+                let mark = undo_patch(None, Some(hash), annotated)?;
+                rollouts(target)
+                    .patch(name, &PatchParams::default(), &Patch::Json::<()>(mark))
+                    .await
+                    .map_err(explain)
+                    .with_context(|| format!("annotating rollout {name:?}"))?;
+                if same {
+                    return Ok(fast_tracked(name, revision));
+                }
+            }
+            let patch = undo_patch(Some(&template), None, true)?;
             api.patch(
                 target_name,
                 &PatchParams::default(),
@@ -83,9 +106,18 @@ pub async fn apply(
             .with_context(|| format!("patching deployment {target_name:?}"))?;
         }
     }
+    if fast {
+        return Ok(fast_tracked(name, revision));
+    }
     Ok(format!(
         "rollout '{name}' rolled back to revision {revision}\n"
     ))
+}
+
+fn fast_tracked(name: &str, revision: i64) -> String {
+    format!(
+        "rollout '{name}' rolled back to revision {revision}, fast: steps, pauses and analyses skipped\n"
+    )
 }
 
 fn skipped(revision: i64) -> String {
@@ -129,13 +161,29 @@ pub fn restored_template(rs: &ReplicaSet) -> anyhow::Result<PodTemplateSpec> {
     Ok(template)
 }
 
-/// JSON patch replacing `/spec/template`.
-pub fn undo_patch(template: &PodTemplateSpec) -> anyhow::Result<json_patch::Patch> {
-    let value = serde_json::to_value(template).context("encoding the pod template")?;
-    serde_json::from_value(serde_json::json!([
-        {"op": "replace", "path": "/spec/template", "value": value}
-    ]))
-    .context("building the JSON patch")
+/// JSON patch replacing `/spec/template` (when given) and setting the fast-undo annotation to
+/// `fast_hash` (when given), in one write. `annotated`: the object has an annotation map
+/// already (a JSON patch cannot add a key to a map that is not there).
+pub fn undo_patch(
+    template: Option<&PodTemplateSpec>,
+    fast_hash: Option<&str>,
+    annotated: bool,
+) -> anyhow::Result<json_patch::Patch> {
+    let mut ops = Vec::new();
+    if let Some(template) = template {
+        let value = serde_json::to_value(template).context("encoding the pod template")?;
+        ops.push(serde_json::json!({"op": "replace", "path": "/spec/template", "value": value}));
+    }
+    if let Some(hash) = fast_hash {
+        ops.push(if annotated {
+            // `/` in a key is `~1` in a JSON pointer.
+            let key = FAST_UNDO.replace('/', "~1");
+            serde_json::json!({"op": "add", "path": format!("/metadata/annotations/{key}"), "value": hash})
+        } else {
+            serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {FAST_UNDO: hash}})
+        });
+    }
+    serde_json::from_value(serde_json::Value::Array(ops)).context("building the JSON patch")
 }
 
 /// Whether `current` already is `restored`, the hash label aside.
@@ -198,7 +246,7 @@ mod tests {
     fn patch_replaces_the_template_without_the_hash_label() {
         let rss = history();
         let template = restored_template(&rss[2]).unwrap();
-        let patch = undo_patch(&template).unwrap();
+        let patch = undo_patch(Some(&template), None, false).unwrap();
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             serde_json::json!([{
@@ -210,6 +258,35 @@ mod tests {
                 }
             }])
         );
+    }
+
+    #[test]
+    fn a_fast_undo_names_the_hash_in_the_same_patch() {
+        let rss = history();
+        let template = restored_template(&rss[2]).unwrap();
+        let patch = serde_json::to_value(undo_patch(Some(&template), Some("h2"), true).unwrap());
+        let patch = patch.unwrap();
+        assert_eq!(patch[0]["path"], "/spec/template");
+        assert_eq!(
+            patch[1],
+            serde_json::json!({"op": "add", "path": "/metadata/annotations/rollouts.sluice.dev~1fast-undo", "value": "h2"})
+        );
+        // Without an annotation map, the map itself is added.
+        let bare = serde_json::to_value(undo_patch(None, Some("h2"), false).unwrap()).unwrap();
+        assert_eq!(
+            bare,
+            serde_json::json!([{"op": "add", "path": "/metadata/annotations", "value": {"rollouts.sluice.dev/fast-undo": "h2"}}])
+        );
+        // Applied, both give the annotation.
+        let mut with_map =
+            serde_json::json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"template": {}}});
+        let ops: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut with_map, &ops).unwrap();
+        assert_eq!(
+            with_map["metadata"]["annotations"]["rollouts.sluice.dev/fast-undo"],
+            "h2"
+        );
+        assert_eq!(with_map["metadata"]["annotations"]["a"], "b");
     }
 
     #[test]

@@ -412,6 +412,8 @@ impl World<'_> {
     fn completion_reason(&self, f: &Facts<'_>, status: &RolloutStatus, u: &Update) -> String {
         if status.promote_full == Some(true) {
             "Full promotion requested".into()
+        } else if u.fast_undo {
+            "Fast undo".into()
         } else if u.rollback_window {
             "Rollback within window".into()
         } else if self.skips_post_promotion(f, u) {

@@ -416,6 +416,8 @@ impl World<'_> {
                 // Why it was promoted, in Argo's words and order of precedence.
                 let why = if status.promote_full == Some(true) {
                     "Full promotion requested".to_string()
+                } else if u.fast_undo {
+                    "Fast undo".to_string()
                 } else if u.rollback_window {
                     "Rollback within window".to_string()
                 } else {

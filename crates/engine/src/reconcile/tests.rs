@@ -569,6 +569,7 @@ mod blue_green_updates;
 mod bluegreen;
 mod canary_updates;
 mod durations;
+mod fast_undo;
 mod invalid_spec;
 mod metadata;
 mod pause_on_failure;

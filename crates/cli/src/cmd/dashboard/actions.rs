@@ -125,15 +125,33 @@ pub async fn undo(
     State(app): State<Dashboard>,
     Path((namespace, name, revision)): Path<(String, String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    undo_to(&app, &namespace, &name, &revision, false).await
+}
+
+/// `undo --fast`: the update back skips its steps, pauses and analyses.
+pub async fn undo_fast(
+    State(app): State<Dashboard>,
+    Path((namespace, name, revision)): Path<(String, String, String)>,
+) -> Answer {
+    undo_to(&app, &namespace, &name, &revision, true).await
+}
+
+async fn undo_to(
+    app: &Dashboard,
+    namespace: &str,
+    name: &str,
+    revision: &str,
+    fast: bool,
+) -> Answer {
+    let target = app.writer(namespace)?;
     let revision: i64 = revision.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("revision {revision:?} is not a number"),
         )
     })?;
-    undo::apply(&target, &name, Some(revision)).await?;
-    rollout_now(&target, &name).await
+    undo::apply(&target, name, Some(revision), fast).await?;
+    rollout_now(&target, name).await
 }
 
 /// `set/{container}/{image}/{tag}`: the image may hold slashes (`registry/team/app`), so

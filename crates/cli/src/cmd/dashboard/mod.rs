@@ -150,6 +150,10 @@ fn router(dashboard: Dashboard) -> Router {
             put(actions::undo),
         )
         .route(
+            &format!("{rollouts}/{{name}}/undo-fast/{{revision}}"),
+            put(actions::undo_fast),
+        )
+        .route(
             &format!("{rollouts}/{{name}}/set/{{container}}/{{*image}}"),
             put(actions::set_image),
         )
