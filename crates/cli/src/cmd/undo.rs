@@ -47,7 +47,20 @@ pub async fn apply(
     let source = revision_to_restore(&replica_sets, to_revision, name)?;
     let revision = source.revision().unwrap_or(0);
     let template = restored_template(source)?;
-    let fast_hash = fast.then(|| source.pod_hash().unwrap_or_default().to_string());
+    let fast_hash = match fast {
+        false => None,
+        true => Some(
+            source
+                .pod_hash()
+                .with_context(|| {
+                    format!(
+                        "ReplicaSet {:?} has no {POD_TEMPLATE_HASH} label to fast-track",
+                        source.name()
+                    )
+                })?
+                .to_string(),
+        ),
+    };
     let annotated = rollout.metadata.annotations.is_some();
 
     match &rollout.spec.workload_ref {
