@@ -18,8 +18,8 @@ WORKDIR /src
 # Manifests first, so that dependency downloads are cached while only sources change.
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
-RUN cargo build --release --locked -p sluice-controller --bin sluice-controller \
-    && strip target/release/sluice-controller
+RUN cargo build --profile dist --locked -p sluice-controller --bin sluice-controller \
+    && strip target/dist/sluice-controller
 
 # The plugin bridge that runs Argo's RPC plugins (docs/plugins.md), built in a copy of Argo's Go
 # module by the same script the tests use (it builds Argo's sample plugins too; only the bridge
@@ -39,7 +39,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 65532 sluice \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin sluice
-COPY --from=builder /src/target/release/sluice-controller /usr/local/bin/sluice-controller
+COPY --from=builder /src/target/dist/sluice-controller /usr/local/bin/sluice-controller
 COPY --from=bridge /sluice-plugin-bridge /usr/local/bin/sluice-plugin-bridge
 USER 65532:65532
 # Argo's working directory: the manifests mount the plugin-bin volume here, where the default

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Writes a release's artifacts into one directory, with their checksums:
 #
-#   sluice-controller-linux-<arch>      the controller (release build, stripped)
+#   sluice-controller-linux-<arch>      the controller (dist build, stripped)
 #   sluice-plugin-bridge-linux-<arch>   the bridge that runs Argo's Go plugins beside it
-#   kubectl-sluice-linux-<arch>         the CLI, a kubectl plugin (release build, stripped)
+#   kubectl-sluice-linux-<arch>         the CLI, a kubectl plugin (dist build, stripped)
 #   sluice-controller-<version>.tar     the container image (scripts/build-image.sh), as
 #                                       `podman save` writes it; `docker load`, `podman load`
 #                                       and `ctr images import` take it
@@ -13,6 +13,9 @@
 #
 #   scripts/release.sh                       into target/release-artifacts/<version>
 #   scripts/release.sh --out DIR             into DIR (emptied first)
+#   scripts/release.sh --profile release     release binaries (the `dist` profile of
+#                                            Cargo.toml optimises the whole program and
+#                                            takes about 25 minutes on two cores)
 #   scripts/release.sh --profile debug       debug binaries
 #   scripts/release.sh --controller PATH --cli PATH [--image-tag NAME:TAG]
 #                                            binaries built already (no cargo run), the image
@@ -28,19 +31,20 @@ log() { echo "[release] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
 
-profile=release out="" controller="" cli="" image_tag=""
+profile=dist out="" controller="" cli="" image_tag=""
 while (($#)); do
   case $1 in
   --controller) controller=${2:?--controller needs a path}; shift 2 ;;
   --cli) cli=${2:?--cli needs a path}; shift 2 ;;
   --image-tag) image_tag=${2:?--image-tag needs NAME:TAG}; shift 2 ;;
-  --profile) profile=${2:?--profile needs release or debug}; shift 2 ;;
+  --profile) profile=${2:?--profile needs dist, release or debug}; shift 2 ;;
   --out) out=${2:?--out needs a directory}; shift 2 ;;
   -h | --help) usage 0 ;;
   *) log "unknown argument: $1"; usage ;;
   esac
 done
-[[ $profile == release || $profile == debug ]] || die "--profile is release or debug, not '$profile'"
+[[ $profile == dist || $profile == release || $profile == debug ]] ||
+  die "--profile is dist, release or debug, not '$profile'"
 
 version=$(sed -nE '/^\[workspace\.package\]/,/^\[/ s/^version = "(.*)"/\1/p' "$ROOT/Cargo.toml")
 [[ -n $version ]] || die "no workspace version in Cargo.toml"
@@ -64,7 +68,7 @@ SECONDS=0
 
 if [[ -z $controller || -z $cli ]]; then
   cargo_flags=()
-  [[ $profile == release ]] && cargo_flags=(--release)
+  [[ $profile == debug ]] || cargo_flags=(--profile "$profile")
   log "building sluice-controller and kubectl-sluice ($profile)"
   (cd "$ROOT" && cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller \
     -p kubectl-sluice --bin kubectl-sluice)
