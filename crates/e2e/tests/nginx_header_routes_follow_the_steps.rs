@@ -68,6 +68,14 @@ fn route(header: &str, value: Option<&str>, pattern: Option<&str>) -> Route {
 
 const NO_ROUTE: Route = (None, None, None, None);
 
+/// Whether the canary Ingress holds `want` at `weight`.
+async fn holds(ns: &TestNamespace, want: &Route, weight: &str) -> anyhow::Result<()> {
+    let canary = json_of(&ingresses(ns).get(CANARY_INGRESS).await?);
+    let got = (route_of(&canary), weight_of(&canary));
+    anyhow::ensure!(got == (want.clone(), Some(weight.into())), "{got:?}");
+    Ok(())
+}
+
 /// Waits until the Rollout is paused at `step` and the canary Ingress holds `want` at `weight`.
 async fn wait_at(ns: &TestNamespace, step: i64, want: &Route, weight: &str) {
     let api = rollouts(ns);
@@ -76,28 +84,17 @@ async fn wait_at(ns: &TestNamespace, step: i64, want: &Route, weight: &str) {
         let at = ro["status"]["currentStepIndex"].as_i64();
         anyhow::ensure!(at == Some(step), "at step {at:?}");
         anyhow::ensure!(ro["status"]["phase"] == "Paused", "{}", ro["status"]);
-        let canary = json_of(&ingresses(ns).get(CANARY_INGRESS).await?);
-        let got = (route_of(&canary), weight_of(&canary));
-        anyhow::ensure!(got == (want.clone(), Some(weight.into())), "{got:?}");
-        Ok(())
+        holds(ns, want, weight).await
     })
     .await
     .unwrap();
 }
 
 async fn wait_route(ns: &TestNamespace, want: &Route, weight: &str) {
-    wait_for(
-        &format!("the canary Ingress at {want:?}"),
-        TIMEOUT,
-        || async {
-            let canary = json_of(&ingresses(ns).get(CANARY_INGRESS).await?);
-            let got = (route_of(&canary), weight_of(&canary));
-            anyhow::ensure!(got == (want.clone(), Some(weight.into())), "{got:?}");
-            Ok(())
-        },
-    )
-    .await
-    .unwrap();
+    let what = format!("the canary Ingress at {want:?}");
+    wait_for(&what, TIMEOUT, || holds(ns, want, weight))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -282,3 +282,13 @@ pub fn widest(weights: impl IntoIterator<Item = Option<ObservedWeight>>) -> Opti
         (a, b) => a.or(b),
     })
 }
+
+/// The route name of a header or mirror step. An unnamed step is refused by every router: for
+/// Istio, removing "the route named ''" would remove the user's unnamed primary route.
+pub(crate) fn step_name<'a>(
+    name: Option<&'a str>,
+    step: &str,
+) -> Result<&'a str, crate::RouterError> {
+    name.filter(|n| !n.is_empty())
+        .ok_or_else(|| crate::RouterError::new(format!("{step} step has no route name")))
+}

@@ -62,18 +62,8 @@ fn rollout_validation_matches_argo() {
 /// `abortScaleDownDelaySeconds` runs under Argo, so it runs under Sluice too (with a warning).
 #[test]
 fn abort_scale_down_delay_without_routing_runs() {
-    let ro = json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": 3,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                         "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
-            "strategy": {"canary": {"abortScaleDownDelaySeconds": 5,
-                                    "steps": [{"setWeight": 20}, {"pause": {}}]}}
-        }
-    });
+    let ro = canary(json!({"abortScaleDownDelaySeconds": 5,
+                           "steps": [{"setWeight": 20}, {"pause": {}}]}));
     for version in ARGO_VERSIONS {
         assert_eq!(
             argo_verdict(version, &ro),
@@ -97,28 +87,18 @@ fn abort_scale_down_delay_without_routing_runs() {
 /// step's name and nothing else wrong).
 #[test]
 fn nginx_header_routes_run_where_argo_refuses() {
-    let ro = json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": 3,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                         "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
-            "strategy": {"canary": {
-                "canaryService": "web-canary", "stableService": "web-stable",
-                "trafficRouting": {"nginx": {"stableIngress": "web"},
-                                   "managedRoutes": [{"name": "beta"}]},
-                "steps": [
-                    {"setWeight": 10},
-                    {"setHeaderRoute": {"name": "beta", "match": [
-                        {"headerName": "X-Beta", "headerValue": {"exact": "yes"}}]}},
-                    {"pause": {}},
-                    {"setHeaderRoute": {"name": "beta"}}
-                ]
-            }}
-        }
-    });
+    let ro = canary(json!({
+        "canaryService": "web-canary", "stableService": "web-stable",
+        "trafficRouting": {"nginx": {"stableIngress": "web"},
+                           "managedRoutes": [{"name": "beta"}]},
+        "steps": [
+            {"setWeight": 10},
+            {"setHeaderRoute": {"name": "beta", "match": [
+                {"headerName": "X-Beta", "headerValue": {"exact": "yes"}}]}},
+            {"pause": {}},
+            {"setHeaderRoute": {"name": "beta"}}
+        ]
+    }));
     let differences = Differences::load("Validation");
     for version in ARGO_VERSIONS {
         let argo = argo_verdict(version, &ro).unwrap();
@@ -136,4 +116,19 @@ fn nginx_header_routes_run_where_argo_refuses() {
     let problems = check_rollout(&rollout);
     assert_eq!(problems.blocking(), None, "{problems:?}");
     assert!(problems.sluice.is_empty(), "{problems:?}");
+}
+
+/// A Rollout of three `nginx` pods with this canary strategy.
+fn canary(strategy: Value) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
+            "strategy": {"canary": strategy}
+        }
+    })
 }

@@ -24,11 +24,7 @@ pub fn set_header_route(
     step: &SetHeaderRoute,
     desired: &Desired,
 ) -> EditResult {
-    let route = step
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| RouterError::new("setHeaderRoute step has no route name"))?;
+    let route = crate::router::step_name(step.name.as_deref(), "setHeaderRoute")?;
     let name = ingress::name(ingress);
     let action = action_key(cfg, route);
     let condition = condition_key(cfg, route);

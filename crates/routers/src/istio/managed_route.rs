@@ -9,12 +9,7 @@ use super::order::order_http_routes;
 use super::value::{self, Section};
 use crate::{Edit, EditResult, RouterError};
 
-/// The route name of a step. An unnamed step is refused: removing "the route named ''" would
-/// remove the user's unnamed primary route.
-pub(crate) fn step_name<'a>(name: Option<&'a str>, step: &str) -> Result<&'a str, RouterError> {
-    name.filter(|n| !n.is_empty())
-        .ok_or_else(|| RouterError::new(format!("{step} step has no route name")))
-}
+pub(crate) use crate::router::step_name;
 
 /// An Istio `StringMatch`: whichever of `exact`, `prefix` and `regex` are set (validation lets
 /// exactly one through).

@@ -153,14 +153,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::nginx::fixtures::{desired, stable_ingress};
-
-    fn cfg() -> NginxTrafficRouting {
-        NginxTrafficRouting {
-            stable_ingress: Some("web-ingress".into()),
-            ..NginxTrafficRouting::default()
-        }
-    }
+    use crate::nginx::fixtures::{cfg, desired, stable_ingress};
 
     fn map(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
         Some(

@@ -31,11 +31,7 @@ pub fn set_header_route(
     cfg: &NginxTrafficRouting,
     step: &SetHeaderRoute,
 ) -> EditResult {
-    let route = step
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| RouterError::new("setHeaderRoute step has no route name"))?;
+    let route = crate::router::step_name(step.name.as_deref(), "setHeaderRoute")?;
     let mut annotations = annotations(canary)?;
     let prefix = annotation_prefix(cfg);
     match step.match_.as_deref() {
@@ -173,13 +169,7 @@ mod tests {
     use sluice_api::rollout::HeaderRoutingMatch;
 
     use super::*;
-
-    fn cfg() -> NginxTrafficRouting {
-        NginxTrafficRouting {
-            stable_ingress: Some("web-ingress".into()),
-            ..NginxTrafficRouting::default()
-        }
-    }
+    use crate::nginx::fixtures::cfg;
 
     fn canary() -> Value {
         json!({

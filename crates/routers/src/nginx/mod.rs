@@ -41,8 +41,17 @@ pub fn annotation_prefix(cfg: &NginxTrafficRouting) -> &str {
 #[cfg(test)]
 pub(crate) mod fixtures {
     use serde_json::{Value, json};
+    use sluice_api::rollout::NginxTrafficRouting;
 
     use crate::Desired;
+
+    /// `nginx.stableIngress: web-ingress`, the rest unset.
+    pub fn cfg() -> NginxTrafficRouting {
+        NginxTrafficRouting {
+            stable_ingress: Some("web-ingress".into()),
+            ..NginxTrafficRouting::default()
+        }
+    }
 
     /// The Rollout of the corpus' `nginx-template.yaml`, at a 10% canary step.
     pub fn desired() -> Desired {

@@ -101,14 +101,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::nginx::fixtures::{desired, stable_ingress};
-
-    fn cfg() -> NginxTrafficRouting {
-        NginxTrafficRouting {
-            stable_ingress: Some("web-ingress".into()),
-            ..NginxTrafficRouting::default()
-        }
-    }
+    use crate::nginx::fixtures::{cfg, desired, stable_ingress};
 
     /// The canary Ingress as the API server returns it after a create at `weight`.
     fn live_canary(weight: i32) -> Value {
