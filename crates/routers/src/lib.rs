@@ -14,6 +14,7 @@
 
 mod cautious;
 pub mod edits;
+mod ingress;
 pub mod kinds;
 pub mod router;
 

@@ -2,65 +2,12 @@
 //! its rules, in the `networking.k8s.io/v1` shape (`backend.service.name`) or the older
 //! `v1beta1` one (`backend.serviceName`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::PATCHING_REASON;
-use crate::{Edit, EditResult, RouterError};
+use crate::{Edit, EditResult};
 
-/// `metadata.name`, empty when absent.
-pub(crate) fn name(ingress: &Value) -> &str {
-    ingress
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn malformed(ingress: &Value, what: &str) -> RouterError {
-    RouterError::new(format!("ingress `{}` is malformed: {what}", name(ingress)))
-}
-
-/// The annotations, empty when there are none.
-pub(crate) fn annotations(ingress: &Value) -> Result<Map<String, Value>, RouterError> {
-    match ingress.pointer("/metadata/annotations") {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(a)) => Ok(a.clone()),
-        Some(_) => Err(malformed(ingress, "metadata.annotations is not a map")),
-    }
-}
-
-/// A copy of `ingress` with these annotations. An Ingress without annotations is left
-/// without them when there are still none, so that it does not read as changed.
-pub(crate) fn with_annotations(
-    ingress: &Value,
-    annotations: Map<String, Value>,
-) -> Result<Value, RouterError> {
-    let mut out = ingress.clone();
-    if annotations.is_empty()
-        && matches!(
-            ingress.pointer("/metadata/annotations"),
-            None | Some(Value::Null)
-        )
-    {
-        return Ok(out);
-    }
-    let metadata = out
-        .as_object_mut()
-        .ok_or_else(|| malformed(ingress, "not an object"))?
-        .entry("metadata")
-        .or_insert_with(|| json!({}));
-    let metadata = match metadata {
-        Value::Null => {
-            *metadata = json!({});
-            metadata
-        }
-        m => m,
-    };
-    metadata
-        .as_object_mut()
-        .ok_or_else(|| malformed(ingress, "metadata is not a map"))?
-        .insert("annotations".into(), Value::Object(annotations));
-    Ok(out)
-}
+pub(crate) use crate::ingress::{annotations, name, with_annotations};
 
 /// The Service a path sends its traffic to.
 pub(crate) fn backend_name(path: &Value) -> Option<&str> {
@@ -173,7 +120,10 @@ pub(crate) fn finish(original: &Value, updated: Value, message: String) -> EditR
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Map;
+
     use super::*;
+    use crate::RouterError;
     use crate::alb::fixtures::{ingress, path, route_path as v1_route_path};
 
     fn with_paths(rules: Value) -> Value {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use sluice_api::rollout::{NginxTrafficRouting, SetHeaderRoute, StringMatch};
 
 use super::annotation_prefix;
+use crate::ingress::{annotations, name, with_annotations};
 use crate::{Edit, EditResult, RouterError};
 
 /// The annotation naming the header route the canary Ingress holds. Argo does not read it.
@@ -126,33 +127,8 @@ fn escaped(text: &str) -> String {
     out
 }
 
-fn annotations(canary: &Value) -> Result<Map<String, Value>, RouterError> {
-    match canary.pointer("/metadata/annotations") {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(a)) => Ok(a.clone()),
-        Some(_) => Err(RouterError::new(format!(
-            "canary ingress `{}` is malformed",
-            name(canary)
-        ))),
-    }
-}
-
-fn name(canary: &Value) -> &str {
-    canary
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn finish(canary: &Value, annotations: Map<String, Value>, what: String) -> EditResult {
-    let mut updated = canary.clone();
-    let Some(metadata) = updated.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return Err(RouterError::new(format!(
-            "canary ingress `{}` is malformed",
-            name(canary)
-        )));
-    };
-    metadata.insert("annotations".into(), Value::Object(annotations));
+    let updated = with_annotations(canary, annotations)?;
     if &updated == canary {
         return Ok(None);
     }
