@@ -5,10 +5,11 @@
 
 use std::process::{Command, Output};
 
+use kube::ResourceExt as _;
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::*;
-use sluice_testenv::harness::TestEnv;
+use sluice_testenv::harness::{TestEnv, wait_for_object};
 
 fn sluice(env: &TestEnv, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubectl-sluice"))
@@ -48,11 +49,20 @@ async fn undo_fast_skips_steps_and_analysis() {
     let status = ro.status.clone().unwrap_or_default();
     assert_eq!(status.current_pod_hash.as_deref(), Some(v2.as_str()));
     assert!(status.pause_conditions.is_none(), "{status:?}");
-    let annotations = ro.metadata.annotations.unwrap_or_default();
-    assert!(
-        !annotations.contains_key("rollouts.sluice.dev/fast-undo"),
-        "removed once stable: {annotations:?}"
-    );
+    // The annotation goes in the pass after the one that made v2 stable: that pass reads the
+    // Rollout as it was before, while v2 was still the update.
+    wait_for_object(
+        &api,
+        "web",
+        TIMEOUT,
+        "the fast-undo annotation removed",
+        |ro| {
+            !ro.annotations()
+                .contains_key("rollouts.sluice.dev/fast-undo")
+        },
+    )
+    .await
+    .unwrap();
     let events = rollout_events(&ns, "web").await;
     assert!(
         events

@@ -146,6 +146,11 @@ impl Snapshot {
                     c.reason.clone().unwrap_or_default(),
                 )
             })
+            // A `Paused` condition that is False says only that a pause was once seen and has
+            // ended. Argo writes it only if one of its passes fell inside the pause, which for
+            // a pause of a second or two depends on the load of the machine, so an ended pause
+            // and no pause read the same here.
+            .filter(|(type_, status, _)| !(type_ == "Paused" && status == "False"))
             .collect();
         conditions.sort();
         let mut paused: Vec<String> = status
