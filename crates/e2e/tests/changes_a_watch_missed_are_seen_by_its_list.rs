@@ -9,9 +9,10 @@
 //! before the list ended decided on the version from before it, found nothing to do, and
 //! nothing triggered them again (`crates/watch/src/lib.rs`).
 //!
-//! Here the `sluice-controller` process talks to the API server through a [`FaultProxy`].
-//! [`ROLLOUTS`] Rollouts without pods (so that a list takes two pages, as at 1,000) are
-//! Healthy. The proxy holds back everything the controller's watches receive while every image
+//! Here the `sluice-controller` process talks to the API server through a [`FaultProxy`],
+//! which answers lists in pages of [`PAGE`] objects (the client asks for 500), so that
+//! [`ROLLOUTS`] Rollouts without pods take several pages, as 1,000 do. They are Healthy. The
+//! proxy holds back everything the controller's watches receive while every image
 //! changes, the last ones first in name order (so that the list's first page holds them);
 //! then it cuts every watch (what was held back is lost with the connections) and answers the
 //! Rollout watch's next start with a 410, so that it lists again, as after the API server's
@@ -36,10 +37,12 @@ use sluice_e2e::process::ControllerProcess;
 use sluice_e2e::*;
 use sluice_testenv::fault_proxy::{Action, FaultProxy, Faults, Requests, Rule};
 
-/// More than a page of a list (500).
-const ROLLOUTS: usize = 600;
+/// The most objects a page of a list holds, through the proxy.
+const PAGE: u32 = 50;
+/// Three pages of a list.
+const ROLLOUTS: usize = 150;
 /// From the cut to every change observed.
-const BOUND: Duration = Duration::from_secs(60);
+const BOUND: Duration = Duration::from_secs(30);
 /// Image changes in flight at once.
 const CONCURRENCY: usize = 32;
 
@@ -112,6 +115,7 @@ async fn run(env: &TestEnv, label: &str, planted: &[(&str, &str)]) -> (BTreeSet<
     let proxy = FaultProxy::start(env.config().clone(), Faults::none())
         .await
         .unwrap();
+    proxy.limit_pages(PAGE);
     let proxied = std::env::temp_dir().join(format!("kubeconfig-{}", ns.name()));
     std::fs::write(&proxied, proxy.kubeconfig()).unwrap();
     let mut controller = ControllerProcess::start_with(

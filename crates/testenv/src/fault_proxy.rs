@@ -31,15 +31,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use axum::http::{HeaderMap, Method, Request, Response};
 use futures::StreamExt;
 use kube::Client;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -239,6 +239,8 @@ struct State {
     watch_cuts: tokio::sync::watch::Sender<u64>,
     /// True while every watch's stream is held back ([`FaultProxy::hold_watches`]).
     watch_held: tokio::sync::watch::Sender<bool>,
+    /// The most objects a page of a list holds ([`FaultProxy::limit_pages`]); 0: as asked.
+    page_limit: AtomicU32,
 }
 
 /// The writes counted (Events aside), and where the proxy cuts them off.
@@ -367,6 +369,7 @@ impl FaultProxy {
             writes: Mutex::new(Writes::default()),
             watch_cuts: tokio::sync::watch::Sender::new(0),
             watch_held: tokio::sync::watch::Sender::new(false),
+            page_limit: AtomicU32::new(0),
         });
         let app = axum::Router::new().fallback({
             let state = state.clone();
@@ -392,6 +395,12 @@ impl FaultProxy {
     /// loses the events an API server had not sent yet when it died.
     pub fn hold_watches(&self, hold: bool) {
         self.state.watch_held.send_replace(hold);
+    }
+
+    /// Lists answer in pages of at most `limit` objects, whatever page size the client asks
+    /// for, so that a test reaches a list of several pages with a few objects (0: as asked).
+    pub fn limit_pages(&self, limit: u32) {
+        self.state.page_limit.store(limit, Ordering::Relaxed);
     }
 
     /// Cuts the connection of every watch open now, at once: each response stream ends with an
@@ -500,39 +509,6 @@ fn is_watch(request: &Request<Body>) -> bool {
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
-/// A Kubernetes `Status` error response.
-fn status_response(code: u16) -> Response<Body> {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let reason = match code {
-        404 => "NotFound",
-        409 => "Conflict",
-        429 => "TooManyRequests",
-        503 => "ServiceUnavailable",
-        _ => "InternalError",
-    };
-    let body = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": format!("injected fault: {reason}"),
-        "reason": reason,
-        "code": code,
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    if code == 429 {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-    }
-    response
-}
-
 /// Headers that belong to one connection, or that the upstream client sets itself.
 fn forwardable(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
@@ -632,9 +608,15 @@ async fn handle(state: &State, request: Request<Body>) -> Response<Body> {
             killed_before_sent(state, &kill).await;
         }
     }
+    let uri = match state.page_limit.load(Ordering::Relaxed) {
+        limit if limit > 0 && !watch && parts.method == Method::GET => {
+            pages::limited(parts.uri, limit)
+        }
+        _ => parts.uri,
+    };
     let mut upstream = Request::builder()
         .method(parts.method)
-        .uri(parts.uri)
+        .uri(uri)
         .body(kube::client::Body::from(body))
         .unwrap_or_else(|_| unreachable!("parts of a valid request"));
     *upstream.headers_mut() = forwardable(&parts.headers);
@@ -686,7 +668,11 @@ fn sigkill(pid: u32) {
         .status();
 }
 
+mod pages;
+mod responses;
 mod watches;
+
+use responses::status_response;
 
 #[cfg(test)]
 mod tests;
