@@ -15,8 +15,11 @@ use anyhow::{Context as _, bail};
 use sluice_testenv::harness::TestEnv;
 use tokio::sync::OnceCell;
 
-/// Names the controller binary to run instead of building it.
+/// Names the controller binary to run instead of building it (`make test` sets it to the one
+/// its build of the tests made).
 pub const CONTROLLER_BIN_ENV: &str = "SLUICE_CONTROLLER_BIN";
+/// Names the `kubectl-sluice` binary to run instead of building it.
+pub const CLI_BIN_ENV: &str = "SLUICE_CLI_BIN";
 
 static BINARY: OnceCell<PathBuf> = OnceCell::const_new();
 static CLI: OnceCell<PathBuf> = OnceCell::const_new();
@@ -36,9 +39,14 @@ pub async fn controller_binary() -> anyhow::Result<PathBuf> {
 
 /// The `kubectl-sluice` binary, built first when needed.
 pub async fn cli_binary() -> anyhow::Result<PathBuf> {
-    CLI.get_or_try_init(|| workspace_binary("kubectl-sluice", "kubectl-sluice"))
-        .await
-        .cloned()
+    CLI.get_or_try_init(|| async {
+        match std::env::var_os(CLI_BIN_ENV) {
+            Some(path) => Ok(PathBuf::from(path)),
+            None => workspace_binary("kubectl-sluice", "kubectl-sluice").await,
+        }
+    })
+    .await
+    .cloned()
 }
 
 /// `bin` of the workspace's `package`, debug build, brought up to date with `cargo build`.

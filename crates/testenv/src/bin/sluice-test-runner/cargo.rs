@@ -32,8 +32,16 @@ const RUN_VARS: &[&str] = &[
     "CARGO_PRIMARY_PACKAGE",
 ];
 
+/// The tests cargo built, and the workspace's programs it built along for them.
+pub struct Built {
+    pub tests: Vec<TestBinary>,
+    /// `(binary name, executable)` of each program (a `bin` target, not its unit tests) the
+    /// same build produced: an integration test's package has its binaries built.
+    pub programs: Vec<(String, PathBuf)>,
+}
+
 /// Builds the tests with `cargo test --no-run` and the given arguments, and lists the binaries.
-pub fn build(cargo_args: &[String]) -> anyhow::Result<Vec<TestBinary>> {
+pub fn build(cargo_args: &[String]) -> anyhow::Result<Built> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(&cargo);
     // Under `cargo run`, this process has the variables cargo sets for a package's binary.
@@ -61,10 +69,23 @@ pub fn build(cargo_args: &[String]) -> anyhow::Result<Vec<TestBinary>> {
         bail!("building the tests failed ({})", output.status);
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let mut binaries: Vec<TestBinary> = stdout.lines().filter_map(binary).collect();
-    binaries.sort_by(|a, b| a.name.cmp(&b.name));
-    binaries.dedup_by(|a, b| a.executable == b.executable);
-    Ok(binaries)
+    let mut tests: Vec<TestBinary> = stdout.lines().filter_map(binary).collect();
+    tests.sort_by(|a, b| a.name.cmp(&b.name));
+    tests.dedup_by(|a, b| a.executable == b.executable);
+    let programs = stdout.lines().filter_map(program).collect();
+    Ok(Built { tests, programs })
+}
+
+/// The program one of cargo's messages announces, if it is one: a `bin` target built as
+/// itself, with its name and executable.
+fn program(line: &str) -> Option<(String, PathBuf)> {
+    let msg: Value = serde_json::from_str(line).ok()?;
+    let is_bin = msg["target"]["kind"].as_array()?.iter().any(|k| k == "bin");
+    if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != false || !is_bin {
+        return None;
+    }
+    let name = msg["target"]["name"].as_str()?.to_string();
+    Some((name, PathBuf::from(msg["executable"].as_str()?)))
 }
 
 /// The test binary one of cargo's messages announces, if it is one.
@@ -131,7 +152,24 @@ mod tests {
         // The library itself, built for the tests, has no test profile.
         let lib = line.replace(r#""test":true"#, r#""test":false"#);
         assert!(binary(&lib).is_none());
+        assert!(program(&lib).is_none(), "a library is no program");
         assert!(binary(r#"{"reason":"build-finished","success":true}"#).is_none());
+    }
+
+    #[test]
+    fn reads_programs_built_for_the_tests() {
+        let line = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/controller#sluice-controller@0.1.0","manifest_path":"/w/crates/controller/Cargo.toml","target":{"kind":["bin"],"name":"sluice-controller"},"profile":{"test":false},"executable":"/t/debug/sluice-controller"}"#;
+        assert_eq!(
+            program(line),
+            Some((
+                "sluice-controller".to_string(),
+                PathBuf::from("/t/debug/sluice-controller")
+            ))
+        );
+        // Its unit tests are a test binary, not the program.
+        let unit = line.replace(r#""test":false"#, r#""test":true"#);
+        assert!(program(&unit).is_none());
+        assert!(binary(&unit).is_some());
     }
 
     #[test]

@@ -84,7 +84,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
         .max(1);
-    let mut binaries = cargo::build(&args.cargo_args)?;
+    let cargo::Built {
+        tests: mut binaries,
+        programs,
+    } = cargo::build(&args.cargo_args)?;
+    let programs = program_env(&programs);
     if !args.filters.is_empty() {
         binaries.retain(|b| args.filters.iter().any(|f| b.name.contains(f.as_str())));
     }
@@ -132,7 +136,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 break;
             };
             let binary = pending.remove(i);
-            running.push(start_binary(binary, &logs, &args.test_args)?);
+            running.push(start_binary(binary, &logs, &args.test_args, &programs)?);
         }
         if running.is_empty() {
             if !pending.is_empty() {
@@ -216,7 +220,31 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Starts one test binary as cargo would: in its package's directory, with
 /// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, its output into its log file.
-fn start_binary(binary: TestBinary, logs: &Path, test_args: &[String]) -> anyhow::Result<Running> {
+/// The variables naming the programs that end-to-end tests would otherwise build themselves
+/// (`sluice_e2e::process`) with `cargo build -p <package>`: a build of one package resolves its
+/// dependencies' features apart from the workspace's, and recompiled a good part of them
+/// (two and a half minutes on two cores, in the phase where a test runs alone).
+const PROGRAM_VARS: &[(&str, &str)] = &[
+    ("sluice-controller", "SLUICE_CONTROLLER_BIN"),
+    ("kubectl-sluice", "SLUICE_CLI_BIN"),
+];
+
+fn program_env(programs: &[(String, PathBuf)]) -> Vec<(&'static str, PathBuf)> {
+    PROGRAM_VARS
+        .iter()
+        .filter_map(|(name, var)| {
+            let (_, path) = programs.iter().find(|(n, _)| n == name)?;
+            Some((*var, path.clone()))
+        })
+        .collect()
+}
+
+fn start_binary(
+    binary: TestBinary,
+    logs: &Path,
+    test_args: &[String],
+    programs: &[(&str, PathBuf)],
+) -> anyhow::Result<Running> {
     let file_name: String = binary
         .name
         .chars()
@@ -232,6 +260,7 @@ fn start_binary(binary: TestBinary, logs: &Path, test_args: &[String]) -> anyhow
         .current_dir(&binary.dir)
         .env("CARGO_MANIFEST_DIR", &binary.dir)
         .env("CARGO_PKG_NAME", &binary.package)
+        .envs(programs.iter().map(|(var, path)| (var, path)))
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
