@@ -1,10 +1,11 @@
 //! Taking over from Argo Rollouts 1.9.1 moves nothing: starting from the objects Argo itself
 //! wrote (`testdata/argo-objects/v1.9.1`, every captured moment: Healthy, paused at a step,
 //! paused at a timed step, aborted, blue-green with a preview, blue-green within its
-//! scale-down delay), Sluice starts and for 30 s no ReplicaSet is created or scaled, no pod
-//! is replaced, no Service selector and no recorded step, hash or pause changes, and no event
-//! claims an update. Then the update finishes under Sluice. The same holds when the
-//! ReplicaSets carry the hashes of Argo 1.8 and earlier.
+//! scale-down delay), Sluice starts and for 30 s (or until 5 s before the scale-down deadline,
+//! for the moment within its delay) no ReplicaSet is created or scaled, no pod is replaced, no
+//! Service selector and no recorded step, hash or pause changes, and no event claims an update.
+//! Then the update finishes under Sluice. The same holds when the ReplicaSets carry the hashes
+//! of Argo 1.8 and earlier.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -122,9 +123,10 @@ async fn take_over_in(env: &TestEnv, ns: &TestNamespace, captured: Captured) -> 
     let phase_before = observed_phase(&ns.api::<Rollout>().get(&name).await?);
     let before = snapshot(ns, &name).await?;
 
+    let quiet = quiet_period(ns).await?;
     let _controller = start_controller(env, ns);
     let started = tokio::time::Instant::now();
-    while started.elapsed() < QUIET {
+    while started.elapsed() < quiet {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = snapshot(ns, &name).await?;
         ensure!(
@@ -214,6 +216,31 @@ async fn finish(ns: &TestNamespace, name: &str, moment: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// How long to watch that nothing moves: [`QUIET`], or until shortly before the earliest
+/// scale-down deadline of the loaded ReplicaSets, when that comes sooner. Past it, scaling the
+/// old ReplicaSet down is what Argo would do too; how soon it comes depends on how long the
+/// loading took, which is seconds more on a loaded machine.
+async fn quiet_period(ns: &TestNamespace) -> anyhow::Result<Duration> {
+    let now = jiff::Timestamp::now();
+    let deadlines = ns.api::<ReplicaSet>().list(&ListParams::default()).await?;
+    let earliest = deadlines
+        .items
+        .iter()
+        .filter_map(|rs| rs.metadata.annotations.as_ref()?.get("scale-down-deadline"))
+        .filter_map(|at| at.parse::<jiff::Timestamp>().ok())
+        .min();
+    let Some(earliest) = earliest else {
+        return Ok(QUIET);
+    };
+    let left = Duration::try_from(earliest.duration_since(now)).unwrap_or_default();
+    let quiet = QUIET.min(left.saturating_sub(Duration::from_secs(5)));
+    ensure!(
+        quiet >= Duration::from_secs(15),
+        "the scale-down deadline {earliest} is {left:?} away: too close to watch for a quiet period"
+    );
+    Ok(quiet)
+}
+
 /// The scale-down deadline of the captured blue-green moment is brought close, so that the
 /// delay runs out soon after the quiet period instead of ten minutes later.
 fn shorten_scale_down_delay(captured: &mut Captured) {
@@ -221,7 +248,7 @@ fn shorten_scale_down_delay(captured: &mut Captured) {
     let Some(captured_at) = captured.capture_time() else {
         return;
     };
-    let deadline = captured_at + jiff::SignedDuration::from_secs(45);
+    let deadline = captured_at + jiff::SignedDuration::from_secs(55);
     for rs in &mut captured.replica_sets {
         if let Some(annotation) = rs
             .pointer_mut("/metadata/annotations/scale-down-deadline")
