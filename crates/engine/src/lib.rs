@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod conditions;
+pub mod daemonset;
 mod duration;
 pub mod ephemeral;
 pub mod experiment;
