@@ -15,10 +15,14 @@ use super::Loop;
 use crate::loops::notification_driver::{self as driver, Deliver, Job, Stepped};
 use crate::serve::metrics::Metrics;
 
-/// The HTTP sender, each send timed into the metrics.
+/// The HTTP sender, each send timed and counted into the metrics as it returns: a send made
+/// is counted even when the process stops before its record on the Rollout is written.
 struct Timed<'a> {
     sender: &'a Sender,
     metrics: Option<&'a Arc<Metrics>>,
+    /// The event's type and reason, the labels of the counts.
+    type_: &'static str,
+    reason: String,
 }
 
 impl Deliver for Timed<'_> {
@@ -34,6 +38,7 @@ impl Deliver for Timed<'_> {
         let result = self.sender.send(cfg, n, threads).await;
         if let Some(m) = self.metrics {
             m.observe_notification_send(namespace, name, started.elapsed());
+            m.count_notification(namespace, name, self.type_, &self.reason, result.is_ok());
         }
         result
     }
@@ -90,18 +95,18 @@ impl Loop {
         let deliver = Timed {
             sender: &sender,
             metrics: self.metrics.as_ref(),
+            type_: job.type_,
+            reason: job.reason.clone(),
         };
         let config = self.config_of(job.config_namespace.as_deref());
         let now = Timestamp::now().as_second();
         let stepped = driver::step(&self.cluster, &deliver, &config, job, now).await;
         let dest = &job.notification.destination;
         if stepped.sent_now() {
-            self.count(job, true);
             info!(rollout = %job.name, namespace = %job.namespace, trigger = %job.notification.trigger, service = %dest.service, recipient = %dest.recipient, "notification sent");
         }
         match &stepped {
             Stepped::SendFailed { error, given_up } => {
-                self.count(job, false);
                 if *given_up {
                     warn!(rollout = %job.name, namespace = %job.namespace, trigger = %job.notification.trigger, service = %dest.service, attempts = job.attempts, "notification failed, giving up: {error}");
                 } else {
@@ -114,11 +119,5 @@ impl Loop {
             _ => {}
         }
         stepped
-    }
-
-    fn count(&self, job: &Job, ok: bool) {
-        if let Some(m) = &self.metrics {
-            m.count_notification(&job.namespace, &job.name, job.type_, &job.reason, ok);
-        }
     }
 }
