@@ -28,10 +28,7 @@ static CLI: OnceCell<PathBuf> = OnceCell::const_new();
 pub async fn controller_binary() -> anyhow::Result<PathBuf> {
     BINARY
         .get_or_try_init(|| async {
-            match std::env::var_os(CONTROLLER_BIN_ENV) {
-                Some(path) => Ok(PathBuf::from(path)),
-                None => workspace_binary("sluice-controller", "sluice-controller").await,
-            }
+            named_or_built(CONTROLLER_BIN_ENV, "sluice-controller", "sluice-controller").await
         })
         .await
         .cloned()
@@ -39,14 +36,21 @@ pub async fn controller_binary() -> anyhow::Result<PathBuf> {
 
 /// The `kubectl-sluice` binary, built first when needed.
 pub async fn cli_binary() -> anyhow::Result<PathBuf> {
-    CLI.get_or_try_init(|| async {
-        match std::env::var_os(CLI_BIN_ENV) {
-            Some(path) => Ok(PathBuf::from(path)),
-            None => workspace_binary("kubectl-sluice", "kubectl-sluice").await,
-        }
-    })
-    .await
-    .cloned()
+    CLI.get_or_try_init(|| named_or_built(CLI_BIN_ENV, "kubectl-sluice", "kubectl-sluice"))
+        .await
+        .cloned()
+}
+
+/// The binary the variable `env` names, or else `bin` of `package`, built.
+async fn named_or_built(
+    env: &str,
+    package: &'static str,
+    bin: &'static str,
+) -> anyhow::Result<PathBuf> {
+    match std::env::var_os(env) {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => workspace_binary(package, bin).await,
+    }
 }
 
 /// `bin` of the workspace's `package`, debug build, brought up to date with `cargo build`.

@@ -218,8 +218,6 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Starts one test binary as cargo would: in its package's directory, with
-/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, its output into its log file.
 /// The variables naming the programs that end-to-end tests would otherwise build themselves
 /// (`sluice_e2e::process`) with `cargo build -p <package>`: a build of one package resolves its
 /// dependencies' features apart from the workspace's, and recompiled a good part of them
@@ -239,6 +237,9 @@ fn program_env(programs: &[(String, PathBuf)]) -> Vec<(&'static str, PathBuf)> {
         .collect()
 }
 
+/// Starts one test binary as cargo would: in its package's directory, with
+/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, its output into its log file.
+/// `programs` are the variables naming the programs the build made.
 fn start_binary(
     binary: TestBinary,
     logs: &Path,
