@@ -7,7 +7,7 @@
 # read-only). This file needs base images from a container registry; where none is reachable,
 # `make image` (scripts/build-image.sh) builds the same image without a Docker daemon, from
 # Debian's packages and the binaries the tests build, into podman, and an end-to-end test runs
-# it (crates/e2e/tests/container_image_runs_the_controller.rs). Keep the two in step: user,
+# it (crates/e2e/tests/e2e/container_image_runs_the_controller.rs). Keep the two in step: user,
 # ports, entry point and the binaries in /usr/local/bin. The script's image also works in
 # /home/argo-rollouts, as Argo's does: `--plugin-dir` defaults to plugin-bin in the working
 # directory, and that is where the manifests mount a writable volume for plugins (here the

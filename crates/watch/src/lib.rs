@@ -78,7 +78,7 @@ where
 }
 
 /// A bug planted on purpose, for the test that shows its check can fail
-/// (`crates/e2e/tests/changes_a_watch_missed_are_seen_by_its_list.rs`): with
+/// (`crates/e2e/tests/e2e/changes_a_watch_missed_are_seen_by_its_list.rs`): with
 /// `SLUICE_TEST_PLANT=early-list-objects` in the environment, a list's objects are passed on
 /// as they arrive, as kube-runtime's adapters do. Never set outside that test; the controller
 /// warns at start when it is.

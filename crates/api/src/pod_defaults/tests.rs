@@ -1,4 +1,4 @@
-//! Each default of the pass, field by field. `crates/e2e/tests/pod_defaults_match_the_api_server.rs`
+//! Each default of the pass, field by field. `crates/e2e/tests/e2e/pod_defaults_match_the_api_server.rs`
 //! checks the whole pass against a real API server.
 
 use serde_json::{Value, json};

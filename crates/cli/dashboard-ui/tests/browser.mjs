@@ -1,5 +1,5 @@
 // Drives the dashboard in Debian's Chromium, headless, against a live control plane and a
-// running controller. Started by crates/cli/tests/dashboard_in_a_browser.rs, which creates
+// running controller. Started by crates/cli/tests/cli/dashboard_in_a_browser.rs, which creates
 // the namespace's Rollouts and the two dashboard servers and passes them in:
 //   DASHBOARD_URL   a dashboard that may write        READONLY_URL   one started --read-only -A
 //   VIEWER_URL      one started with the token of a user who may read but not change

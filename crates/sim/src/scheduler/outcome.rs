@@ -62,7 +62,7 @@ impl Outcome {
     /// The command that replays this seed.
     pub fn replay_command(&self) -> String {
         format!(
-            "SLUICE_SIM_SCENARIO={} SLUICE_SIM_SEED={} cargo test -p sluice-sim --test replay -- --nocapture",
+            "SLUICE_SIM_SCENARIO={} SLUICE_SIM_SEED={} cargo test -p sluice-sim --test sim replay:: -- --nocapture",
             self.scenario, self.seed
         )
     }

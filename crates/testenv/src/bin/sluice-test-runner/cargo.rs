@@ -18,6 +18,9 @@ pub struct TestBinary {
     /// The package's directory: cargo runs tests there, with `CARGO_MANIFEST_DIR` naming it.
     pub dir: PathBuf,
     pub executable: PathBuf,
+    /// The exact names of the tests to run, for a module of a suite (`suites.rs`); empty for
+    /// all of the binary's.
+    pub tests: Vec<String>,
 }
 
 /// What `cargo run` sets for the binary besides `CARGO` and the `CARGO_PKG_` variables
@@ -110,6 +113,7 @@ fn binary(line: &str) -> Option<TestBinary> {
         package: package_name(msg["package_id"].as_str()?),
         dir,
         executable,
+        tests: Vec::new(),
     })
 }
 

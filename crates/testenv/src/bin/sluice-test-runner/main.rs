@@ -10,6 +10,7 @@
 mod cargo;
 mod report;
 mod schedule;
+mod suites;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -25,7 +26,8 @@ use report::{Counts, duration};
 use schedule::Rule;
 
 /// Builds the workspace's tests (`cargo test --no-run`) and runs the test binaries several at
-/// a time, those that must not share the control plane alone or in turns (see `--rules`).
+/// a time (each module of the end-to-end suite as a binary of its own), those that must not
+/// share the control plane alone or in turns (see `--rules`).
 /// Each binary's output is written to `<target>/test-logs/<name>.log` and shown when it fails.
 /// The exit status is non-zero if any binary failed.
 #[derive(Parser)]
@@ -84,10 +86,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
         .max(1);
-    let cargo::Built {
-        tests: mut binaries,
-        programs,
-    } = cargo::build(&args.cargo_args)?;
+    let cargo::Built { tests, programs } = cargo::build(&args.cargo_args)?;
+    let mut binaries = Vec::new();
+    for binary in tests {
+        binaries.extend(suites::split(binary)?);
+    }
     let programs = program_env(&programs);
     if !args.filters.is_empty() {
         binaries.retain(|b| args.filters.iter().any(|f| b.name.contains(f.as_str())));
@@ -121,7 +124,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let total = pending.len();
     println!(
-        "sluice-test-runner: {total} test binaries, {jobs} at a time; each one's output in {}",
+        "sluice-test-runner: {total} test binaries (e2e's modules counted one by one), {jobs} at a time; each one's output in {}",
         logs.display()
     );
     let start = Instant::now();
@@ -256,7 +259,14 @@ fn start_binary(
     let log = logs.join(format!("{file_name}.log"));
     let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone()?;
+    let exact: &[&str] = if binary.tests.is_empty() {
+        &[]
+    } else {
+        &["--exact"]
+    };
     let child = Command::new(&binary.executable)
+        .args(exact)
+        .args(&binary.tests)
         .args(test_args)
         .current_dir(&binary.dir)
         .env("CARGO_MANIFEST_DIR", &binary.dir)

@@ -1,5 +1,5 @@
 //! Replays one seed of one scenario and prints its whole trace:
-//! `SLUICE_SIM_SCENARIO=supersede SLUICE_SIM_SEED=1234 cargo test -p sluice-sim --test replay -- --nocapture`
+//! `SLUICE_SIM_SCENARIO=supersede SLUICE_SIM_SEED=1234 cargo test -p sluice-sim --test sim replay:: -- --nocapture`
 //! (the scenario defaults to `supersede`, the seed to 0).
 
 use sluice_sim::{real_apply, run, scenarios};

@@ -26,7 +26,7 @@ use sluice_sim::invariants::{
 };
 use sluice_sim::net::SimWriter;
 
-use crate::{has_pause, seeds_to_catch};
+use super::{has_pause, seeds_to_catch};
 
 fn steps(ro: &Rollout) -> Vec<CanaryStep> {
     ro.spec

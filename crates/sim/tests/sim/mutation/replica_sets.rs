@@ -20,7 +20,7 @@ use sluice_sim::invariants::{
 };
 use sluice_sim::net::SimWriter;
 
-use crate::seeds_to_catch;
+use super::seeds_to_catch;
 
 type Applying = BoxFuture<Result<Applied, WriteError>>;
 

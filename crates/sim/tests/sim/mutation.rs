@@ -445,15 +445,12 @@ fn every_invariant_is_shown_able_to_fail() {
         replica_sets::CAUGHT_BY,
         runs_and_writers::CAUGHT_BY,
     ];
-    let sources: String = ["main.rs", "replica_sets.rs", "runs_and_writers.rs"]
-        .iter()
-        .map(|f| {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/mutation")
-                .join(f);
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        })
-        .collect();
+    let sources = [
+        include_str!("mutation.rs"),
+        include_str!("mutation/replica_sets.rs"),
+        include_str!("mutation/runs_and_writers.rs"),
+    ]
+    .concat();
     let mut missing = Vec::new();
     for invariant in ALL {
         let tests: Vec<&str> = tables

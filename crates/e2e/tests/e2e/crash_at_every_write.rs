@@ -11,19 +11,17 @@
 //! fewer writes), and a recorder watching the namespace holds the [`rules`] at every state the
 //! API server went through ([`recorder`]), not at samples of them.
 
-mod crash_at_every_write {
-    pub mod recorder;
-    pub mod rules;
-}
+mod recorder;
+mod rules;
 
 use std::time::Duration;
 
-use crash_at_every_write::recorder::{Found, Log, Obj, Recorder};
-use crash_at_every_write::rules::{Expect, KEEP};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
+use recorder::{Found, Log, Obj, Recorder};
+use rules::{Expect, KEEP};
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
@@ -384,19 +382,17 @@ fn planted_violations_are_found(case: Case, log: &Log) {
         .expect("a ReplicaSet recorded");
     let plant = |revision: u64, name: &str, obj: Obj| {
         let mut planted = log.clone();
-        planted
-            .changes
-            .push(crash_at_every_write::recorder::Change {
-                revision,
-                kind: match &obj {
-                    Obj::ReplicaSet(_) => crash_at_every_write::recorder::Kind::ReplicaSet,
-                    Obj::Service(_) => crash_at_every_write::recorder::Kind::Service,
-                    _ => unreachable!("only these are planted"),
-                },
-                name: name.to_string(),
-                obj: Some(obj),
-                initial: false,
-            });
+        planted.changes.push(recorder::Change {
+            revision,
+            kind: match &obj {
+                Obj::ReplicaSet(_) => recorder::Kind::ReplicaSet,
+                Obj::Service(_) => recorder::Kind::Service,
+                _ => unreachable!("only these are planted"),
+            },
+            name: name.to_string(),
+            obj: Some(obj),
+            initial: false,
+        });
         planted.check(&case.expect()).violations
     };
     let mut stripped = last_rs.clone();
@@ -449,15 +445,13 @@ fn planted_violations_are_found(case: Case, log: &Log) {
                 "no-pods".into(),
             );
         let mut planted = log.clone();
-        planted
-            .changes
-            .push(crash_at_every_write::recorder::Change {
-                revision: top + 1,
-                kind: crash_at_every_write::recorder::Kind::Service,
-                name: service.clone(),
-                obj: Some(Obj::Service(moved)),
-                initial: false,
-            });
+        planted.changes.push(recorder::Change {
+            revision: top + 1,
+            kind: recorder::Kind::Service,
+            name: service.clone(),
+            obj: Some(Obj::Service(moved)),
+            initial: false,
+        });
         // Routed: the canary also gets weight, so that traffic goes to the missing pods.
         if case == Case::Routed {
             let vs = log
@@ -474,15 +468,13 @@ fn planted_violations_are_found(case: Case, log: &Log) {
                 {"destination": {"host": "stable"}, "weight": 50},
                 {"destination": {"host": "canary"}, "weight": 50}
             ]);
-            planted
-                .changes
-                .push(crash_at_every_write::recorder::Change {
-                    revision: top + 2,
-                    kind: crash_at_every_write::recorder::Kind::VirtualService,
-                    name: "vs".into(),
-                    obj: Some(Obj::VirtualService(vs)),
-                    initial: false,
-                });
+            planted.changes.push(recorder::Change {
+                revision: top + 2,
+                kind: recorder::Kind::VirtualService,
+                name: "vs".into(),
+                obj: Some(Obj::VirtualService(vs)),
+                initial: false,
+            });
         }
         let found = planted.check(&case.expect()).violations;
         assert!(

@@ -19,17 +19,12 @@
 //!
 //! The first three take about 3.5 minutes on 2 cores, 40 s of it starting the control plane.
 
-mod control_plane_faults {
-    pub mod controller;
-    pub mod trace;
-}
+mod controller;
+mod trace;
 
 use std::time::{Duration, Instant};
 
-use control_plane_faults::controller::{Controller, Requests};
-use control_plane_faults::trace::{
-    self, Kind, Observation, Recorder, RsState, Seen, Trace, Traffic,
-};
+use controller::{Controller, Requests};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::Api;
 use serde_json::{Value, json};
@@ -40,6 +35,7 @@ use sluice_e2e::routing::{ingresses, json_of};
 use sluice_e2e::*;
 use sluice_engine::ReplicaSetExt;
 use sluice_testenv::fault_proxy::{Action, FaultProxy, Faults, Requests as Matching, Rule};
+use trace::{Kind, Observation, Recorder, RsState, Seen, Trace, Traffic};
 
 const CANARY: &str = "shop";
 const CANARY_REPLICAS: i32 = 4;
