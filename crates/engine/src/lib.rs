@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod conditions;
+mod controller_revision;
 pub mod daemonset;
 mod duration;
 pub mod ephemeral;

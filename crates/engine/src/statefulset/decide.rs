@@ -11,9 +11,10 @@ use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::{CanaryStrategy, Rollout, RolloutConditionType as Cond};
 use sluice_api::time::whole_seconds;
 
-use super::model::{Sts, find_revision, revision_number, revision_template};
+use super::model::Sts;
 use super::{POD_RECHECK, StatefulSetObserved, UPDATED_STATEFUL_SET, stateful_set_name};
 use crate::conditions::{self as c, TRUE};
+use crate::controller_revision::{find_revision, revision_number, revision_template};
 use crate::observed::{AnalysisTemplates, Observed};
 use crate::plan::{Action, Event, Plan, set_requeue};
 use crate::update_analysis::{AnalysisState, UpdateRuns, Verdict};

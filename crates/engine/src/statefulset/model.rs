@@ -118,30 +118,3 @@ impl<'a> Sts<'a> {
             && self.ready() == replicas
     }
 }
-
-/// The ControllerRevision of the StatefulSet named `<statefulset>-<hash>`.
-pub(super) fn find_revision<'a>(
-    revisions: &'a [Value],
-    sts: &str,
-    hash: &str,
-) -> Option<&'a Value> {
-    let name = format!("{sts}-{hash}");
-    revisions
-        .iter()
-        .find(|r| r["metadata"]["name"].as_str() == Some(name.as_str()))
-}
-
-/// A revision's number (`revision`), Argo's "revision N" of the update.
-pub(super) fn revision_number(revision: Option<&Value>) -> i64 {
-    revision.and_then(|r| r["revision"].as_i64()).unwrap_or(0)
-}
-
-/// The pod template a ControllerRevision recorded. The StatefulSet controller stores it as a
-/// strategic merge patch (`{"spec":{"template":{..., "$patch":"replace"}}}`); the directive
-/// is not part of the template.
-pub(super) fn revision_template(revision: &Value) -> Option<Value> {
-    let mut template = revision["data"]["spec"]["template"].clone();
-    let fields = template.as_object_mut()?;
-    fields.remove("$patch");
-    Some(template)
-}

@@ -12,7 +12,8 @@ use sluice_api::rollout::{
 
 use super::POD_RECHECK;
 use super::decide::Update;
-use super::model::{find_revision, partition_for, revision_number};
+use super::model::partition_for;
+use crate::controller_revision::{find_revision, revision_number};
 use crate::plan::{Event, Plan, set_requeue};
 use crate::steps;
 use crate::waits::Wait;
