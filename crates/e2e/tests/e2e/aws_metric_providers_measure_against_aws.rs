@@ -22,7 +22,12 @@ use sluice_testenv::moto::{Moto, REGION};
 use sluice_testenv::prometheus::Prometheus;
 use sluice_testenv::sigv4_proxy::{Sigv4Proxy, Sigv4ProxyConfig};
 
-const TEST: &str = "cloud_watch_and_signed_prometheus_measure_against_aws";
+/// This test's name as libtest lists it, `<module>::<function>` (the binary holds every
+/// end-to-end test): the child process runs it alone, in its other role.
+fn test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::cloud_watch_and_signed_prometheus_measure_against_aws")
+}
 /// Set in the child's environment to the Prometheus address (AMP's path, through the proxy).
 const CHILD_AMP_ADDRESS: &str = "SLUICE_E2E_AWS_CHILD_AMP_ADDRESS";
 /// The path AMP's addresses have here (Sluice signs only for an `aps-workspaces` address, as
@@ -65,7 +70,7 @@ async fn cloud_watch_and_signed_prometheus_measure_against_aws() {
 
     let mut command = tokio::process::Command::new(std::env::current_exe().unwrap());
     command
-        .args(["--exact", TEST, "--nocapture"])
+        .args(["--exact", &test_name(), "--nocapture"])
         .envs(moto.env())
         .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
         .env(CHILD_AMP_ADDRESS, format!("{}{WORKSPACE}", proxy.url()))
