@@ -26,7 +26,7 @@ use report::{Counts, duration};
 use schedule::Rule;
 
 /// Builds the workspace's tests (`cargo test --no-run`) and runs the test binaries several at
-/// a time (each module of the end-to-end suite as a binary of its own), those that must not
+/// a time (each module of a suite, `suites.rs`, as a binary of its own), those that must not
 /// share the control plane alone or in turns (see `--rules`).
 /// Each binary's output is written to `<target>/test-logs/<name>.log` and shown when it fails.
 /// The exit status is non-zero if any binary failed.
@@ -124,7 +124,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let total = pending.len();
     println!(
-        "sluice-test-runner: {total} test binaries (e2e's modules counted one by one), {jobs} at a time; each one's output in {}",
+        "sluice-test-runner: {total} test binaries (the suites' modules counted one by one), {jobs} at a time; each one's output in {}",
         logs.display()
     );
     let start = Instant::now();
