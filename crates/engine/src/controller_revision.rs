@@ -1,8 +1,22 @@
 //! A workload's ControllerRevisions, as StatefulSets and DaemonSets keep them: one per
 //! template, named `<workload>-<hash>`, numbered (`revision`), holding the template as a
-//! strategic merge patch. The StatefulSet and DaemonSet reconciles read them alike.
+//! strategic merge patch, and each pod labelled with the revision it was made from. The
+//! StatefulSet and DaemonSet reconciles read them, and their pods, alike.
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
+
+/// The label both controllers put on each pod: the revision it was made from (a StatefulSet's
+/// pod carries the revision's name, a DaemonSet's its hash).
+pub(crate) const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// Whether the pod's `Ready` condition is true.
+pub(crate) fn pod_is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
 
 /// The ControllerRevision of the workload `owner` named `<owner>-<hash>`.
 pub(crate) fn find_revision<'a>(

@@ -11,5 +11,5 @@
 mod model;
 mod nodes;
 
-pub use model::{Ds, REVISION_LABEL, node_pod, update_revision};
+pub use model::{Ds, node_pod, update_revision};
 pub use nodes::{NodeCounts, NodePod, counts, next_deletions, node_budget, nodes_for_weight};

@@ -7,12 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::NodePod;
-use crate::controller_revision::revision_number;
+use crate::controller_revision::{REVISION_LABEL, pod_is_ready, revision_number};
 use crate::statefulset::revision_hash;
-
-/// The label the DaemonSet controller puts on each of its pods: the hash of the template the
-/// pod was made from (the DaemonSet's ControllerRevision is `<daemonset>-<hash>`).
-pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Typed reads of the DaemonSet's JSON; absent fields read as Kubernetes defaults them.
 #[derive(Debug, Clone, Copy)]
@@ -81,16 +77,11 @@ pub fn node_pod(pod: &Pod) -> Option<NodePod> {
         .filter(|n| !n.is_empty())
         .or_else(|| pinned_node(pod))?;
     let revision = pod.metadata.labels.as_ref()?.get(REVISION_LABEL)?.clone();
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     Some(NodePod {
         node,
         name: pod.metadata.name.clone().unwrap_or_default(),
         revision,
-        ready,
+        ready: pod_is_ready(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
     })
 }

@@ -14,7 +14,9 @@ use sluice_api::time::whole_seconds;
 use super::model::Sts;
 use super::{POD_RECHECK, StatefulSetObserved, UPDATED_STATEFUL_SET, stateful_set_name};
 use crate::conditions::{self as c, TRUE};
-use crate::controller_revision::{find_revision, revision_number, revision_template};
+use crate::controller_revision::{
+    REVISION_LABEL, find_revision, pod_is_ready, revision_number, revision_template,
+};
 use crate::observed::{AnalysisTemplates, Observed};
 use crate::plan::{Action, Event, Plan, set_requeue};
 use crate::update_analysis::{AnalysisState, UpdateRuns, Verdict};
@@ -349,7 +351,7 @@ impl Update<'_> {
                 .as_ref()
                 .and_then(|l| l.get(REVISION_LABEL))
                 == Some(&revision);
-            if !on_aborted || pod.metadata.deletion_timestamp.is_some() || is_ready(pod) {
+            if !on_aborted || pod.metadata.deletion_timestamp.is_some() || pod_is_ready(pod) {
                 continue;
             }
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -416,14 +418,4 @@ impl Update<'_> {
             object: Box::new(object),
         });
     }
-}
-
-/// The label the StatefulSet controller puts on each pod: the revision it runs.
-const REVISION_LABEL: &str = "controller-revision-hash";
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
