@@ -40,6 +40,25 @@ pub trait ClusterAccess: Send + Sync {
         merge_patch: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// Checks that a ReplicaSet is still at `resource_version`: [`WriteError::Conflict`] if it
+    /// changed since it was observed, [`WriteError::NotFound`] if it is gone. A plan confirms
+    /// the ReplicaSets whose availability it counts before it scales anything down. By
+    /// default a merge patch that changes nothing and carries the resourceVersion, which the
+    /// API server checks and then writes nothing.
+    fn confirm_replica_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let patch = match resource_version {
+            Some(rv) => serde_json::json!({ "metadata": { "resourceVersion": rv } }),
+            None => serde_json::json!({ "metadata": {} }),
+        };
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        async move { self.patch_replica_set(&namespace, &name, &patch).await }
+    }
+
     fn delete_replica_set(
         &self,
         namespace: &str,

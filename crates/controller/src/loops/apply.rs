@@ -67,9 +67,9 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
                 name: rs,
                 resource_version,
             } => {
-                // No field changes: the API server only checks the resourceVersion.
-                let patch = annotations_patch(resource_version.as_deref(), &Default::default());
-                writer.patch_replica_set(ns, rs, &patch).await?;
+                writer
+                    .confirm_replica_set(ns, rs, resource_version.as_deref())
+                    .await?;
             }
             Action::AnnotateReplicaSet {
                 name: rs,

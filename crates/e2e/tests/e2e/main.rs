@@ -54,6 +54,7 @@ mod rollback_window;
 mod rollouts_config_map;
 mod routed_corpus_experiment_steps;
 mod routed_corpus_rollouts_walk_their_steps;
+mod scale_down_confirmation_sees_every_change;
 mod scale_during_update;
 mod secret_args_stay_secret;
 mod service_selectors;
