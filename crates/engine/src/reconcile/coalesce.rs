@@ -74,6 +74,13 @@ pub(super) fn may_wait(
     if interval.is_zero() || (progress_deadline_seconds as f64) < 10.0 * interval.as_secs_f64() {
         return None;
     }
+    // Nothing new: nothing is held. Counting such a reconcile as a hold (a ReplicaSet's own
+    // status write wakes the Rollout with nothing to report) started the interval before
+    // there was any progress, so the progress that came later was written early, a write
+    // of its own just before the one that would have carried it.
+    if old == new {
+        return None;
+    }
     // Only in the middle of an update: a paused, degraded or finished Rollout is not looked
     // at again soon, so what it shows must be current.
     if old.phase != Some(RolloutPhase::Progressing) || new.phase != Some(RolloutPhase::Progressing)
@@ -294,6 +301,30 @@ mod tests {
                 now
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_status_with_nothing_new_is_not_held() {
+        let old = progressing("ReplicaSetUpdated", "2026-01-01T00:00:10Z", json!({}));
+        let now = at("2026-01-01T00:00:11Z");
+        // A reconcile that finds the status up to date holds nothing back, so the interval of
+        // the progress that comes later starts when that progress does.
+        assert_eq!(may_wait(&old, &old, rules(600, false), None, now), None);
+        let new = progressing(
+            "ReplicaSetUpdated",
+            "2026-01-01T00:00:16Z",
+            json!({"readyReplicas": 2, "availableReplicas": 2}),
+        );
+        assert_eq!(
+            may_wait(
+                &old,
+                &new,
+                rules(600, false),
+                None,
+                at("2026-01-01T00:00:16Z")
+            ),
+            Some(FIVE)
         );
     }
 
