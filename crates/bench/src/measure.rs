@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::controller::Controller;
 use crate::procs::{self, CpuSpent, Processes, RssSampler};
-use crate::progress::{Changes, NewReplicaSets, percentile_ms};
+use crate::progress::{Changes, EventTrail, NewReplicaSets, percentile_ms};
 use crate::prom;
 
 /// What one phase cost.
@@ -23,7 +23,11 @@ pub struct PhaseResult {
     /// `create` or `update`.
     pub phase: String,
     pub objects: usize,
+    /// From the phase's start until every object settled and their events were posted (the
+    /// namespace three seconds without a new event): the phase's cost is measured over it.
     pub wall_seconds: f64,
+    /// How long after every object had settled its last event came.
+    pub events_after_settled_seconds: f64,
     pub cpu: CpuSpent,
     /// The controller's CPU per object, in milliseconds (none for Deployments).
     pub controller_ms_per_object: Option<f64>,
@@ -84,6 +88,11 @@ impl Percentiles {
         )
     }
 }
+
+/// How long no event may come before a phase's events count as posted, and how long a phase
+/// waits for that at most after its objects settled.
+const EVENTS_QUIET: Duration = Duration::from_secs(3);
+const EVENTS_DRAIN_LIMIT: Duration = Duration::from_secs(180);
 
 /// What is read at a phase's start and end.
 struct Snapshot {
@@ -166,6 +175,7 @@ impl Meters<'_> {
     {
         println!("{workload}: {phase} {objects}");
         let changes = Changes::default();
+        let namespace = replica_sets.namespace().map(str::to_owned);
         let new_rs = NewReplicaSets::watch(replica_sets, changes.clone());
         new_rs.ready().await;
         let rss_before = self
@@ -176,10 +186,19 @@ impl Meters<'_> {
         if let Some(rss) = self.rss {
             rss.reset_peak(rss_before);
         }
+        let trail = namespace
+            .as_deref()
+            .map(|ns| EventTrail::watch(Api::namespaced(self.client.clone(), ns)));
         let before = self.snapshot().await?;
         work(changes.clone())
             .await
             .with_context(|| format!("{workload}: {phase}"))?;
+        // The phase's cost includes the events still being posted once its objects settled;
+        // the latencies are each object's own and do not wait for them.
+        let events_after_settled = match trail {
+            Some(trail) => trail.drained(EVENTS_QUIET, EVENTS_DRAIN_LIMIT).await,
+            None => Duration::ZERO,
+        };
         let after = self.snapshot().await?;
         let latencies = new_rs.finish();
         let settled = changes.settled_latencies();
@@ -211,6 +230,7 @@ impl Meters<'_> {
             phase: phase.to_string(),
             objects,
             wall_seconds: after.at.duration_since(before.at).as_secs_f64(),
+            events_after_settled_seconds: events_after_settled.as_secs_f64(),
             controller_ms_per_object: controller_cpu.map(|s| s * 1000.0 / n),
             control_plane_ms_per_object: cpu.control_plane * 1000.0 / n,
             all_ms_per_object: cpu.all * 1000.0 / n,
@@ -247,12 +267,13 @@ pub fn opt(v: Option<f64>, digits: usize) -> String {
 /// One line of progress for a finished phase.
 fn phase_line(p: &PhaseResult) -> String {
     format!(
-        "  {} {}: {:.1}s wall, control plane {:.1} ms/object, controller {} ms/object, \
+        "  {} {}: {:.1}s wall (the last event {:.1}s after settled), control plane {:.1} ms/object, controller {} ms/object, \
          {:.1} API requests/object, new ReplicaSet p50 {} / p99 {} / max {} ms, settled p50 {} / \
          p99 {} / max {} ms, peak RSS {} MiB, live heap at the end {} MiB",
         p.workload,
         p.phase,
         p.wall_seconds,
+        p.events_after_settled_seconds,
         p.control_plane_ms_per_object,
         opt(p.controller_ms_per_object, 2),
         p.apiserver_requests_per_object,

@@ -148,6 +148,53 @@ impl NewReplicaSets {
     }
 }
 
+/// When a namespace last got an event (a Kubernetes Event object), from a watch: a phase's
+/// objects settle before the controllers have posted all of its events (Sluice queues its
+/// events behind the writes that move updates; client-go's recorders post theirs in the
+/// background too), and what they cost belongs to the phase.
+pub struct EventTrail {
+    last: Arc<Mutex<Instant>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EventTrail {
+    /// Watches the events of `api`'s namespace from now on.
+    pub fn watch(api: Api<k8s_openapi::api::core::v1::Event>) -> EventTrail {
+        let last = Arc::new(Mutex::new(Instant::now()));
+        let seen = last.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            let mut listed = false;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::InitDone) => listed = true,
+                    Ok(watcher::Event::Apply(_)) if listed => {
+                        *seen.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                    }
+                    _ => {}
+                }
+            }
+        });
+        EventTrail { last, task }
+    }
+
+    /// Waits until no event has come for `quiet`, or `limit` has passed; returns how long
+    /// after the call the last event came (zero when none came).
+    pub async fn drained(self, quiet: Duration, limit: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let last = *self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.elapsed() >= quiet || start.elapsed() >= limit {
+                self.task.abort();
+                return last.saturating_duration_since(start);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
 /// The `q` quantile (nearest rank) of sorted durations, in milliseconds.
 pub fn percentile_ms(sorted: &[Duration], q: f64) -> Option<f64> {
     if sorted.is_empty() {

@@ -25,8 +25,9 @@ pub enum Action {
         to: i32,
         annotations: BTreeMap<String, Option<String>>,
     },
-    /// A precondition-only write: refused with a conflict if the ReplicaSet changed since it
-    /// was observed, a no-op otherwise. Placed before scale-downs, so that an availability
+    /// A precondition check that writes nothing: refused with a conflict if the ReplicaSet
+    /// changed since it was observed (the controller reads its metadata from the API server
+    /// and compares the versions). Placed before scale-downs, so that an availability
     /// budget counted from a stale cache is never spent.
     ConfirmReplicaSet {
         name: String,

@@ -268,9 +268,10 @@ impl ClusterAccess for KubeCluster {
 
     /// A read from etcd (no resourceVersion asked: a quorum read, not the watch cache's copy)
     /// of the ReplicaSet's metadata alone, compared with the version the plan counted. As
-    /// strong as the no-op patch it replaces, at a fraction of the API server's work: the
-    /// patch was decoded, admitted and compared as a write (about 3.5 ms of the API server's
-    /// CPU on this machine against 1 ms for the read), on every update that scales down.
+    /// strong as the trait's default (a no-op patch carrying the resourceVersion), at a
+    /// fraction of the API server's work: a patch is decoded, admitted and compared as a
+    /// write (about 3.5 ms of the API server's CPU on the 2-core benchmark machine, against 1
+    /// ms for the read), and an update that scales down confirms at least once.
     async fn confirm_replica_set(
         &self,
         namespace: &str,
