@@ -55,8 +55,7 @@ pub trait ClusterAccess: Send + Sync {
             Some(rv) => serde_json::json!({ "metadata": { "resourceVersion": rv } }),
             None => serde_json::json!({ "metadata": {} }),
         };
-        let (namespace, name) = (namespace.to_owned(), name.to_owned());
-        async move { self.patch_replica_set(&namespace, &name, &patch).await }
+        async move { self.patch_replica_set(namespace, name, &patch).await }
     }
 
     fn delete_replica_set(
