@@ -5,7 +5,7 @@
 //! A scenario comes from a seed alone, so a difference is replayed by its seed
 //! (`cargo run -p sluice-e2e --bin sluice-live-conformance -- --start SEED --scenarios 1`).
 //! What is compared at a settle point, once both controllers have observed the action and
-//! nothing has changed for a few seconds ([`Snapshot`]): the phase and message, the step index,
+//! nothing, nor any ReplicaSet's pod counts, has changed for a few seconds ([`Snapshot`]): the phase and message, the step index,
 //! the abort and pause state, the conditions (type, status, reason), the replica counts, each
 //! ReplicaSet's size by revision, the Service selectors by revision, the canary Ingress's
 //! weight, the phases of the AnalysisRuns and Experiments; and at the end, the Rollout's events
@@ -28,7 +28,7 @@ use sluice_engine::labels::{POD_TEMPLATE_HASH, REVISION};
 use sluice_engine::reconcile::SPEC_WARNING;
 
 pub use scenario::{Action, FAILING_TEMPLATE, Fault, PASSING_TEMPLATE, Scenario};
-pub use snapshot::Snapshot;
+pub use snapshot::{Look, Snapshot};
 
 use crate::harness::TestNamespace;
 
@@ -130,8 +130,10 @@ async fn undo(ns: &TestNamespace) -> anyhow::Result<()> {
 }
 
 /// Waits until the controller of `ns` has observed the Rollout's generation and nothing it
-/// shows has changed for `quiet`, and at least `at_least` has passed; gives up after `limit`
-/// with the last snapshot.
+/// shows, nor the ReplicaSets' pod counts, has changed for `quiet`, and at least `at_least`
+/// has passed; gives up after `limit` with the last snapshot. Quiet is counted from the pods'
+/// last change too: a status reports it up to one status-write interval later, so a
+/// snapshot unchanged for `quiet` since an earlier change may still be about to change.
 pub async fn settle(
     ns: &TestNamespace,
     quiet: Duration,
@@ -139,20 +141,24 @@ pub async fn settle(
     limit: Duration,
 ) -> Snapshot {
     let start = Instant::now();
-    let mut last: Option<(Snapshot, Instant)> = None;
+    let mut last: Option<(Look, Instant)> = None;
     loop {
-        if let Ok((snapshot, observed)) = Snapshot::take(ns).await {
+        if let Ok(look) = Snapshot::take(ns).await {
             match &last {
-                Some((before, since)) if *before == snapshot && observed => {
+                Some((before, since))
+                    if before.snapshot == look.snapshot
+                        && before.pods == look.pods
+                        && look.observed =>
+                {
                     if since.elapsed() >= quiet && start.elapsed() >= at_least {
-                        return snapshot;
+                        return look.snapshot;
                     }
                 }
-                _ => last = Some((snapshot, Instant::now())),
+                _ => last = Some((look, Instant::now())),
             }
         }
         if start.elapsed() >= limit {
-            return last.map(|(s, _)| s).unwrap_or_default();
+            return last.map(|(l, _)| l.snapshot).unwrap_or_default();
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

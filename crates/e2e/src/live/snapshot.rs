@@ -39,8 +39,20 @@ pub struct Snapshot {
     pub experiments: BTreeMap<String, String>,
 }
 
+/// One look at a controller's world: what is compared, whether the controller has observed
+/// the Rollout's generation, and what the ReplicaSet controller reports of each ReplicaSet.
+#[derive(Debug)]
+pub struct Look {
+    pub snapshot: Snapshot,
+    pub observed: bool,
+    /// ReplicaSet name -> (status replicas, ready, available): not compared (the two sides'
+    /// pods come and go at their own pace), but a settle point waits for it to be quiet too,
+    /// since a status may report the pods' last change up to one status-write interval later.
+    pub pods: BTreeMap<String, (i32, i32, i32)>,
+}
+
 impl Snapshot {
-    pub async fn take(ns: &TestNamespace) -> anyhow::Result<(Snapshot, bool)> {
+    pub async fn take(ns: &TestNamespace) -> anyhow::Result<Look> {
         let ro: Rollout = crate::rollouts(ns).get("web").await?;
         let rss: Vec<ReplicaSet> = ns
             .api::<ReplicaSet>()
@@ -183,7 +195,25 @@ impl Snapshot {
             analysis_runs: by_revision(&runs, &revision_of),
             experiments: by_revision(&experiments, &revision_of),
         };
-        Ok((snapshot, observed))
+        let pods = rss
+            .iter()
+            .map(|rs| {
+                let s = rs.status.as_ref();
+                (
+                    rs.name_any(),
+                    (
+                        s.map_or(0, |s| s.replicas),
+                        s.and_then(|s| s.ready_replicas).unwrap_or(0),
+                        s.and_then(|s| s.available_replicas).unwrap_or(0),
+                    ),
+                )
+            })
+            .collect();
+        Ok(Look {
+            snapshot,
+            observed,
+            pods,
+        })
     }
 }
 
