@@ -25,6 +25,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/lib/cargo.sh"
 CACHE_ROOT="${SLUICE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 SUITE=bookworm
 # What the binaries need at run time, and nothing to run a shell or a package manager: the C
@@ -100,7 +101,7 @@ if [[ -z $controller ]]; then
   cargo_flags=()
   [[ $profile == release ]] && cargo_flags=(--release)
   log "building sluice-controller ($profile)"
-  (cd "$ROOT" && cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller)
+  (cd "$ROOT" && workspace_cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller)
   controller="${CARGO_TARGET_DIR:-$ROOT/target}/$profile/sluice-controller"
 fi
 if [[ -z $bridge ]]; then

@@ -21,6 +21,7 @@
 set -euo pipefail
 LOG_TAG=cluster-up
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cargo.sh"
 
 NODE_NAME=fake-node-1
 SECONDS=0
@@ -116,7 +117,7 @@ fake_kubelet_binary() {
   fi
   log "building sluice-fake-kubelet"
   local built
-  built=$(cd "$ROOT" && cargo build --quiet -p sluice-testenv --bin sluice-fake-kubelet \
+  built=$(cd "$ROOT" && workspace_cargo build --quiet -p sluice-testenv --bin sluice-fake-kubelet \
     --message-format=json-render-diagnostics |
     jq -r 'select(.reason == "compiler-artifact" and .target.name == "sluice-fake-kubelet") | .executable')
   [[ -n $built && -x $built ]] || die "cargo did not produce sluice-fake-kubelet"

@@ -27,6 +27,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/cargo.sh"
 log() { echo "[release] $*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
@@ -70,7 +71,7 @@ if [[ -z $controller || -z $cli ]]; then
   cargo_flags=()
   [[ $profile == debug ]] || cargo_flags=(--profile "$profile")
   log "building sluice-controller and kubectl-sluice ($profile)"
-  (cd "$ROOT" && cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller \
+  (cd "$ROOT" && workspace_cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller \
     -p kubectl-sluice --bin kubectl-sluice)
   bin="${CARGO_TARGET_DIR:-$ROOT/target}/$profile"
   controller=${controller:-$bin/sluice-controller} cli=${cli:-$bin/kubectl-sluice}

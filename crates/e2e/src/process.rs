@@ -59,9 +59,9 @@ async fn workspace_binary(package: &'static str, bin: &'static str) -> anyhow::R
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = tokio::task::spawn_blocking(move || {
-        Command::new(cargo)
+        // Without the test's own package variables, or ring and all above it would rebuild.
+        sluice_testenv::cargo::command()
             .args(["build", "-q", "-p", package, "--bin", bin])
             .current_dir(&root)
             .stdin(Stdio::null())

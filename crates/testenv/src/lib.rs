@@ -1,6 +1,7 @@
 //! Test support for Sluice against a real local control plane.
 //!
 //! - [`browser`]: the UI's node modules that drive headless Chromium (`npm ci` when missing).
+//! - [`cargo`]: cargo started from a test, without the variables of the test's package.
 //! - [`fake_kubelet`]: makes pods behave on a cluster that has no kubelet or scheduler; runs as
 //!   the `sluice-fake-kubelet` binary started by `scripts/cluster-up.sh`.
 //! - [`fault_proxy`]: an API-server proxy that injects errors, delays and dropped watches.
@@ -16,6 +17,7 @@
 //! - [`sigv4_proxy`]: a proxy letting through only requests botocore finds correctly signed.
 
 pub mod browser;
+pub mod cargo;
 pub mod fake_kubelet;
 pub mod fault_proxy;
 pub mod graphite;

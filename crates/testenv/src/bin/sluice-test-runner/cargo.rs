@@ -2,7 +2,7 @@
 //! messages on stdout, its progress on the terminal).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use anyhow::{Context as _, bail};
 use serde_json::Value;
@@ -23,18 +23,6 @@ pub struct TestBinary {
     pub tests: Vec<String>,
 }
 
-/// What `cargo run` sets for the binary besides `CARGO` and the `CARGO_PKG_` variables
-/// (`OUT_DIR` for a package with a build script).
-const RUN_VARS: &[&str] = &[
-    "OUT_DIR",
-    "CARGO_MANIFEST_DIR",
-    "CARGO_MANIFEST_PATH",
-    "CARGO_MANIFEST_LINKS",
-    "CARGO_CRATE_NAME",
-    "CARGO_BIN_NAME",
-    "CARGO_PRIMARY_PACKAGE",
-];
-
 /// The tests cargo built, and the workspace's programs it built along for them.
 pub struct Built {
     pub tests: Vec<TestBinary>,
@@ -45,18 +33,10 @@ pub struct Built {
 
 /// Builds the tests with `cargo test --no-run` and the given arguments, and lists the binaries.
 pub fn build(cargo_args: &[String]) -> anyhow::Result<Built> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(&cargo);
-    // Under `cargo run`, this process has the variables cargo sets for a package's binary.
-    // Build scripts that watch one of them (ring's watch `CARGO_PKG_NAME` and `OUT_DIR`)
-    // would see it changed since a plain `cargo test` and run again, and everything above
-    // them would rebuild. `make test` runs this binary directly.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy();
-        if key == "CARGO" || key.starts_with("CARGO_PKG_") || RUN_VARS.contains(&key.as_ref()) {
-            command.env_remove(key.as_ref());
-        }
-    }
+    // Under `cargo run`, this process has the variables cargo sets for a package's binary,
+    // which the build must not inherit (`sluice_testenv::cargo`). `make test` runs this
+    // binary directly.
+    let mut command = sluice_testenv::cargo::command();
     let output = command
         .args([
             "test",
