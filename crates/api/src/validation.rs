@@ -40,9 +40,10 @@
 //!   `templateName`, `scaleDownDelaySeconds` not negative; analyses list templates, each named,
 //!   with well-formed arguments, dry-run and retention entries (and, outside steps, argument
 //!   field paths the downward API supports).
-//! - a Rollout with `rollouts.sluice.dev/statefulset` (it drives a StatefulSet): what a
-//!   partitioned update cannot do is refused first, naming the field (`stateful_set.rs`), and
-//!   its template, selector and replicas are the StatefulSet's, not checked here.
+//! - a Rollout with `rollouts.sluice.dev/statefulset` or `rollouts.sluice.dev/daemonset` (it
+//!   drives a StatefulSet or a DaemonSet): what a partitioned or node-by-node update cannot do
+//!   is refused first, naming the field (`driven.rs`), and its template, selector and replicas
+//!   are the workload's, not checked here.
 //!
 //! AnalysisTemplates, ClusterAnalysisTemplates and AnalysisRuns keep Sluice's own wording,
 //! `<field path>: <message>`.
@@ -53,10 +54,10 @@ mod analysis;
 mod blue_green;
 mod canary;
 pub mod coverage;
+mod driven;
 mod int_or_percent;
 mod rollout;
 mod selector;
-mod stateful_set;
 mod steps;
 mod traffic;
 
@@ -97,11 +98,12 @@ impl RolloutProblems {
 /// Both groups of a Rollout's problems; [`validate_rollout`] is the two in one list.
 pub fn check_rollout(rollout: &Rollout) -> RolloutProblems {
     let mut problems = Problems::default();
-    let stateful_set = crate::rollout::stateful_set_name(rollout);
-    if let Some(name) = stateful_set {
-        stateful_set::check(&rollout.spec, name, &mut problems);
+    let driven = driven::driven(rollout);
+    problems.node_counts = driven.is_some_and(|(kind, _)| kind == driven::Driven::DaemonSet);
+    if let Some((kind, name)) = driven {
+        driven::check(rollout, kind, name, &mut problems);
     }
-    rollout::check_spec(&rollout.spec, stateful_set.is_some(), &mut problems);
+    rollout::check_spec(&rollout.spec, driven.is_some(), &mut problems);
     RolloutProblems {
         argo: problems.argo,
         sluice: problems.sluice,
@@ -135,6 +137,9 @@ pub fn validate_analysis_run(run: &AnalysisRun) -> Vec<String> {
 #[derive(Debug, Default)]
 struct Problems {
     plain: bool,
+    /// The Rollout drives a DaemonSet: `setCanaryScale.replicas` is a number of its nodes,
+    /// which needs no traffic router.
+    node_counts: bool,
     argo: Vec<String>,
     sluice: Vec<String>,
 }

@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod conditions;
 mod controller_revision;
 pub mod daemonset;
+mod driven;
 mod duration;
 pub mod ephemeral;
 pub mod experiment;

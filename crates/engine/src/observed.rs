@@ -50,6 +50,9 @@ pub struct Observed {
     /// The StatefulSet a Rollout with `rollouts.sluice.dev/statefulset` drives, and its
     /// ControllerRevisions; `None` for any other Rollout.
     pub stateful_set: Option<StatefulSetObserved>,
+    /// The DaemonSet a Rollout drives (`rollouts.sluice.dev/daemonset`), with its
+    /// ControllerRevisions; `None` for every other Rollout. Its pods are in `pods`.
+    pub daemon_set: Option<DaemonSetObserved>,
     /// Since when the controller has held back a status change that only reports progress
     /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
     /// cluster's. `None` when nothing is held.
@@ -72,6 +75,17 @@ pub struct StatefulSetObserved {
     pub stateful_set: Option<serde_json::Value>,
     /// The ControllerRevisions of the namespace that the StatefulSet controls: each holds a
     /// template the StatefulSet had (`data.spec.template`), which an abort restores.
+    pub revisions: Vec<serde_json::Value>,
+}
+
+/// A DaemonSet and its ControllerRevisions, as the controller read them for a Rollout that
+/// opted in ([`crate::daemonset::DAEMONSET`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DaemonSetObserved {
+    /// The DaemonSet the annotation names; `None` when it does not exist.
+    pub daemon_set: Option<serde_json::Value>,
+    /// The ControllerRevisions of the namespace that the DaemonSet controls: the newest is
+    /// the template its new pods are made from, each holds a template an abort may restore.
     pub revisions: Vec<serde_json::Value>,
 }
 
@@ -121,6 +135,7 @@ impl Observed {
             experiments: Vec::new(),
             workload: None,
             stateful_set: None,
+            daemon_set: None,
             progress_held_since: None,
             step_plugin_answers: Vec::new(),
             target_registration: None,

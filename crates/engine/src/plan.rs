@@ -138,6 +138,13 @@ pub enum Action {
         name: String,
         object: Box<serde_json::Value>,
     },
+    /// Replace the DaemonSet a Rollout drives (`rollouts.sluice.dev/daemonset`) with its
+    /// edited copy: on abort its template set back to the stable revision's. As for a
+    /// StatefulSet, the copy carries the resourceVersion it was read at.
+    UpdateDaemonSet {
+        name: String,
+        object: Box<serde_json::Value>,
+    },
     /// Delete an Experiment of a ReplicaSet that is gone (its ReplicaSets, Services and runs
     /// go with it, through their owner references).
     DeleteExperiment { name: String, uid: Option<String> },
@@ -145,6 +152,12 @@ pub enum Action {
 
 /// The event of a write of a StatefulSet a Rollout drives (its partition or template).
 pub const UPDATED_STATEFUL_SET: &str = "UpdatedStatefulSet";
+
+/// The event of a write of a DaemonSet a Rollout drives (its template, on abort).
+pub const UPDATED_DAEMON_SET: &str = "UpdatedDaemonSet";
+
+/// The event of a DaemonSet's pod evicted so that its node's next pod runs another revision.
+pub const EVICTED_DAEMON_SET_POD: &str = "EvictedDaemonSetPod";
 
 /// Event severity, as Kubernetes names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +215,8 @@ impl Event {
                 | "PatchingCanaryIngress"
                 | "TrafficSplitCreated"
                 | UPDATED_STATEFUL_SET
+                | UPDATED_DAEMON_SET
+                | EVICTED_DAEMON_SET_POD
         ) || (self.reason.starts_with("Updated") && self.reason.ends_with("Route"))
     }
 

@@ -76,8 +76,11 @@ pub fn supports(rollout: &sluice_api::Rollout) -> Result<(), String> {
     if let Some(problem) = first_problem(rollout) {
         return Err(problem);
     }
-    // What a StatefulSet cannot do is refused by validation; the rest needs the StatefulSet.
-    if crate::statefulset::stateful_set_name(rollout).is_some() {
+    // What a StatefulSet or a DaemonSet cannot do is refused by validation; the rest needs
+    // the workload.
+    if crate::statefulset::stateful_set_name(rollout).is_some()
+        || crate::daemonset::daemon_set_name(rollout).is_some()
+    {
         return Ok(());
     }
     // A template a `workloadRef` names is another object: any template stands for it here.
@@ -107,6 +110,10 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     // A Rollout driving a StatefulSet has no ReplicaSets: its own, smaller, decision.
     if crate::statefulset::stateful_set_name(&observed.rollout).is_some() {
         return crate::statefulset::reconcile(observed);
+    }
+    // So has a Rollout driving a DaemonSet (a StatefulSet's annotation beside it is refused).
+    if crate::daemonset::daemon_set_name(&observed.rollout).is_some() {
+        return crate::daemonset::reconcile(observed);
     }
     let now = whole_seconds(observed.now);
     let ro = &observed.rollout;

@@ -257,11 +257,25 @@ pub const STATEFULSET_ANNOTATION: &str = "rollouts.sluice.dev/statefulset";
 /// The StatefulSet a Rollout drives ([`STATEFULSET_ANNOTATION`]), if it opted in. An empty
 /// value names none but still opts in: validation reports it.
 pub fn stateful_set_name(rollout: &crate::Rollout) -> Option<&str> {
+    annotation(rollout, STATEFULSET_ANNOTATION)
+}
+
+/// Sluice's opt-in for a DaemonSet: the Rollout drives, node by node, the `OnDelete` updates of
+/// the DaemonSet of its namespace this names (docs/daemonsets.md).
+pub const DAEMONSET_ANNOTATION: &str = "rollouts.sluice.dev/daemonset";
+
+/// The DaemonSet a Rollout drives ([`DAEMONSET_ANNOTATION`]), if it opted in. An empty value
+/// names none but still opts in: validation reports it.
+pub fn daemon_set_name(rollout: &crate::Rollout) -> Option<&str> {
+    annotation(rollout, DAEMONSET_ANNOTATION)
+}
+
+fn annotation<'a>(rollout: &'a crate::Rollout, key: &str) -> Option<&'a str> {
     rollout
         .metadata
         .annotations
         .as_ref()?
-        .get(STATEFULSET_ANNOTATION)
+        .get(key)
         .map(String::as_str)
 }
 

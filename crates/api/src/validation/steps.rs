@@ -46,7 +46,7 @@ pub(super) fn check(steps: &[CanaryStep], canary: &CanaryStrategy, problems: &mu
             check_pause(pause, &at, &real, problems);
         }
         if let Some(scale) = &step.set_canary_scale {
-            if routing.is_none() {
+            if routing.is_none() && !problems.node_counts {
                 problems.argo(FieldError::required(
                     "spec.strategy.trafficRouting",
                     "SetCanaryScale requires TrafficRouting to be set",

@@ -175,6 +175,7 @@ impl World {
             experiments: self.experiments.clone(),
             workload: self.workload.clone(),
             stateful_set: None,
+            daemon_set: None,
             progress_held_since: self.progress_held_since,
             step_plugin_answers: Vec::new(),
             target_registration: None,
@@ -369,6 +370,7 @@ impl World {
                         .retain(|e| e.metadata.name.as_ref() != Some(name));
                 }
                 Action::UpdateStatefulSet { .. } => panic!("no StatefulSet in these tests"),
+                Action::UpdateDaemonSet { .. } => panic!("no DaemonSet in these tests"),
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
                 }

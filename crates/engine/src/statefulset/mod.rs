@@ -5,32 +5,36 @@
 //! `spec.updateStrategy.rollingUpdate.partition` (`setWeight`), and on abort the template back
 //! to the stable revision's; it never creates a ReplicaSet.
 //!
+//! The update itself (steps, analysis, abort, status) is every driven workload's
+//! (`crate::driven`); here are what is read of a StatefulSet and how a step is applied:
+//!
 //! - `model`: the StatefulSet and its ControllerRevisions as read, the partition arithmetic;
-//! - `decide`: the entry point: the spec checks, adoption, a new update, abort, completion;
-//! - `steps`: the step machine of an update in progress (`setWeight`, `pause`, `analysis`);
-//! - `analysis`: the analysis steps' and the background analysis's runs and verdicts;
-//! - `status`: the counts, conditions and phase the Rollout reports.
+//! - `workload`: what can be driven, and a step, settling and an abort as partition and
+//!   template writes.
 //!
 //! The partition is closed (`= replicas`) whenever every pod runs the current revision, so
 //! that a template edit updates no pod before a step asks for it.
 
-mod analysis;
-mod decide;
 mod model;
-mod status;
-mod steps;
 #[cfg(test)]
 mod tests;
+mod workload;
 
+pub use crate::driven::POD_RECHECK;
 pub use crate::observed::StatefulSetObserved;
-pub use decide::reconcile;
+pub use crate::plan::UPDATED_STATEFUL_SET;
 pub use model::{partition_for, revision_hash};
 pub use sluice_api::rollout::{STATEFULSET_ANNOTATION as STATEFULSET, stateful_set_name};
 
-/// How soon a Rollout waiting on the StatefulSet's pods looks again, besides the watch of
-/// StatefulSets that wakes it on each change.
-pub const POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
-pub use crate::plan::UPDATED_STATEFUL_SET;
+/// Decides what to do for a Rollout that opted in ([`STATEFULSET`]).
+pub fn reconcile(observed: &crate::Observed) -> crate::Plan {
+    let checked = workload::check(
+        &observed.rollout,
+        observed.stateful_set.as_ref(),
+        &observed.pods,
+    );
+    crate::driven::reconcile(observed, checked)
+}
 
 /// The label selector of the StatefulSet's pods when the reconcile needs them: while an abort
 /// rolls the StatefulSet back (stuck pods are evicted); `None` otherwise.

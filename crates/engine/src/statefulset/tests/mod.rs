@@ -136,6 +136,7 @@ fn decide_with(
             stateful_set: sts,
             revisions: vec![revision("a", 1), revision("b", 2)],
         }),
+        daemon_set: None,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration: None,

@@ -1,8 +1,8 @@
-//! The steps of an update in progress: `setWeight` sets the partition and completes once the
-//! pods at and above it run the update revision and are ready; `pause` pauses as for any
-//! canary (timed, or until promoted); `analysis` completes once its run is Successful; past
-//! the last step (or on `promote --full`) the partition goes to 0 and the update completes
-//! once every pod runs the new revision.
+//! The steps of an update in progress: `setWeight` (and, for a DaemonSet, `setCanaryScale`'s
+//! node count) moves its share of the pods onto the update revision and completes once they
+//! run it and are ready; `pause` pauses as for any canary (timed, or until promoted);
+//! `analysis` completes once its run is Successful; past the last step (or on `promote
+//! --full`) every pod moves and the update completes once every pod runs the new revision.
 
 use std::time::Duration;
 
@@ -10,16 +10,15 @@ use sluice_api::rollout::{
     CanaryStepAction, PauseCondition, PauseReason, RolloutPause, RolloutStatus,
 };
 
-use super::POD_RECHECK;
-use super::decide::Update;
-use super::model::partition_for;
+use super::update::{POD_RECHECK, Update};
+use super::{Driven, Target};
 use crate::controller_revision::{find_revision, revision_number};
 use crate::plan::{Event, Plan, set_requeue};
 use crate::steps;
 use crate::waits::Wait;
 
-impl Update<'_> {
-    /// Advances the update as far as the StatefulSet allows in this reconcile.
+impl<W: Driven> Update<'_, W> {
+    /// Advances the update as far as the workload allows in this reconcile.
     pub(super) fn step_machine(&mut self, plan: &mut Plan, update: &str) {
         if self.ro.spec.paused == Some(true) {
             // Paused by a user: nothing moves.
@@ -29,29 +28,24 @@ impl Update<'_> {
         if self.held_by_analysis(plan) {
             return;
         }
-        let replicas = self.sts.replicas();
         let steps_len = steps::steps(self.canary).len() as i32;
         loop {
             let status = &mut plan.status;
             let index = status.current_step_index.unwrap_or(0).max(0);
             let promote_full = status.promote_full == Some(true);
             let past = index >= steps_len || promote_full;
-            let weight = if past {
-                100
+            let target = if past {
+                Target::Weight(100)
             } else {
-                steps::weight_at(self.canary, index)
+                target_at(self.canary, index)
             };
-            let wanted = partition_for(replicas, weight);
-            if self.edit.partition.is_none() && self.sts.partition() != Some(wanted) {
-                self.edit.partition = Some(wanted);
-            }
-            let at_partition = self.edit.partition.is_none() && self.sts.at_partition(wanted);
+            let reached = self.w.advance(update, target);
             if past {
-                if at_partition && self.sts.all_updated() {
+                if reached && self.w.all_updated() {
                     self.complete(status, update, steps_len, promote_full);
-                    self.close_partition_when_settled();
+                    self.w.settle();
                 } else {
-                    self.wait_for_pods(plan, wanted);
+                    self.wait_for_pods(plan, target);
                 }
                 return;
             }
@@ -59,11 +53,11 @@ impl Update<'_> {
                 return;
             };
             let done = match step.action() {
-                Some(CanaryStepAction::SetWeight(_)) => {
-                    if !at_partition {
-                        self.wait_for_pods(plan, wanted);
+                Some(CanaryStepAction::SetWeight(_) | CanaryStepAction::SetCanaryScale(_)) => {
+                    if !reached {
+                        self.wait_for_pods(plan, target);
                     }
-                    at_partition
+                    reached
                 }
                 Some(CanaryStepAction::Pause(pause)) => self.pause_step(plan, pause, index),
                 Some(CanaryStepAction::Analysis(analysis)) => {
@@ -97,7 +91,7 @@ impl Update<'_> {
         } else {
             format!("Completed all {steps_len} canary steps")
         };
-        let revision = revision_number(find_revision(self.revisions, self.sts.name(), update));
+        let revision = revision_number(find_revision(self.revisions, self.w.name(), update));
         status.stable_rs = Some(update.to_string());
         status.promote_full = None;
         status.current_step_index = Some(steps_len);
@@ -107,16 +101,13 @@ impl Update<'_> {
         ));
     }
 
-    fn wait_for_pods(&self, plan: &mut Plan, partition: i32) {
-        let replicas = self.sts.replicas();
+    fn wait_for_pods(&self, plan: &mut Plan, target: Target) {
         set_requeue(&mut plan.requeue_after, POD_RECHECK);
+        let counts = self.w.counts("", None);
         plan.waits.push(Wait::PodsNotAvailable {
-            replica_set: format!(
-                "StatefulSet {} (ordinals {partition} and above on the update revision)",
-                self.sts.name()
-            ),
-            wanted: replicas,
-            available: self.sts.ready(),
+            replica_set: self.w.waiting_for(target),
+            wanted: self.w.size(),
+            available: counts.ready,
         });
     }
 
@@ -200,4 +191,22 @@ fn remove_pause(status: &mut RolloutStatus) {
             status.pause_conditions = None;
         }
     }
+}
+
+/// What the steps ask for at step `index`: the last `setWeight` or `setCanaryScale.replicas`
+/// at or before it (a weight of 0 before any).
+fn target_at(canary: &sluice_api::rollout::CanaryStrategy, index: i32) -> Target {
+    let all = steps::steps(canary);
+    let end = usize::try_from(index.saturating_add(1))
+        .unwrap_or(0)
+        .min(all.len());
+    all[..end]
+        .iter()
+        .rev()
+        .find_map(|s| match s.action() {
+            Some(CanaryStepAction::SetWeight(w)) => Some(Target::Weight(w)),
+            Some(CanaryStepAction::SetCanaryScale(scale)) => scale.replicas.map(Target::Count),
+            _ => None,
+        })
+        .unwrap_or(Target::Weight(0))
 }

@@ -1,34 +1,34 @@
-//! What the Rollout reports of its StatefulSet: the counts (`updatedReplicas` are the pods on
-//! the Rollout's current revision), the selector, and the conditions as the canary path writes
-//! them, so that `kubectl sluice get rollout`, the phase and Argo CD's health read the same.
+//! What the Rollout reports of the workload it drives: the counts (`updatedReplicas` are the
+//! pods on the Rollout's current revision), the selector, and the conditions as the canary
+//! path writes them, so that `kubectl sluice get rollout`, the phase and Argo CD's health read
+//! the same.
 
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use sluice_api::rollout::{RolloutCondition, RolloutConditionType as Cond, RolloutStatus};
 
-use super::decide::Update;
+use super::Driven;
+use super::update::Update;
 use crate::conditions::{self as c, FALSE, TRUE, UNKNOWN};
 use crate::plan::{Event, Plan, set_requeue};
 use crate::progress_deadline::{self, Deadline};
 use crate::steps;
 use crate::waits::Wait;
 
-impl Update<'_> {
+impl<W: Driven> Update<'_, W> {
     /// `revisions`: the hashes of the update and current revisions, when known.
     pub(super) fn fill_counts(&self, status: &mut RolloutStatus, revisions: Option<(&str, &str)>) {
-        let sts = self.sts;
-        status.replicas = Some(sts.status_replicas());
-        status.ready_replicas = Some(sts.ready());
-        status.available_replicas = Some(sts.available());
-        let pod_hash = status.current_pod_hash.as_deref();
-        status.updated_replicas = Some(match revisions {
-            Some((update, _)) if Some(update) == pod_hash => sts.updated(),
-            Some((_, current)) if Some(current) == pod_hash => sts.current(),
-            _ => 0,
-        });
+        let counts = self.w.counts(
+            status.current_pod_hash.as_deref().unwrap_or_default(),
+            revisions,
+        );
+        status.replicas = Some(counts.replicas);
+        status.ready_replicas = Some(counts.ready);
+        status.available_replicas = Some(counts.available);
+        status.updated_replicas = Some(counts.updated);
         status.selector =
-            serde_json::from_value::<LabelSelector>(sts.0["spec"]["selector"].clone())
+            serde_json::from_value::<LabelSelector>(self.w.object()["spec"]["selector"].clone())
                 .ok()
                 .map(|s| sluice_api::label_selector::format_selector(&s));
     }
@@ -42,10 +42,11 @@ impl Update<'_> {
         revision: i64,
     ) {
         let now = self.now;
-        let name = self.sts.name().to_string();
+        let name = self.w.name().to_string();
+        let kind = W::KIND;
         let status = &mut plan.status;
-        let replicas = self.sts.replicas();
-        let available = self.sts.available();
+        let replicas = self.w.size();
+        let available = self.w.counts("", None).available;
         let pod_hash = status.current_pod_hash.clone().unwrap_or_default();
         let paused = status
             .pause_conditions
@@ -56,7 +57,7 @@ impl Update<'_> {
 
         c::set_available(&mut conds, available >= replicas, now);
 
-        let progressing = format!("StatefulSet \"{name}\" revision {pod_hash}");
+        let progressing = format!("{kind} \"{name}\" revision {pod_hash}");
         if aborted {
             let was_aborted = c::has_reason(&conds, Cond::Progressing, c::ROLLOUT_ABORTED);
             let generic = format!("Rollout aborted update to revision {revision}");
@@ -139,7 +140,7 @@ impl Update<'_> {
     }
 
     /// Whether the update moved since the status this reconcile started from: a step, or
-    /// the StatefulSet's counts.
+    /// the workload's counts.
     fn progressed(&self, status: &RolloutStatus) -> bool {
         let before = self.ro.status.clone().unwrap_or_default();
         let counts = |s: &RolloutStatus| {
@@ -173,8 +174,8 @@ impl Update<'_> {
         let Some(cond) = c::find(conds, Cond::Progressing).cloned() else {
             return;
         };
-        let name = self.sts.name().to_string();
-        let message = format!("StatefulSet \"{name}\" has timed out progressing.");
+        let name = self.w.name().to_string();
+        let message = format!("{} \"{name}\" has timed out progressing.", W::KIND);
         let abort = self.ro.spec.progress_deadline_abort == Some(true);
         if cond.reason.as_deref() != Some(c::PROGRESS_DEADLINE_EXCEEDED) {
             if let Deadline::Running { left, wait } =

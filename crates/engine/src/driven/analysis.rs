@@ -1,4 +1,4 @@
-//! Analysis of a StatefulSet update: `analysis` steps and the background analysis, with the
+//! Analysis of an update of a driven workload: `analysis` steps and the background analysis, with the
 //! runs and verdicts every update uses (`crate::update_analysis`): a Failed or Error run
 //! aborts the update, an Inconclusive one pauses it until a user resumes (a new run measures)
 //! or aborts. The runs carry the update revision's hash as their pod-template hash and its
@@ -8,7 +8,8 @@ use sluice_api::rollout::{
     CanaryStepAction, RolloutAnalysis, RolloutAnalysisRunStatus, RolloutStatus,
 };
 
-use super::decide::Update;
+use super::Driven;
+use super::update::Update;
 use crate::plan::{Action, Plan};
 use crate::steps;
 use crate::update_analysis::{Role, UpdateRuns, Verdict};
@@ -29,7 +30,7 @@ fn recorded_step_run(status: &RolloutStatus) -> Option<&RolloutAnalysisRunStatus
         .and_then(|c| c.current_step_analysis_run_status.as_ref())
 }
 
-impl<'a> Update<'a> {
+impl<'a, W: Driven> Update<'a, W> {
     /// The Rollout's runs, for the update to `pod_hash`.
     pub(super) fn runs<'b>(&self, pod_hash: &'b str, stable: Option<&'b str>) -> UpdateRuns<'b>
     where

@@ -1,34 +1,38 @@
-//! One reconcile of a Rollout driving a StatefulSet: the checks of what can be driven, the
+//! One reconcile of a Rollout driving a workload: the checks of what can be driven, the
 //! first adoption, a new update (a new update revision), a rollback to the stable revision,
 //! an abort and the steady state; the steps of an update in progress are `steps.rs`', its
 //! analysis `analysis.rs`'.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use sluice_api::analysis::AnalysisRun;
 use sluice_api::rollout::{CanaryStrategy, Rollout, RolloutConditionType as Cond};
 use sluice_api::time::whole_seconds;
 
-use super::model::Sts;
-use super::{POD_RECHECK, StatefulSetObserved, UPDATED_STATEFUL_SET, stateful_set_name};
+use super::Driven;
 use crate::conditions::{self as c, TRUE};
-use crate::controller_revision::{
-    REVISION_LABEL, find_revision, pod_is_ready, revision_number, revision_template,
-};
+use crate::controller_revision::{find_revision, revision_number, revision_template};
 use crate::observed::{AnalysisTemplates, Observed};
-use crate::plan::{Action, Event, Plan, set_requeue};
+use crate::plan::{Event, Plan, set_requeue};
 use crate::update_analysis::{AnalysisState, UpdateRuns, Verdict};
 use crate::waits::Wait;
 use crate::{phase, steps};
 
-/// How soon an invalid Rollout is looked at again (what made it invalid may be the
-/// StatefulSet, which may appear or change), as for every InvalidSpec.
+/// How soon a Rollout waiting on the workload's pods looks again, besides the watch of the
+/// workload that wakes it on each change.
+pub const POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How soon an invalid Rollout is looked at again (what made it invalid may be the workload,
+/// which may appear or change), as for every InvalidSpec.
 const INVALID_SPEC_RECHECK: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// Decides what to do for a Rollout that opted in ([`super::STATEFULSET`]).
-pub fn reconcile(observed: &Observed) -> Plan {
+/// What a kind's check found: the workload, its ControllerRevisions, the canary strategy; or
+/// the InvalidSpec message.
+pub(crate) type Checked<'a, W> = Result<(W, &'a [Value], &'a CanaryStrategy), String>;
+
+/// Decides what to do for a Rollout that opted in, with `checked` what its kind's check found.
+pub(crate) fn reconcile<'a, W: Driven>(observed: &'a Observed, checked: Checked<'a, W>) -> Plan {
     let ro = &observed.rollout;
     let now = whole_seconds(observed.now);
     let name = ro.metadata.name.as_deref().unwrap_or_default();
@@ -37,9 +41,9 @@ pub fn reconcile(observed: &Observed) -> Plan {
         ..Default::default()
     };
     plan.status.observed_generation = ro.metadata.generation.map(|g| g.to_string());
-    // The phase is computed as for any canary, with the StatefulSet's size as the Rollout's.
+    // The phase is computed as for any canary, with the workload's size as the Rollout's.
     let mut sized = ro.clone();
-    let checked = check(ro, observed.stateful_set.as_ref()).and_then(|found| {
+    let checked = checked.and_then(|found| {
         // Every AnalysisTemplate the analyses name exists and they merge, as for any Rollout.
         UpdateRuns {
             ro,
@@ -54,25 +58,23 @@ pub fn reconcile(observed: &Observed) -> Plan {
     });
     match checked {
         Err(message) => set_invalid_spec(&mut plan, name, message, now),
-        Ok((sts, revisions, canary)) => {
+        Ok((workload, revisions, canary)) => {
             let mut conds = plan.status.conditions.take().unwrap_or_default();
             c::remove(&mut conds, Cond::InvalidSpec);
             plan.status.conditions = Some(conds);
-            sized.spec.replicas = Some(sts.replicas());
+            sized.spec.replicas = Some(workload.size());
             Update {
                 ro,
-                sts,
+                w: workload,
                 revisions,
                 canary,
                 now,
                 analysis_runs: &observed.analysis_runs,
                 analysis_templates: &observed.analysis_templates,
-                pods: &observed.pods,
                 revision: 0,
                 analysis: AnalysisState::default(),
                 step_verdict: None,
                 background: Verdict::Missing,
-                edit: Edit::default(),
                 events: Vec::new(),
             }
             .run(&mut plan);
@@ -91,35 +93,16 @@ pub fn reconcile(observed: &Observed) -> Plan {
     plan
 }
 
-/// What this version can drive: a valid spec and an existing StatefulSet with the
-/// `RollingUpdate` strategy. `Err` is the InvalidSpec message.
-fn check<'a>(
-    ro: &'a Rollout,
-    observed: Option<&'a StatefulSetObserved>,
-) -> Result<(Sts<'a>, &'a [Value], &'a CanaryStrategy), String> {
+/// The validation every kind makes first: the Rollout's spec, and a canary strategy.
+pub(crate) fn check_spec<'a>(ro: &'a Rollout, kind: &str) -> Result<&'a CanaryStrategy, String> {
     if let Some(problem) = sluice_api::validation::check_rollout(ro).blocking() {
         return Err(problem.to_string());
     }
-    let name = stateful_set_name(ro).unwrap_or_default();
-    let canary = ro
-        .spec
+    ro.spec
         .strategy
         .as_ref()
         .and_then(|s| s.canary.as_ref())
-        .ok_or("a canary strategy is required to drive a StatefulSet")?;
-    let Some(object) = observed.and_then(|o| o.stateful_set.as_ref()) else {
-        return Err(format!("statefulsets.apps \"{name}\" not found"));
-    };
-    let sts = Sts(object);
-    if sts.strategy_type() != "RollingUpdate" {
-        return Err(format!(
-            "StatefulSet \"{name}\": spec.updateStrategy.type: Unsupported value: \"{}\": \
-             supported values: \"RollingUpdate\" (a partition means nothing to {0})",
-            sts.strategy_type()
-        ));
-    }
-    let revisions = observed.map_or(&[][..], |o| o.revisions.as_slice());
-    Ok((sts, revisions, canary))
+        .ok_or_else(|| format!("a canary strategy is required to drive a {kind}"))
 }
 
 fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp) {
@@ -141,26 +124,15 @@ fn set_invalid_spec(plan: &mut Plan, name: &str, message: String, now: Timestamp
     plan.status.conditions = Some(conds);
 }
 
-/// The StatefulSet's fields a reconcile changes; all go in one write (two writes at the same
-/// resourceVersion would make the second conflict).
-#[derive(Debug, Default)]
-pub(super) struct Edit {
-    pub partition: Option<i32>,
-    /// The stable revision's template, with the hash of that revision (an abort).
-    pub template: Option<(Value, String)>,
-}
-
-/// One reconcile of a valid Rollout and its StatefulSet.
-pub(super) struct Update<'a> {
+/// One reconcile of a valid Rollout and its workload.
+pub(super) struct Update<'a, W> {
     pub ro: &'a Rollout,
-    pub sts: Sts<'a>,
+    pub w: W,
     pub revisions: &'a [Value],
     pub canary: &'a CanaryStrategy,
     pub now: Timestamp,
     pub analysis_runs: &'a [AnalysisRun],
     pub analysis_templates: &'a AnalysisTemplates,
-    /// The StatefulSet's pods, read only while an abort rolls them back ([`super::pods_wanted`]).
-    pub pods: &'a [Pod],
     /// The ControllerRevision number of the update's revision: the runs' revision.
     pub revision: i64,
     /// The analysis bookkeeping of this reconcile.
@@ -168,19 +140,17 @@ pub(super) struct Update<'a> {
     /// The verdict of the current step's run, read before the steps move, with its step.
     pub step_verdict: Option<(i32, Verdict)>,
     pub background: Verdict,
-    pub edit: Edit,
     pub events: Vec<Event>,
 }
 
-impl Update<'_> {
+impl<W: Driven> Update<'_, W> {
     fn run(mut self, plan: &mut Plan) {
-        let Some((update, current)) = self.sts.revisions() else {
-            // The StatefulSet controller has not reported its revisions yet.
+        let Some((update, current)) = self.w.revisions() else {
+            // The workload's controller has not reported its revisions yet.
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
             self.fill_counts(&mut plan.status, None);
             return;
         };
-        let (update, current) = (update.to_string(), current.to_string());
         self.notice_revision(plan, &update, &current);
         let status = &mut plan.status;
         let pod_hash = status.current_pod_hash.clone().unwrap_or_default();
@@ -190,7 +160,7 @@ impl Update<'_> {
             status.abort = None;
             status.aborted_at = None;
         }
-        self.revision = revision_number(find_revision(self.revisions, self.sts.name(), &pod_hash));
+        self.revision = revision_number(find_revision(self.revisions, self.w.name(), &pod_hash));
         let mut aborted = status.abort == Some(true) && !new_is_stable;
         let steps_len = steps::steps(self.canary).len() as i32;
         if new_is_stable {
@@ -198,7 +168,7 @@ impl Update<'_> {
             status.aborted_at = None;
             status.promote_full = None;
             status.current_step_index = Some(steps_len);
-            self.close_partition_when_settled();
+            self.w.settle();
         } else if !aborted {
             // Verdicts first: a Failed or Error run aborts before any step moves.
             self.read_verdicts(plan);
@@ -214,7 +184,7 @@ impl Update<'_> {
         self.settle_analysis(plan);
         let completed = {
             let s = &plan.status;
-            s.stable_rs == s.current_pod_hash && self.sts.all_updated()
+            s.stable_rs == s.current_pod_hash && self.w.all_updated()
         };
         if !completed && !aborted && plan.waits.is_empty() {
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
@@ -222,11 +192,11 @@ impl Update<'_> {
         self.fill_counts(&mut plan.status, Some((&update, &current)));
         let revision = self.revision;
         self.conditions(plan, aborted, completed, revision);
-        self.write(plan);
+        self.w.write(plan, &mut self.events);
         plan.events.append(&mut self.events);
     }
 
-    /// The first look at the StatefulSet, a new update revision (the user edited the
+    /// The first look at the workload, a new update revision (the user edited the
     /// template: the steps start over) or a return to the stable one (a rollback, or the
     /// template an abort restored).
     fn notice_revision(&mut self, plan: &mut Plan, update: &str, current: &str) {
@@ -234,7 +204,7 @@ impl Update<'_> {
         let steps_len = steps::steps(self.canary).len() as i32;
         let step_hash = steps::step_hash(self.canary);
         let revision_of =
-            |hash: &str| revision_number(find_revision(self.revisions, self.sts.name(), hash));
+            |hash: &str| revision_number(find_revision(self.revisions, self.w.name(), hash));
         if status.stable_rs.is_none() {
             // Nothing to roll from: the revision all pods run (or ran before the update in
             // progress) is the stable one.
@@ -292,8 +262,8 @@ impl Update<'_> {
     }
 
     /// Back to the stable revision: its template (from its ControllerRevision) goes back into
-    /// the StatefulSet, and the partition stays where it was, so the StatefulSet controller
-    /// rolls back exactly the pods that were updated, ordinal by ordinal.
+    /// the workload, and once the workload's controller has made it the update revision, the
+    /// workload rolls back exactly the pods that were updated ([`Driven::roll_back`]).
     ///
     /// The template is written only once the abort is recorded in the Rollout's status (a
     /// user's abort is; an analysis verdict's is recorded by this reconcile's status write):
@@ -316,106 +286,23 @@ impl Update<'_> {
         if update == pod_hash && !recorded {
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
         } else if update == pod_hash {
-            match find_revision(self.revisions, self.sts.name(), &stable)
-                .and_then(revision_template)
+            match find_revision(self.revisions, self.w.name(), &stable).and_then(revision_template)
             {
-                // Already written, the StatefulSet controller not yet caught up: once is enough.
-                Some(template) if template == self.sts.0["spec"]["template"] => {}
-                Some(template) => self.edit.template = Some((template, stable)),
+                // Already written, the workload's controller not yet caught up: once is enough.
+                Some(template) if &template == self.w.template() => {}
+                Some(template) => self.w.restore_template(template, stable),
                 None => self.events.push(Event::warning(
                     "StableRevisionMissing",
                     format!(
                         "ControllerRevision \"{}-{stable}\" not found: the template of the \
                          stable revision cannot be restored",
-                        self.sts.name()
+                        self.w.name()
                     ),
                 )),
             }
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
-        } else if !self.close_partition_when_settled() {
-            self.evict_stuck_pods(plan, pod_hash);
+        } else if !self.w.roll_back(pod_hash, &stable, plan, &mut self.events) {
             set_requeue(&mut plan.requeue_after, POD_RECHECK);
         }
-    }
-
-    /// With the stable template back, the StatefulSet controller replaces the aborted
-    /// revision's pods one by one, but it waits for a pod that is not Ready before it touches
-    /// any other (Kubernetes' "forced rollback": the pods of a template that never got ready
-    /// have to be deleted by hand). Those pods are evicted, so the rollback goes on.
-    fn evict_stuck_pods(&mut self, plan: &mut Plan, aborted: &str) {
-        let revision = format!("{}-{aborted}", self.sts.name());
-        for pod in self.pods {
-            let on_aborted = pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(REVISION_LABEL))
-                == Some(&revision);
-            if !on_aborted || pod.metadata.deletion_timestamp.is_some() || pod_is_ready(pod) {
-                continue;
-            }
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            self.events.push(Event::normal(
-                "EvictedStuckPod",
-                format!(
-                    "Evicted pod {name}: it runs the aborted revision {aborted} and is not ready, \
-                     and the StatefulSet controller waits for it before rolling back"
-                ),
-            ));
-            plan.actions.push(Action::EvictPod {
-                name,
-                uid: pod.metadata.uid.clone(),
-            });
-        }
-    }
-
-    /// Once every pod runs the current revision, the partition goes back to the replica count:
-    /// the next template edit then updates no pod before a step asks for it. Returns whether
-    /// the pods are settled.
-    pub(super) fn close_partition_when_settled(&mut self) -> bool {
-        let settled = self.sts.all_updated();
-        let replicas = self.sts.replicas();
-        if settled && self.sts.partition().unwrap_or(0) < replicas {
-            self.edit.partition = Some(replicas);
-        }
-        settled
-    }
-
-    /// The plan's one write of the StatefulSet: the object as read, with the partition and
-    /// template changed, carrying the resourceVersion it was read at.
-    fn write(&mut self, plan: &mut Plan) {
-        let edit = std::mem::take(&mut self.edit);
-        if edit.partition.is_none() && edit.template.is_none() {
-            return;
-        }
-        let mut object = self.sts.0.clone();
-        let name = self.sts.name().to_string();
-        // The status is not the Rollout's to write, and the API server ignores it here.
-        if let Some(fields) = object.as_object_mut() {
-            fields.remove("status");
-        }
-        if let Some(partition) = edit.partition {
-            let from = self
-                .sts
-                .partition()
-                .map_or("unset".to_string(), |p| p.to_string());
-            object["spec"]["updateStrategy"]["type"] = "RollingUpdate".into();
-            object["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = partition.into();
-            self.events.push(Event::normal(
-                UPDATED_STATEFUL_SET,
-                format!("Set the partition of StatefulSet {name} to {partition} (from {from})"),
-            ));
-        }
-        if let Some((template, hash)) = edit.template {
-            object["spec"]["template"] = template;
-            self.events.push(Event::normal(
-                UPDATED_STATEFUL_SET,
-                format!("Restored the template of StatefulSet {name} to revision {hash}"),
-            ));
-        }
-        plan.actions.push(Action::UpdateStatefulSet {
-            name,
-            object: Box::new(object),
-        });
     }
 }
