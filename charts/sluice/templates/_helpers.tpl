@@ -77,11 +77,13 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
 - apiGroups: [""]
   resources: [podtemplates]
   verbs: [get, list, watch]
-# rollouts.sluice.dev/statefulset: the StatefulSet a Rollout drives is watched (metadata only),
-# read, and updated (its partition; on abort its template) carrying the resourceVersion read;
-# its ControllerRevisions are listed for the stable revision's template.
+# rollouts.sluice.dev/statefulset and rollouts.sluice.dev/daemonset: the StatefulSet or
+# DaemonSet a Rollout drives is watched (metadata only), read, and updated (a StatefulSet's
+# partition; on abort the template) carrying the resourceVersion read; its
+# ControllerRevisions are listed for the update and stable revisions' templates; a
+# DaemonSet's pods are evicted node by node (pods/eviction, below).
 - apiGroups: [apps]
-  resources: [statefulsets]
+  resources: [statefulsets, daemonsets]
   verbs: [get, list, watch, update]
 - apiGroups: [apps]
   resources: [controllerrevisions]

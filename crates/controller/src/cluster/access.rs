@@ -11,6 +11,7 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::daemonset::DaemonSetObserved;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::StatefulSetObserved;
 use sluice_engine::workload::WorkloadTarget;
@@ -303,6 +304,28 @@ pub trait ClusterAccess: Send + Sync {
         _object: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send {
         let message = format!("statefulset {namespace}/{name}: not writable here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Reads the DaemonSet a Rollout drives (`rollouts.sluice.dev/daemonset`) and the
+    /// ControllerRevisions it controls; a missing one reads as `daemon_set: None`.
+    fn get_daemon_set(
+        &self,
+        _namespace: &str,
+        _name: &str,
+    ) -> impl Future<Output = Result<DaemonSetObserved, WriteError>> + Send {
+        std::future::ready(Ok(DaemonSetObserved::default()))
+    }
+
+    /// Replaces the DaemonSet a Rollout drives with its edited copy (its template, on abort);
+    /// the copy carries the resourceVersion it was read at, so a stale one is refused.
+    fn replace_daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        _object: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("daemonset {namespace}/{name}: not writable here");
         async move { Err(WriteError::Api(message)) }
     }
 

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
@@ -21,6 +21,7 @@ use sluice_api::analysis::{
 };
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::daemonset::DaemonSetObserved;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::StatefulSetObserved;
 use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
@@ -592,7 +593,12 @@ impl ClusterAccess for KubeCluster {
         namespace: &str,
         name: &str,
     ) -> Result<StatefulSetObserved, WriteError> {
-        super::stateful_sets::read(&self.client, namespace, name).await
+        let (stateful_set, revisions) =
+            super::driven::read::<StatefulSet>(&self.client, namespace, name).await?;
+        Ok(StatefulSetObserved {
+            stateful_set,
+            revisions,
+        })
     }
 
     async fn replace_stateful_set(
@@ -601,7 +607,31 @@ impl ClusterAccess for KubeCluster {
         name: &str,
         object: &Value,
     ) -> Result<(), WriteError> {
-        super::stateful_sets::replace(&self.client, namespace, name, object, &post_params()).await
+        super::driven::replace::<StatefulSet>(&self.client, namespace, name, object, &post_params())
+            .await
+    }
+
+    async fn get_daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<DaemonSetObserved, WriteError> {
+        let (daemon_set, revisions) =
+            super::driven::read::<DaemonSet>(&self.client, namespace, name).await?;
+        Ok(DaemonSetObserved {
+            daemon_set,
+            revisions,
+        })
+    }
+
+    async fn replace_daemon_set(
+        &self,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        super::driven::replace::<DaemonSet>(&self.client, namespace, name, object, &post_params())
+            .await
     }
 
     async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {

@@ -1,13 +1,13 @@
-//! The StatefulSet a Rollout drives (`rollouts.sluice.dev/statefulset`) and its
-//! ControllerRevisions, read fresh from the API server (as a `workloadRef`'s object is: the
-//! revisions and pod counts decide the steps), and the one write Sluice makes of it.
+//! The StatefulSet or DaemonSet a Rollout drives (`rollouts.sluice.dev/statefulset`,
+//! `rollouts.sluice.dev/daemonset`) and its ControllerRevisions, read fresh from the API
+//! server (as a `workloadRef`'s object is: the revisions and pod counts decide the steps), and
+//! the one write Sluice makes of it.
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::Value;
-use sluice_engine::statefulset::StatefulSetObserved;
 
 use super::WriteError;
 
@@ -15,18 +15,21 @@ fn to_value(object: &impl serde::Serialize) -> Result<Value, WriteError> {
     serde_json::to_value(object).map_err(|e| WriteError::Api(e.to_string()))
 }
 
-/// The StatefulSet `name` of `namespace` and the ControllerRevisions it controls (found by
-/// its selector, kept by owner). A StatefulSet that does not exist reads as `None`.
-pub(super) async fn read(
+/// The workload of kind `K` named `name` in `namespace` and the ControllerRevisions it
+/// controls (found by its selector, kept by owner). One that does not exist reads as `None`.
+pub(super) async fn read<K>(
     client: &Client,
     namespace: &str,
     name: &str,
-) -> Result<StatefulSetObserved, WriteError> {
+) -> Result<(Option<Value>, Vec<Value>), WriteError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
     // Read whole, as JSON, so that the write gives back every field as it was read.
-    let resource = ApiResource::erase::<StatefulSet>(&());
+    let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     let Some(object) = api.get_opt(name).await? else {
-        return Ok(StatefulSetObserved::default());
+        return Ok((None, Vec::new()));
     };
     let uid = object.metadata.uid.clone();
     let value = to_value(&object)?;
@@ -53,24 +56,24 @@ pub(super) async fn read(
             .map(|r| to_value(&r))
             .collect::<Result<_, _>>()?
     };
-    Ok(StatefulSetObserved {
-        stateful_set: Some(value),
-        revisions,
-    })
+    Ok((Some(value), revisions))
 }
 
-/// Replaces the StatefulSet with its edited copy, which carries the resourceVersion it was
-/// read at: a StatefulSet changed since is refused with a conflict, never overwritten.
-pub(super) async fn replace(
+/// Replaces the workload with its edited copy, which carries the resourceVersion it was read
+/// at: one changed since is refused with a conflict, never overwritten.
+pub(super) async fn replace<K>(
     client: &Client,
     namespace: &str,
     name: &str,
     object: &Value,
     params: &PostParams,
-) -> Result<(), WriteError> {
+) -> Result<(), WriteError>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
     let object: DynamicObject =
         serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
-    let resource = ApiResource::erase::<StatefulSet>(&());
+    let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     api.replace(name, params, &object).await?;
     Ok(())

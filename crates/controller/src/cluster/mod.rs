@@ -8,9 +8,9 @@ mod api_server;
 mod aws_load_balancers;
 mod aws_target_groups;
 mod cached;
+mod driven;
 pub mod requeue;
 pub mod router_plugins;
-mod stateful_sets;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -203,6 +203,12 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
                     .replace_stateful_set(ns, stateful_set, object)
                     .await?;
             }
+            Action::UpdateDaemonSet {
+                name: daemon_set,
+                object,
+            } => {
+                writer.replace_daemon_set(ns, daemon_set, object).await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

@@ -35,16 +35,28 @@ pub async fn observe<W: ClusterAccess>(
         Some(_) => Some(Default::default()),
         None => None,
     };
+    // So does a Rollout driving a DaemonSet, and its pods: which node runs which revision
+    // decides each step.
+    let daemon_set = match sluice_engine::daemonset::daemon_set_name(rollout) {
+        Some(name) if !name.is_empty() => Some(writer.get_daemon_set(&ns, name).await?),
+        Some(_) => Some(Default::default()),
+        None => None,
+    };
     // What pods are needed, and which, is decided on the template the Rollout takes from its
     // workload.
     let resolved = sluice_engine::workload::resolve(rollout, workload.as_ref())
         .ok()
         .flatten();
     let pods_of = resolved.as_ref().unwrap_or(rollout);
-    // A StatefulSet's pods are read while an abort rolls them back.
-    let stateful_set_pods = stateful_set
+    // A StatefulSet's pods are read while an abort rolls them back, a DaemonSet's always.
+    let driven_pods = stateful_set
         .as_ref()
-        .and_then(|observed| sluice_engine::statefulset::pods_wanted(rollout, observed));
+        .and_then(|observed| sluice_engine::statefulset::pods_wanted(rollout, observed))
+        .or_else(|| {
+            daemon_set
+                .as_ref()
+                .and_then(sluice_engine::daemonset::pods_wanted)
+        });
     let pods = if Observed::needs_pods(pods_of, &replica_sets, now) {
         let selector = pods_of
             .spec
@@ -53,7 +65,7 @@ pub async fn observe<W: ClusterAccess>(
             .map(sluice_engine::selector::format_selector)
             .unwrap_or_default();
         writer.list_pods(&ns, &selector).await?
-    } else if let Some(selector) = stateful_set_pods {
+    } else if let Some(selector) = driven_pods {
         writer.list_pods(&ns, &selector).await?
     } else {
         Vec::new()
@@ -103,6 +115,7 @@ pub async fn observe<W: ClusterAccess>(
         experiments,
         workload,
         stateful_set,
+        daemon_set,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration,

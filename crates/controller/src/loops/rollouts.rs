@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{PodTemplate, Service};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -37,7 +37,7 @@ mod triggers;
 
 pub use triggers::ExperimentTriggers;
 use triggers::{
-    referencing_rollouts, rollout_keys, rollouts_of_service, rollouts_of_stateful_set,
+    referencing_rollouts, rollout_keys, rollouts_of_driven, rollouts_of_service,
     rollouts_of_workload, tell_experiments,
 };
 
@@ -219,6 +219,13 @@ pub async fn run_with(
     )
     .default_backoff()
     .touched_objects();
+    // The DaemonSets Rollouts drive (`rollouts.sluice.dev/daemonset`), the same way.
+    let daemon_set_stream = cache::watch(
+        api_in::<PartialObjectMeta<DaemonSet>>(&client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
     let caches = Caches {
         services: svc_cache,
         analysis_runs: run_cache,
@@ -296,7 +303,11 @@ pub async fn run_with(
         )
         .watches_stream(
             stateful_set_stream,
-            rollouts_of_stateful_set(ro_cache.clone()),
+            rollouts_of_driven(ro_cache.clone(), "StatefulSet"),
+        )
+        .watches_stream(
+            daemon_set_stream,
+            rollouts_of_driven(ro_cache.clone(), "DaemonSet"),
         )
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads));
     let controller = match cluster_templates {

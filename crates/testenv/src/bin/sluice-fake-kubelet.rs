@@ -19,6 +19,10 @@ struct Args {
     /// Name of the node to register and bind pods to.
     #[arg(long, default_value = "fake-node-1")]
     node_name: String,
+    /// A further node to register and serve (repeated for more): only the pods pinned to it,
+    /// as the DaemonSet controller pins its pods, are bound there.
+    #[arg(long)]
+    extra_node: Vec<String>,
     /// Readiness delay of pods without the `sluice.dev/ready-delay` annotation.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     ready_delay: Duration,
@@ -48,12 +52,14 @@ async fn main() -> anyhow::Result<()> {
     let client = client_from_file(&args.kubeconfig).await?;
     let config = KubeletConfig {
         node_name: args.node_name,
+        extra_nodes: args.extra_node,
         timings: Timings {
             ready_delay: args.ready_delay,
             run_duration: args.run_duration,
             ..Timings::default()
         },
         concurrency: args.concurrency.max(1),
+        ..KubeletConfig::default()
     };
     fake_kubelet::run(client, config).await
 }

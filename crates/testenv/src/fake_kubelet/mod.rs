@@ -1,8 +1,11 @@
-//! A stand-in for the kubelet of one node, for a control plane without container runtime.
+//! A stand-in for the kubelet of one node (or several), for a control plane without container
+//! runtime.
 //!
 //! It registers a Ready [`Node`] (reporting the API server's version, as a kubelet of the same
 //! release would), renews the node's Lease in `kube-node-lease` as a kubelet's heartbeat does,
-//! binds every pending pod to it (there is no scheduler either),
+//! binds every pending pod to it (there is no scheduler either; a pod pinned to a node by a
+//! required node affinity on its name, as the DaemonSet controller pins its pods, is bound to
+//! that node if it is one of this kubelet's, and left to its own kubelet otherwise),
 //! and reports pod status as the [`rules`] decide. It also finishes the deletion of pods being
 //! deleted, which a real kubelet does once their containers have stopped; without that they
 //! would hang in `Terminating`.
@@ -39,7 +42,16 @@ use status::{StatusContext, desired_status, needs_update};
 /// How the fake kubelet behaves.
 #[derive(Clone, Debug)]
 pub struct KubeletConfig {
+    /// The node unpinned pods are bound to.
     pub node_name: String,
+    /// More nodes served by the same process (a DaemonSet needs several): only pods pinned to
+    /// one of them are bound there.
+    pub extra_nodes: Vec<String>,
+    /// Labels of every node registered, beside the usual ones.
+    pub node_labels: std::collections::BTreeMap<String, String>,
+    /// Whether pods pinned to no node are bound to `node_name`; a second kubelet beside the
+    /// local control plane's serves pinned pods only.
+    pub bind_unpinned: bool,
     pub timings: Timings,
     /// Pods handled at once.
     pub concurrency: u16,
@@ -49,6 +61,9 @@ impl Default for KubeletConfig {
     fn default() -> Self {
         KubeletConfig {
             node_name: "fake-node-1".to_string(),
+            extra_nodes: Vec::new(),
+            node_labels: Default::default(),
+            bind_unpinned: true,
             timings: Timings::default(),
             concurrency: 32,
         }
@@ -74,6 +89,45 @@ struct Tracked {
     start: Timestamp,
     /// The phase and readiness last reported, to log each transition once.
     reported: Option<(Phase, bool)>,
+}
+
+impl KubeletConfig {
+    /// Every node served here, `node_name` first.
+    pub fn nodes(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.node_name.as_str()).chain(self.extra_nodes.iter().map(String::as_str))
+    }
+
+    fn serves(&self, node: &str) -> bool {
+        self.nodes().any(|n| n == node)
+    }
+
+    /// The node to bind an unbound pod to, if it is this kubelet's to bind.
+    fn node_for(&self, pod: &Pod) -> Option<String> {
+        match pinned_node(pod) {
+            Some(node) => self.serves(&node).then_some(node),
+            None => self.bind_unpinned.then(|| self.node_name.clone()),
+        }
+    }
+}
+
+/// The node a required node affinity on `metadata.name` pins the pod to: how the DaemonSet
+/// controller places its pods, for the scheduler to bind.
+fn pinned_node(pod: &Pod) -> Option<String> {
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name" && f.operator == "In")
+        .and_then(|f| f.values.as_ref()?.first().cloned())
 }
 
 impl Context {
@@ -116,11 +170,17 @@ impl Context {
     }
 }
 
-/// Registers the node and runs until the process gets SIGINT or SIGTERM.
+/// Registers the nodes and runs until the process gets SIGINT or SIGTERM.
 pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
-    register_node(&client, &config.node_name).await?;
-    info!(node = %config.node_name, "node registered and Ready");
-    let heartbeat = tokio::spawn(renew_node_lease(client.clone(), config.node_name.clone()));
+    let mut heartbeats = Vec::new();
+    for node in config.nodes() {
+        register_node(&client, node, &config.node_labels).await?;
+        info!(node = %node, "node registered and Ready");
+        heartbeats.push(tokio::spawn(renew_node_lease(
+            client.clone(),
+            node.to_string(),
+        )));
+    }
     let pods: Api<Pod> = Api::all(client.clone());
     let concurrency = config.concurrency;
     let ctx = Arc::new(Context {
@@ -153,7 +213,7 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
     let sweeper = tokio::spawn(forget_vanished_pods(pod_controller.store(), ctx.clone()));
-    let binder = tokio::spawn(bind_pods_left_unbound(pods, ctx.config.node_name.clone()));
+    let binder = tokio::spawn(bind_pods_left_unbound(pods, ctx.config.clone()));
     pod_controller
         .shutdown_on_signal()
         .run(bounded_reconcile, error_policy, ctx)
@@ -165,14 +225,20 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         .await;
     sweeper.abort();
     binder.abort();
-    heartbeat.abort();
+    for heartbeat in heartbeats {
+        heartbeat.abort();
+    }
     info!("stopped");
     Ok(())
 }
 
-async fn register_node(client: &Client, name: &str) -> anyhow::Result<()> {
+async fn register_node(
+    client: &Client,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({
+    let mut node: Node = serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -185,6 +251,10 @@ async fn register_node(client: &Client, name: &str) -> anyhow::Result<()> {
             },
         },
     }))?;
+    node.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .extend(labels.clone());
     let node = match nodes.create(&PostParams::default(), &node).await {
         Ok(node) => node,
         Err(kube::Error::Api(s)) if s.code == 409 => nodes.get(name).await?,
@@ -293,7 +363,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Err
     let uid = pod.uid().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    if node_name.is_some_and(|n| n != ctx.config.node_name) {
+    if node_name.is_some_and(|n| !ctx.config.serves(n)) {
         return Ok(Action::await_change());
     }
     if pod.metadata.deletion_timestamp.is_some() {
@@ -313,7 +383,11 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, kube::Err
         return Ok(Action::await_change());
     }
     if node_name.is_none() {
-        if !bind(&api, &name, &ctx.config.node_name).await? {
+        let Some(node) = ctx.config.node_for(&pod) else {
+            // Another kubelet's pod.
+            return Ok(Action::await_change());
+        };
+        if !bind(&api, &name, &node).await? {
             return Ok(Action::await_change());
         }
         ctx.started_now(&uid);
@@ -467,7 +541,7 @@ const UNBOUND_FOR: Duration = Duration::from_secs(15);
 /// scheduler retries its unscheduled pods the same way; here it keeps the control plane
 /// serving pods when a watch resumed after an API server restart missed their creation
 /// (seen at 1,000 Rollouts with the API server killed mid-update).
-async fn bind_pods_left_unbound(pods: Api<Pod>, node_name: String) {
+async fn bind_pods_left_unbound(pods: Api<Pod>, config: KubeletConfig) {
     let mut every = tokio::time::interval(UNBOUND_FOR);
     let unbound = kube::api::ListParams::default().fields("spec.nodeName=");
     loop {
@@ -483,6 +557,9 @@ async fn bind_pods_left_unbound(pods: Api<Pod>, node_name: String) {
             if !old_enough || pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
+            let Some(node_name) = config.node_for(&pod) else {
+                continue;
+            };
             let namespace = pod.namespace().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(pods.clone().into_client(), &namespace);
             if let Ok(true) = bind(&api, &pod.name_any(), &node_name).await {

@@ -9,6 +9,7 @@ use kube::{Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::daemonset::daemon_set_name;
 use sluice_engine::labels::MANAGED_BY;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::stateful_set_name;
@@ -55,26 +56,30 @@ fn keys_of(ro: &Rollout) -> Vec<String> {
         .map(|name| service_key(ns, name))
         .chain(templates.iter().map(|key| template_key(ns, key)))
         .chain(workload.map(|t| workload_key(t.kind, &t.namespace, &t.name)))
-        .chain(stateful_set_name(ro).map(|name| stateful_set_key(ns, name)))
+        .chain(stateful_set_name(ro).map(|name| driven_key("StatefulSet", ns, name)))
+        .chain(daemon_set_name(ro).map(|name| driven_key("DaemonSet", ns, name)))
         .collect()
 }
 
-/// The key of the Rollouts driving StatefulSet `name` of `namespace`.
-pub(super) fn stateful_set_key(namespace: &str, name: &str) -> String {
-    format!("StatefulSet/{namespace}/{name}")
+/// The key of the Rollouts driving the StatefulSet or DaemonSet (`kind`) `name` of
+/// `namespace`.
+pub(super) fn driven_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
 }
 
-/// Maps a StatefulSet (only its metadata is watched) to the Rollouts that drive it: any
-/// change, of its template or of its status (a pod replaced, ready), may move a step on.
-pub(super) fn rollouts_of_stateful_set<T>(
+/// Maps a StatefulSet or DaemonSet (`kind`; only its metadata is watched) to the Rollouts
+/// that drive it: any change, of its template or of its status (a pod replaced, ready), may
+/// move a step on.
+pub(super) fn rollouts_of_driven<T>(
     rollouts: IndexedStore<CachedRollout>,
+    kind: &'static str,
 ) -> impl Fn(T) -> Vec<ObjectRef<CachedRollout>> + Send + Sync + 'static
 where
     T: Resource,
 {
-    move |sts: T| {
-        let namespace = sts.namespace().unwrap_or_default();
-        rollouts.refs(&stateful_set_key(&namespace, &sts.name_any()))
+    move |workload: T| {
+        let namespace = workload.namespace().unwrap_or_default();
+        rollouts.refs(&driven_key(kind, &namespace, &workload.name_any()))
     }
 }
 
