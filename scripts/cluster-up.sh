@@ -217,7 +217,7 @@ start_kube_controller_manager() {
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
     --leader-elect=false --secure-port=0 \
-    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment,statefulset \
+    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment,statefulset,daemonset \
     --kube-api-qps=200 --kube-api-burst=400 \
     --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
 }

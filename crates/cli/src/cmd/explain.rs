@@ -3,6 +3,7 @@
 //! (`sluice_engine::reconcile`), whose plan carries the waits as data; this command only reads
 //! and words them. Nothing is written.
 
+mod nodes;
 mod words;
 
 use anyhow::{Context as _, anyhow};
@@ -58,7 +59,7 @@ pub async fn text(target: &Target, name: &str, command: &str) -> anyhow::Result<
         .map_err(api_error)
         .context("listing pods")?
         .items;
-    Ok(explain_text(&Facts {
+    let mut out = explain_text(&Facts {
         rollout: &rollout,
         status: &plan.status,
         waits: &plan.waits,
@@ -67,5 +68,15 @@ pub async fn text(target: &Target, name: &str, command: &str) -> anyhow::Result<
         now,
         command,
         namespace: &target.namespace,
-    }))
+    });
+    // A DaemonSet's pods are the observed ones (its selector, not the Rollout's).
+    if let Some(daemon_set) = sluice_engine::daemonset::daemon_set_name(&rollout) {
+        out.push_str(&nodes::nodes_text(
+            daemon_set,
+            &plan.status,
+            &observed.pods,
+            &plan,
+        ));
+    }
+    Ok(out)
 }

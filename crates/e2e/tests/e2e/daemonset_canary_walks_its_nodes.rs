@@ -74,11 +74,28 @@ impl Nodes {
     }
 }
 
+impl Nodes {
+    /// Stops the kubelet and removes the nodes (their pods went with the namespace's
+    /// DaemonSet, or go with the nodes).
+    async fn stop(mut self) {
+        self.kubelet.abort();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        for name in std::mem::take(&mut self.names) {
+            let _ = nodes.delete(&name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+/// A test that fails before [`Nodes::stop`] still removes its nodes, as far as the runtime
+/// lets the deletions run.
 impl Drop for Nodes {
     fn drop(&mut self) {
         self.kubelet.abort();
-        let nodes: Api<Node> = Api::all(self.client.clone());
         let names = std::mem::take(&mut self.names);
+        if names.is_empty() {
+            return;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
         // The runtime is still up while the test's locals drop.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
@@ -281,7 +298,7 @@ async fn pod_uids(ns: &TestNamespace) -> BTreeMap<String, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemonset_canary_walks_its_nodes() {
     let (_env, ns, _controller) = setup("ds-canary").await;
-    let _nodes = Nodes::start(&ns).await;
+    let nodes = Nodes::start(&ns).await;
     let api = rollouts(&ns);
     ns.apply_yaml(&daemon_set(&ns, "nginx:1.19-alpine"))
         .await
@@ -379,4 +396,5 @@ async fn daemonset_canary_walks_its_nodes() {
             "the pod of {node} was never updated and is never replaced"
         );
     }
+    nodes.stop().await;
 }

@@ -96,16 +96,20 @@ pub fn counts(pods: &[NodePod], revision: &str) -> NodeCounts {
 /// without a ready pod at once. Nodes whose pod is not ready go first (nothing is lost there,
 /// and deleting them costs nothing of the budget), then by node name, so that a step is
 /// repeatable and the next node can be named. Nodes already replacing their pod count toward
-/// the target: their next pod is made from the current template too.
+/// the target: their next pod is made from the current template too. So do the `absent`
+/// nodes, those the DaemonSet wants a pod on that have none at all (an old pod gone, its
+/// successor not made yet; a node that just joined), which are also down.
 pub fn next_deletions<'a>(
     pods: &'a [NodePod],
     revision: &str,
     target: i32,
     budget: i32,
+    absent: i32,
 ) -> Vec<&'a NodePod> {
     let now = counts(pods, revision);
-    let mut needed = target - now.on_revision - now.replacing;
-    let mut unavailable = now.unavailable;
+    let absent = absent.max(0);
+    let mut needed = target - now.on_revision - now.replacing - absent;
+    let mut unavailable = now.unavailable + absent;
     let mut old: Vec<&NodePod> = nodes(pods)
         .into_iter()
         .filter_map(|live| live.filter(|pod| pod.revision != revision))
@@ -181,7 +185,7 @@ mod tests {
     fn a_step_deletes_ready_old_pods_within_the_budget_by_node_name() {
         let pods = fleet(10, "old");
         assert_eq!(
-            nodes_of(&next_deletions(&pods, "new", 3, 2)),
+            nodes_of(&next_deletions(&pods, "new", 3, 2, 0)),
             ["node-00", "node-01"]
         );
     }
@@ -191,7 +195,7 @@ mod tests {
         let mut pods = fleet(10, "old");
         pods[7].ready = false;
         assert_eq!(
-            nodes_of(&next_deletions(&pods, "new", 3, 2)),
+            nodes_of(&next_deletions(&pods, "new", 3, 2, 0)),
             ["node-07", "node-00"],
             "node-07 was already down: one ready node more makes two down"
         );
@@ -202,9 +206,12 @@ mod tests {
         let mut pods = fleet(10, "old");
         pods[0] = pod("node-00", "new", false);
         pods[1] = pod("node-01", "new", false);
-        assert!(next_deletions(&pods, "new", 5, 2).is_empty());
+        assert!(next_deletions(&pods, "new", 5, 2, 0).is_empty());
         pods[0].ready = true;
-        assert_eq!(nodes_of(&next_deletions(&pods, "new", 5, 2)), ["node-02"]);
+        assert_eq!(
+            nodes_of(&next_deletions(&pods, "new", 5, 2, 0)),
+            ["node-02"]
+        );
     }
 
     #[test]
@@ -214,7 +221,10 @@ mod tests {
         let counts = counts(&pods, "new");
         assert_eq!((counts.replacing, counts.unavailable), (1, 1));
         // Target 2: node-00 comes back on the current template, one more is needed.
-        assert_eq!(nodes_of(&next_deletions(&pods, "new", 2, 2)), ["node-01"]);
+        assert_eq!(
+            nodes_of(&next_deletions(&pods, "new", 2, 2, 0)),
+            ["node-01"]
+        );
     }
 
     #[test]
@@ -228,15 +238,30 @@ mod tests {
             (3, 1, 1)
         );
         assert_eq!(counts.replacing, 0);
-        assert!(next_deletions(&pods, "new", 1, 1).is_empty());
+        assert!(next_deletions(&pods, "new", 1, 1, 0).is_empty());
+    }
+
+    #[test]
+    fn a_node_whose_pod_is_gone_counts_toward_the_target_and_the_budget() {
+        // node-00's old pod is gone, its successor not made yet: it is not among the pods.
+        let pods = fleet(4, "old")[1..].to_vec();
+        assert!(next_deletions(&pods, "new", 1, 2, 1).is_empty());
+        assert_eq!(
+            nodes_of(&next_deletions(&pods, "new", 2, 2, 1)),
+            ["node-01"]
+        );
+        assert!(
+            next_deletions(&pods, "new", 3, 1, 1).is_empty(),
+            "the absent node takes the budget of one"
+        );
     }
 
     #[test]
     fn nothing_is_deleted_once_the_target_is_reached() {
         let mut pods = fleet(4, "old");
         pods[0] = pod("node-00", "new", true);
-        assert!(next_deletions(&pods, "new", 1, 4).is_empty());
-        assert!(next_deletions(&pods, "new", 0, 4).is_empty());
+        assert!(next_deletions(&pods, "new", 1, 4, 0).is_empty());
+        assert!(next_deletions(&pods, "new", 0, 4, 0).is_empty());
     }
 
     #[test]
@@ -248,13 +273,13 @@ mod tests {
         pods[4].ready = false;
         let all = counts(&pods, "stable").nodes;
         assert_eq!(
-            nodes_of(&next_deletions(&pods, "stable", all, 2)),
+            nodes_of(&next_deletions(&pods, "stable", all, 2, 0)),
             ["node-04", "node-01"],
             "the canary pod that is down first, then the others within the budget"
         );
         // node-04 is down already and takes the whole budget of one: it alone goes now.
         assert_eq!(
-            nodes_of(&next_deletions(&pods, "stable", all, 1)),
+            nodes_of(&next_deletions(&pods, "stable", all, 1, 0)),
             ["node-04"]
         );
     }

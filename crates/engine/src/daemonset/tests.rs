@@ -182,6 +182,16 @@ fn a_canary_walks_its_nodes_through_the_steps() {
         crate::Wait::PodsNotAvailable { .. }
     ));
 
+    // Gone before the DaemonSet controller made its successor: node 0 has no pod at all, and
+    // it still counts as the step's node (evicting another here was a bug).
+    let plan = decide(
+        &ro,
+        &updated_world(fleet(["a"; NODES])[1..].to_vec()),
+        at(11),
+    );
+    assert!(evicted(&plan).is_empty(), "{:?}", plan.actions);
+    assert_eq!(status(&plan).current_step_index, Some(0));
+
     // Node 0 runs b, not ready yet: still waiting.
     let mut pods = fleet(["b", "a", "a", "a"]);
     pods[0] = pod(0, "b", false);

@@ -113,7 +113,10 @@ impl DsWorkload<'_> {
             return false;
         }
         let pods = self.node_pods();
-        let next: Vec<NodePod> = next_deletions(&pods, revision, target, self.budget)
+        // Nodes without any pod (the DaemonSet wants more than have one): an evicted pod gone
+        // before its successor is made. Not counting them evicted a second node meanwhile.
+        let absent = self.ds.desired_nodes() - counts(&pods, revision).nodes;
+        let next: Vec<NodePod> = next_deletions(&pods, revision, target, self.budget, absent)
             .into_iter()
             .cloned()
             .collect();

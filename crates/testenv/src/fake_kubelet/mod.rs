@@ -111,7 +111,9 @@ impl KubeletConfig {
 }
 
 /// The node a required node affinity on `metadata.name` pins the pod to: how the DaemonSet
-/// controller places its pods, for the scheduler to bind.
+/// controller places its pods, for the scheduler to bind. The engine reads the same field
+/// (`sluice_engine::daemonset::node_pod`); the fake kubelet keeps its own reading, as it keeps
+/// all of its code apart from the controller's, so that one mistake cannot hide itself.
 fn pinned_node(pod: &Pod) -> Option<String> {
     let terms = &pod
         .spec
@@ -297,7 +299,45 @@ async fn register_node(
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     debug!(uid = ?node.metadata.uid, %version, "node status written");
-    Ok(())
+    untaint_ready_node(&nodes, name).await
+}
+
+/// The taint the API server puts on a new node, `node.kubernetes.io/not-ready:NoSchedule`.
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// Removes the not-ready taint from the node now that it reports Ready, as the node lifecycle
+/// controller does (the local control plane does not run it: it would also evict the pods of
+/// a node whose heartbeat a loaded machine delays). Pods bound here directly never minded the
+/// taint, but the DaemonSet controller places no pod on a node that has it.
+async fn untaint_ready_node(nodes: &Api<Node>, name: &str) -> anyhow::Result<()> {
+    loop {
+        let node = nodes.get(name).await?;
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
+            return Ok(());
+        }
+        let kept: Vec<_> = taints
+            .into_iter()
+            .filter(|t| t.key != NOT_READY_TAINT)
+            .collect();
+        // Conditional on the version read: a taint added meanwhile is not lost.
+        let patch = json!({
+            "metadata": {"resourceVersion": node.metadata.resource_version},
+            "spec": {"taints": kept},
+        });
+        match nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// How often the node's Lease is renewed, and how long it is declared to last (the kubelet's
