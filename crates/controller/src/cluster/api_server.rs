@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
-    PostParams, Preconditions,
+    Preconditions,
 };
 use kube::runtime::reflector::ObjectRef as StoreRef;
 use kube::{Api, Client, Resource};
@@ -24,13 +24,14 @@ use sluice_engine::Observed;
 use sluice_engine::daemonset::DaemonSetObserved;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::StatefulSetObserved;
-use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
+use sluice_engine::workload::WorkloadTarget;
 use sluice_routers::kinds::{ApiVersions, ObjectRef, RouterKind};
 
 use crate::cache::Caches;
 use crate::leader::fence::WriteGate;
 
 use super::cached::{cached_rollout_services, in_namespace, owned};
+use super::field_manager::{FIELD_MANAGER, post_params};
 use super::router_plugins::RouterPlugins;
 use super::{ClusterAccess, WriteError, controlled_by};
 /// [`ClusterAccess`] against a real API server.
@@ -47,9 +48,6 @@ pub struct KubeCluster {
     /// The traffic-router plugins, behind the router objects of kind `RpcPlugin`.
     router_plugins: Option<Arc<RouterPlugins>>,
 }
-
-/// Field manager recorded on every write.
-pub const FIELD_MANAGER: &str = "sluice-controller";
 
 impl KubeCluster {
     /// A writer that always may write.
@@ -221,13 +219,10 @@ struct WrittenMeta {
     resource_version: Option<String>,
 }
 
-/// Create and replace options naming the field manager.
-fn post_params() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    }
-}
+/// What a write of a workload the Rollout drives or takes its template from returns.
+type WorkloadWrite = Result<(), WriteError>;
+/// What a read of one returns.
+type WorkloadRead<T> = Result<T, WriteError>;
 
 /// A router object as the dynamic client sends it.
 fn dynamic_object(object: &Value) -> Result<DynamicObject, WriteError> {
@@ -560,78 +555,27 @@ impl ClusterAccess for KubeCluster {
     }
 
     async fn get_workload(&self, target: &WorkloadTarget) -> Result<Option<Value>, WriteError> {
-        // Read fresh, as the router objects are: the template decides the pod-template hash.
-        let resource = match target.kind {
-            WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
-            WorkloadKind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
-            WorkloadKind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
-        };
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
-        let found = api.get_opt(&target.name).await?;
-        found
-            .map(|o| serde_json::to_value(o).map_err(|e| WriteError::Api(e.to_string())))
-            .transpose()
+        super::driven::read_workload(&self.client, target).await
     }
 
-    async fn replace_deployment(
-        &self,
-        namespace: &str,
-        name: &str,
-        object: &Value,
-    ) -> Result<(), WriteError> {
-        let object = dynamic_object(object)?;
-        let resource = ApiResource::erase::<Deployment>(&());
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &resource);
-        api.replace(name, &post_params(), &object).await?;
-        Ok(())
+    async fn replace_deployment(&self, ns: &str, name: &str, object: &Value) -> WorkloadWrite {
+        super::driven::replace::<Deployment>(&self.client, ns, name, object).await
     }
 
-    async fn get_stateful_set(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<StatefulSetObserved, WriteError> {
-        let (stateful_set, revisions) =
-            super::driven::read::<StatefulSet>(&self.client, namespace, name).await?;
-        Ok(StatefulSetObserved {
-            stateful_set,
-            revisions,
-        })
+    async fn get_stateful_set(&self, ns: &str, name: &str) -> WorkloadRead<StatefulSetObserved> {
+        super::driven::read_stateful_set(&self.client, ns, name).await
     }
 
-    async fn replace_stateful_set(
-        &self,
-        namespace: &str,
-        name: &str,
-        object: &Value,
-    ) -> Result<(), WriteError> {
-        super::driven::replace::<StatefulSet>(&self.client, namespace, name, object, &post_params())
-            .await
+    async fn replace_stateful_set(&self, ns: &str, name: &str, object: &Value) -> WorkloadWrite {
+        super::driven::replace::<StatefulSet>(&self.client, ns, name, object).await
     }
 
-    async fn get_daemon_set(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<DaemonSetObserved, WriteError> {
-        let (daemon_set, revisions) =
-            super::driven::read::<DaemonSet>(&self.client, namespace, name).await?;
-        Ok(DaemonSetObserved {
-            daemon_set,
-            revisions,
-        })
+    async fn get_daemon_set(&self, ns: &str, name: &str) -> WorkloadRead<DaemonSetObserved> {
+        super::driven::read_daemon_set(&self.client, ns, name).await
     }
 
-    async fn replace_daemon_set(
-        &self,
-        namespace: &str,
-        name: &str,
-        object: &Value,
-    ) -> Result<(), WriteError> {
-        super::driven::replace::<DaemonSet>(&self.client, namespace, name, object, &post_params())
-            .await
+    async fn replace_daemon_set(&self, ns: &str, name: &str, object: &Value) -> WorkloadWrite {
+        super::driven::replace::<DaemonSet>(&self.client, ns, name, object).await
     }
 
     async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {

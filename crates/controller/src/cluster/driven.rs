@@ -1,13 +1,18 @@
 //! The StatefulSet or DaemonSet a Rollout drives (`rollouts.sluice.dev/statefulset`,
-//! `rollouts.sluice.dev/daemonset`) and its ControllerRevisions, read fresh from the API
-//! server (as a `workloadRef`'s object is: the revisions and pod counts decide the steps), and
-//! the one write Sluice makes of it.
+//! `rollouts.sluice.dev/daemonset`) and its ControllerRevisions, and the object a
+//! `workloadRef` names, read fresh from the API server (the template decides the pod-template
+//! hash; the revisions and pod counts decide the steps), and the one write Sluice makes of each.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
+use sluice_engine::daemonset::DaemonSetObserved;
+use sluice_engine::statefulset::StatefulSetObserved;
+use sluice_engine::workload::{WorkloadKind, WorkloadTarget};
 
 use super::WriteError;
 
@@ -15,9 +20,51 @@ fn to_value(object: &impl serde::Serialize) -> Result<Value, WriteError> {
     serde_json::to_value(object).map_err(|e| WriteError::Api(e.to_string()))
 }
 
+/// The Deployment, ReplicaSet or PodTemplate a `workloadRef` names, as JSON.
+pub(super) async fn read_workload(
+    client: &Client,
+    target: &WorkloadTarget,
+) -> Result<Option<Value>, WriteError> {
+    let resource = match target.kind {
+        WorkloadKind::Deployment => ApiResource::erase::<Deployment>(&()),
+        WorkloadKind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
+        WorkloadKind::PodTemplate => ApiResource::erase::<PodTemplate>(&()),
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &target.namespace, &resource);
+    let found = api.get_opt(&target.name).await?;
+    found.map(|o| to_value(&o)).transpose()
+}
+
+/// The StatefulSet a Rollout drives, and its revisions.
+pub(super) async fn read_stateful_set(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<StatefulSetObserved, WriteError> {
+    let (stateful_set, revisions) = read::<StatefulSet>(client, namespace, name).await?;
+    Ok(StatefulSetObserved {
+        stateful_set,
+        revisions,
+    })
+}
+
+/// The DaemonSet a Rollout drives, and its revisions.
+pub(super) async fn read_daemon_set(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<DaemonSetObserved, WriteError> {
+    let (daemon_set, revisions) = read::<DaemonSet>(client, namespace, name).await?;
+    Ok(DaemonSetObserved {
+        daemon_set,
+        revisions,
+    })
+}
+
 /// The workload of kind `K` named `name` in `namespace` and the ControllerRevisions it
 /// controls (found by its selector, kept by owner). One that does not exist reads as `None`.
-pub(super) async fn read<K>(
+async fn read<K>(
     client: &Client,
     namespace: &str,
     name: &str,
@@ -66,7 +113,6 @@ pub(super) async fn replace<K>(
     namespace: &str,
     name: &str,
     object: &Value,
-    params: &PostParams,
 ) -> Result<(), WriteError>
 where
     K: kube::Resource<DynamicType = ()>,
@@ -75,6 +121,7 @@ where
         serde_json::from_value(object.clone()).map_err(|e| WriteError::Api(e.to_string()))?;
     let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    api.replace(name, params, &object).await?;
+    api.replace(name, &super::field_manager::post_params(), &object)
+        .await?;
     Ok(())
 }

@@ -9,13 +9,15 @@ mod aws_load_balancers;
 mod aws_target_groups;
 mod cached;
 mod driven;
+mod field_manager;
 pub mod requeue;
 pub mod router_plugins;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use access::{ClusterAccess, controlled_by};
-pub use api_server::{FIELD_MANAGER, KubeCluster};
+pub use api_server::KubeCluster;
+pub use field_manager::FIELD_MANAGER;
 
 use std::fmt::Debug;
 
