@@ -8,7 +8,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use sluice_controller::cluster::{ClusterAccess, KubeCluster, WriteError};
-use sluice_testenv::harness::{TestEnv, TestNamespace};
+use sluice_e2e::TIMEOUT;
+use sluice_testenv::harness::{TestEnv, TestNamespace, wait_for};
 
 const REPLICASET: &str = r#"
 apiVersion: apps/v1
@@ -34,7 +35,21 @@ async fn scale_down_confirmation_sees_every_change() {
     let ns = TestNamespace::create(&env, "confirm").await.unwrap();
     ns.apply_yaml(REPLICASET).await.unwrap();
     let rss = ns.api::<ReplicaSet>();
-    let counted = rss.get("counted").await.unwrap().metadata.resource_version;
+    // kube-controller-manager writes the new ReplicaSet's status once: the version counted is
+    // the one after that write, or that write is "another writer" to the first confirmation
+    // (seen under load in CI).
+    let counted = wait_for(
+        "the ReplicaSet controller's first status",
+        TIMEOUT,
+        || async {
+            let rs = rss.get("counted").await?;
+            let observed = rs.status.as_ref().and_then(|s| s.observed_generation);
+            anyhow::ensure!(observed == rs.metadata.generation, "status not written yet");
+            Ok(rs.metadata.resource_version)
+        },
+    )
+    .await
+    .unwrap();
     let cluster = KubeCluster::new(env.client());
 
     cluster
