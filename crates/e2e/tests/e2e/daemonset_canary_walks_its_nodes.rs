@@ -6,7 +6,9 @@
 //! new revision. The nodes on each revision are sampled all along: never more nodes run the
 //! update than the step in force allows. A second update aborted after its first step puts the
 //! stable revision's template back, and the one updated node comes back to the stable
-//! revision while the Rollout stays Degraded; the other nodes' pods are never replaced.
+//! revision while the Rollout stays Degraded; the other nodes' pods are never replaced. An
+//! image that never gets ready times the update out, and with `progressDeadlineAbort` the
+//! stuck node is brought back to the stable revision.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -128,7 +130,12 @@ fn daemon_set(ns: &TestNamespace, image: &str) -> String {
 }
 
 fn rollout() -> String {
-    json!({
+    rollout_with(json!({}))
+}
+
+/// The Rollout, with `extra` merged into its spec.
+fn rollout_with(extra: serde_json::Value) -> String {
+    let mut rollout = json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
         "metadata": {"name": NAME, "annotations": {"rollouts.sluice.dev/daemonset": NAME}},
@@ -136,8 +143,11 @@ fn rollout() -> String {
             {"setWeight": 25}, {"pause": {}}, {"setCanaryScale": {"replicas": 3}},
             {"pause": {"duration": "2s"}}
         ]}}}
-    })
-    .to_string()
+    });
+    if let (Some(spec), Some(extra)) = (rollout["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    rollout.to_string()
 }
 
 /// One look at the cluster: the ready pods' revisions by node, the uid of each node's pod,
@@ -396,5 +406,55 @@ async fn daemonset_canary_walks_its_nodes() {
             "the pod of {node} was never updated and is never replaced"
         );
     }
+    nodes.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_canary_that_never_gets_ready_is_aborted() {
+    let (_env, ns, _controller) = setup("ds-deadline").await;
+    let nodes = Nodes::start(&ns).await;
+    let api = rollouts(&ns);
+    ns.apply_yaml(&daemon_set(&ns, "nginx:1.19-alpine"))
+        .await
+        .unwrap();
+    let a = update_hash(&ns, "nginx:1.19-alpine").await;
+    sample_until(&ns, &a, |_| NODES, "pods up", |s| s.on(&a) == NODES).await;
+    let aborting = json!({"progressDeadlineSeconds": 8, "progressDeadlineAbort": true});
+    ns.apply_yaml(&rollout_with(aborting)).await.unwrap();
+    wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;
+
+    // An image that is never pulled: the first step's node gets a pod that is never ready.
+    let bad = "registry.invalid/does-not-exist:1";
+    set_image(&ns, bad).await;
+    let b = update_hash(&ns, bad).await;
+    wait_phase(&api, NAME, RolloutPhase::Degraded, TIMEOUT).await;
+    let st = status(&api).await;
+    assert_eq!(st.abort, Some(true), "{st:?}");
+    let progressing = st
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(sluice_api::rollout::RolloutConditionType::Progressing))
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        progressing.contains("has timed out progressing"),
+        "{progressing}"
+    );
+    // The stuck pod is evicted and its node comes back on the stable revision; no sample ever
+    // has a ready pod on the bad revision, nor another node leaving the stable one.
+    let seen = sample_until(
+        &ns,
+        &b,
+        |_| 0,
+        "aborted",
+        |s| s.image == "nginx:1.19-alpine" && s.on(&a) == NODES,
+    )
+    .await;
+    assert!(
+        seen.iter().all(|s| s.on(&a) >= NODES - 1),
+        "one node at a time: {seen:#?}"
+    );
+    assert_eq!(status(&api).await.stable_rs.as_deref(), Some(a.as_str()));
     nodes.stop().await;
 }
