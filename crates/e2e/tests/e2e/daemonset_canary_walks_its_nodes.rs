@@ -305,17 +305,22 @@ async fn pod_uids(ns: &TestNamespace) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The test's nodes, and the DaemonSet on them with a ready pod on each; its revision's hash.
+async fn daemon_set_up(ns: &TestNamespace) -> (Nodes, String) {
+    let nodes = Nodes::start(ns).await;
+    ns.apply_yaml(&daemon_set(ns, "nginx:1.19-alpine"))
+        .await
+        .unwrap();
+    let a = update_hash(ns, "nginx:1.19-alpine").await;
+    sample_until(ns, &a, |_| NODES, "pods up", |s| s.on(&a) == NODES).await;
+    (nodes, a)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemonset_canary_walks_its_nodes() {
     let (_env, ns, _controller) = setup("ds-canary").await;
-    let nodes = Nodes::start(&ns).await;
+    let (nodes, a) = daemon_set_up(&ns).await;
     let api = rollouts(&ns);
-    ns.apply_yaml(&daemon_set(&ns, "nginx:1.19-alpine"))
-        .await
-        .unwrap();
-    let a = update_hash(&ns, "nginx:1.19-alpine").await;
-    let every = |_: Option<i32>| NODES;
-    sample_until(&ns, &a, every, "pods up", |s| s.on(&a) == NODES).await;
 
     // Adopted: the running revision is stable at once.
     ns.apply_yaml(&rollout()).await.unwrap();
@@ -412,13 +417,8 @@ async fn daemonset_canary_walks_its_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_canary_that_never_gets_ready_is_aborted() {
     let (_env, ns, _controller) = setup("ds-deadline").await;
-    let nodes = Nodes::start(&ns).await;
+    let (nodes, a) = daemon_set_up(&ns).await;
     let api = rollouts(&ns);
-    ns.apply_yaml(&daemon_set(&ns, "nginx:1.19-alpine"))
-        .await
-        .unwrap();
-    let a = update_hash(&ns, "nginx:1.19-alpine").await;
-    sample_until(&ns, &a, |_| NODES, "pods up", |s| s.on(&a) == NODES).await;
     let aborting = json!({"progressDeadlineSeconds": 8, "progressDeadlineAbort": true});
     ns.apply_yaml(&rollout_with(aborting)).await.unwrap();
     wait_phase(&api, NAME, RolloutPhase::Healthy, TIMEOUT).await;

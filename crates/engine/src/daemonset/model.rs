@@ -33,9 +33,26 @@ impl<'a> Ds<'a> {
 
     /// `status.desiredNumberScheduled`: the nodes that should run a pod of the DaemonSet.
     pub fn desired_nodes(self) -> i32 {
-        int(&self.0["status"]["desiredNumberScheduled"])
-            .unwrap_or(0)
-            .max(0)
+        self.status_count("desiredNumberScheduled")
+    }
+
+    fn status_count(self, field: &str) -> i32 {
+        int(&self.0["status"][field]).unwrap_or(0).max(0)
+    }
+
+    /// `status.currentNumberScheduled`: nodes running a pod of the DaemonSet that should.
+    pub fn scheduled(self) -> i32 {
+        self.status_count("currentNumberScheduled")
+    }
+
+    /// `status.numberReady`.
+    pub fn ready(self) -> i32 {
+        self.status_count("numberReady")
+    }
+
+    /// `status.numberAvailable`.
+    pub fn available(self) -> i32 {
+        self.status_count("numberAvailable")
     }
 
     /// Whether the DaemonSet controller has seen the current spec (its counts and its
@@ -80,6 +97,7 @@ pub fn node_pod(pod: &Pod) -> Option<NodePod> {
     Some(NodePod {
         node,
         name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone(),
         revision,
         ready: pod_is_ready(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
@@ -164,6 +182,7 @@ mod tests {
             Some(NodePod {
                 node: "node-1".into(),
                 name: "agent-1".into(),
+                uid: None,
                 revision: "aaa".into(),
                 ready: true,
                 terminating: false,

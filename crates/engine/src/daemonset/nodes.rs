@@ -13,6 +13,8 @@ pub struct NodePod {
     /// `spec.nodeName`.
     pub node: String,
     pub name: String,
+    /// The pod's uid: an eviction is conditional on it, so a pod replaced meanwhile stays.
+    pub uid: Option<String>,
     /// The `controller-revision-hash` label: the revision the pod was created from.
     pub revision: String,
     pub ready: bool,
@@ -141,6 +143,7 @@ mod tests {
         NodePod {
             node: node.into(),
             name: format!("agent-{node}-{revision}"),
+            uid: None,
             revision: revision.into(),
             ready,
             terminating: false,

@@ -19,12 +19,12 @@ use crate::plan::{Action, EVICTED_DAEMON_SET_POD, Event, Plan, UPDATED_DAEMON_SE
 pub(super) struct DsWorkload<'a> {
     ds: Ds<'a>,
     revisions: &'a [Value],
-    /// Its pods (those it controls), as the node arithmetic counts them, with their uids.
-    pods: Vec<(NodePod, Option<String>)>,
+    /// Its pods (those it controls), as the node arithmetic counts them.
+    pods: Vec<NodePod>,
     /// How many nodes may be without a ready pod at once.
     budget: i32,
     /// The pods to evict, with the revision their nodes are to run.
-    evictions: Vec<(NodePod, Option<String>, String)>,
+    evictions: Vec<(NodePod, String)>,
     /// The stable revision's template, with its hash (an abort).
     template: Option<(Value, String)>,
 }
@@ -60,7 +60,7 @@ pub(super) fn check<'a>(
                 o.controller == Some(true) && o.kind == "DaemonSet" && Some(o.uid.as_str()) == uid
             })
         })
-        .filter_map(|pod| Some((node_pod(pod)?, pod.metadata.uid.clone())))
+        .filter_map(node_pod)
         .collect();
     let revisions = observed.map_or(&[][..], |o| o.revisions.as_slice());
     let workload = DsWorkload {
@@ -75,10 +75,6 @@ pub(super) fn check<'a>(
 }
 
 impl DsWorkload<'_> {
-    fn node_pods(&self) -> Vec<NodePod> {
-        self.pods.iter().map(|(pod, _)| pod.clone()).collect()
-    }
-
     /// The update revision, once the DaemonSet controller has caught up with the template
     /// (before that, its newest ControllerRevision may be the previous template's).
     fn update(&self) -> Option<&str> {
@@ -98,7 +94,7 @@ impl DsWorkload<'_> {
 
     /// Whether every node the DaemonSet wants runs `revision` with a ready pod.
     fn all_on(&self, revision: &str) -> bool {
-        let c = counts(&self.node_pods(), revision);
+        let c = counts(&self.pods, revision);
         self.ds.status_is_current()
             && c.nodes >= self.ds.desired_nodes()
             && c.replacing == 0
@@ -112,23 +108,16 @@ impl DsWorkload<'_> {
         if !self.evictions.is_empty() {
             return false;
         }
-        let pods = self.node_pods();
         // Nodes without any pod (the DaemonSet wants more than have one): an evicted pod gone
         // before its successor is made. Not counting them evicted a second node meanwhile.
-        let absent = self.ds.desired_nodes() - counts(&pods, revision).nodes;
-        let next: Vec<NodePod> = next_deletions(&pods, revision, target, self.budget, absent)
+        let absent = self.ds.desired_nodes() - counts(&self.pods, revision).nodes;
+        let next: Vec<NodePod> = next_deletions(&self.pods, revision, target, self.budget, absent)
             .into_iter()
             .cloned()
             .collect();
-        let reached = next.is_empty() && counts(&pods, revision).ready_on_revision >= target;
-        for pod in next {
-            let uid = self
-                .pods
-                .iter()
-                .find(|(p, _)| p.name == pod.name)
-                .and_then(|(_, uid)| uid.clone());
-            self.evictions.push((pod, uid, revision.to_string()));
-        }
+        let reached = next.is_empty() && counts(&self.pods, revision).ready_on_revision >= target;
+        self.evictions
+            .extend(next.into_iter().map(|pod| (pod, revision.to_string())));
         reached
     }
 }
@@ -148,9 +137,9 @@ impl Driven for DsWorkload<'_> {
     /// every node runs it, or no node runs a pod).
     fn revisions(&self) -> Option<(String, String)> {
         let update = self.update()?;
-        let pods = self.node_pods();
         let mut others: std::collections::BTreeMap<&str, usize> = Default::default();
-        for pod in pods
+        for pod in self
+            .pods
             .iter()
             .filter(|p| !p.terminating && p.revision != update)
         {
@@ -164,19 +153,11 @@ impl Driven for DsWorkload<'_> {
     }
 
     fn counts(&self, pod_hash: &str, _revisions: Option<(&str, &str)>) -> Counts {
-        let c = counts(&self.node_pods(), pod_hash);
-        let status = &self.ds.0["status"];
-        let int = |field: &str| {
-            status[field]
-                .as_i64()
-                .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(0)
-                .max(0)
-        };
+        let c = counts(&self.pods, pod_hash);
         Counts {
-            replicas: int("currentNumberScheduled"),
-            ready: int("numberReady"),
-            available: int("numberAvailable"),
+            replicas: self.ds.scheduled(),
+            ready: self.ds.ready(),
+            available: self.ds.available(),
             updated: if pod_hash.is_empty() {
                 0
             } else {
@@ -259,7 +240,7 @@ impl Driven for DsWorkload<'_> {
                 object: Box::new(object),
             });
         }
-        for (pod, uid, revision) in std::mem::take(&mut self.evictions) {
+        for (pod, revision) in std::mem::take(&mut self.evictions) {
             events.push(Event::normal(
                 EVICTED_DAEMON_SET_POD,
                 format!(
@@ -270,7 +251,7 @@ impl Driven for DsWorkload<'_> {
             ));
             plan.actions.push(Action::EvictPod {
                 name: pod.name,
-                uid,
+                uid: pod.uid,
             });
         }
     }
