@@ -4,11 +4,7 @@
 //! `analysis` completes once its run is Successful; past the last step (or on `promote
 //! --full`) every pod moves and the update completes once every pod runs the new revision.
 
-use std::time::Duration;
-
-use sluice_api::rollout::{
-    CanaryStepAction, PauseCondition, PauseReason, RolloutPause, RolloutStatus,
-};
+use sluice_api::rollout::{CanaryStepAction, PauseReason, RolloutPause, RolloutStatus};
 
 use super::update::{POD_RECHECK, Update};
 use super::{Driven, Target};
@@ -70,7 +66,7 @@ impl<W: Driven> Update<'_, W> {
                 return;
             }
             let status = &mut plan.status;
-            remove_pause(status);
+            crate::pause::remove_pause(status, &PauseReason::CanaryPauseStep);
             status.controller_pause = None;
             status.current_step_index = Some(index + 1);
             self.events.push(Event::normal(
@@ -111,85 +107,24 @@ impl<W: Driven> Update<'_, W> {
         });
     }
 
-    /// A pause step, as for any canary: it pauses the Rollout (`CanaryPauseStep`), and is
-    /// done when its duration has run out or when a user cleared the pause conditions
-    /// (`promote`). Returns whether it is done.
+    /// A pause step, as for any canary (`crate::pause::pause_step`). Returns whether it is
+    /// done.
     fn pause_step(&mut self, plan: &mut Plan, pause: &RolloutPause, index: i32) -> bool {
-        let status = &mut plan.status;
-        let existing = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .find(|p| p.reason == Some(PauseReason::CanaryPauseStep))
-            .cloned();
-        let any_pause = status
-            .pause_conditions
-            .as_ref()
-            .is_some_and(|p| !p.is_empty());
-        if status.controller_pause == Some(true) && !any_pause {
-            // The controller paused and somebody cleared the conditions: promoted.
-            return true;
-        }
-        let duration = pause.duration().and_then(Result::ok);
-        let until = |started: jiff::Timestamp, d: Duration| {
-            jiff::SignedDuration::try_from(d)
-                .ok()
-                .and_then(|d| started.checked_add(d).ok())
-        };
-        let Some(existing) = existing else {
-            status
-                .pause_conditions
-                .get_or_insert_with(Vec::new)
-                .push(PauseCondition {
-                    reason: Some(PauseReason::CanaryPauseStep),
-                    start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                        self.now,
-                    )),
-                });
-            status.controller_pause = Some(true);
-            self.events.push(Event::normal(
-                "RolloutPaused",
-                format!(
-                    "Rollout is paused ({})",
-                    PauseReason::CanaryPauseStep.as_str()
-                ),
-            ));
-            if let Some(d) = duration {
-                set_requeue(&mut plan.requeue_after, d);
-            }
-            plan.waits.push(Wait::PauseStep {
-                step: index,
-                until: duration.and_then(|d| until(self.now, d)),
-            });
-            return false;
-        };
-        let Some(duration) = duration else {
-            plan.waits.push(Wait::PauseStep {
-                step: index,
-                until: None,
-            });
-            return false;
-        };
-        let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
-        let elapsed = Duration::try_from(self.now.duration_since(started)).unwrap_or_default();
-        if elapsed >= duration {
-            return true;
-        }
-        set_requeue(&mut plan.requeue_after, duration - elapsed);
-        plan.waits.push(Wait::PauseStep {
-            step: index,
-            until: until(started, duration),
-        });
-        false
-    }
-}
-
-fn remove_pause(status: &mut RolloutStatus) {
-    if let Some(p) = status.pause_conditions.as_mut() {
-        p.retain(|c| c.reason != Some(PauseReason::CanaryPauseStep));
-        if p.is_empty() {
-            status.pause_conditions = None;
-        }
+        let Plan {
+            status,
+            requeue_after,
+            waits,
+            ..
+        } = plan;
+        crate::pause::pause_step(
+            status,
+            requeue_after,
+            waits,
+            &mut self.events,
+            pause,
+            index,
+            self.now,
+        )
     }
 }
 

@@ -2,8 +2,6 @@
 //! and the step machine (setWeight, pause, analysis steps, background analysis) up to the
 //! completion of the update.
 
-use std::time::Duration;
-
 use sluice_api::rollout::{
     CanaryStepAction, PauseReason, ReplicaProgressThresholdType, RolloutPause, RolloutStatus,
 };
@@ -13,8 +11,8 @@ use super::scaling::counts_of;
 use super::traffic::Routers;
 use super::{Outcome, Update, World};
 use crate::observed::ReplicaSetExt;
-use crate::pause::{add_pause, has_pause, remove_pause};
-use crate::plan::{Event, Plan, set_requeue};
+use crate::pause::{has_pause, remove_pause};
+use crate::plan::{Event, Plan};
 use crate::replicas::{self, BasicCanaryInputs};
 use crate::steps;
 use crate::waits::Wait;
@@ -476,59 +474,15 @@ impl World<'_> {
         pause: &RolloutPause,
         step_index: i32,
     ) -> bool {
-        let requeue = &mut plan.requeue_after;
-        let waits = &mut plan.waits;
-        let existing = status
-            .pause_conditions
-            .iter()
-            .flatten()
-            .find(|p| p.reason.as_ref() == Some(&PauseReason::CanaryPauseStep))
-            .cloned();
-        let any_pause = status
-            .pause_conditions
-            .as_ref()
-            .is_some_and(|p| !p.is_empty());
-        if status.controller_pause == Some(true) && !any_pause {
-            // The controller paused and somebody cleared the pause conditions: promoted.
-            return true;
-        }
-        let until = |started: jiff::Timestamp, d: Duration| {
-            jiff::SignedDuration::try_from(d)
-                .ok()
-                .and_then(|d| started.checked_add(d).ok())
-        };
-        let Some(existing) = existing else {
-            events.push(add_pause(status, PauseReason::CanaryPauseStep, self.now));
-            let duration = pause.duration().and_then(Result::ok);
-            if let Some(d) = duration {
-                set_requeue(requeue, d);
-            }
-            waits.push(Wait::PauseStep {
-                step: step_index,
-                until: duration.and_then(|d| until(self.now, d)),
-            });
-            return false;
-        };
-        let Some(Ok(duration)) = pause.duration() else {
-            waits.push(Wait::PauseStep {
-                step: step_index,
-                until: None,
-            });
-            return false;
-        };
-        let started = existing.start_time.map(|t| t.0).unwrap_or(self.now);
-        let elapsed = self.now.duration_since(started);
-        let elapsed = Duration::try_from(elapsed).unwrap_or_default();
-        if elapsed >= duration {
-            true
-        } else {
-            set_requeue(requeue, duration - elapsed);
-            waits.push(Wait::PauseStep {
-                step: step_index,
-                until: until(started, duration),
-            });
-            false
-        }
+        crate::pause::pause_step(
+            status,
+            &mut plan.requeue_after,
+            &mut plan.waits,
+            events,
+            pause,
+            step_index,
+            self.now,
+        )
     }
 }
 
