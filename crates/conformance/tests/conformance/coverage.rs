@@ -66,10 +66,16 @@ fn generated_rollouts_reach_the_validation_checks() {
             let strategy = rollout();
             for i in 0..cases {
                 let mut value: Value = strategy.new_tree(&mut runner).unwrap().current();
-                // One in ten drives a StatefulSet, whose own checks come first.
-                if i % 10 == 0 {
-                    value["metadata"]["annotations"] =
-                        serde_json::json!({"rollouts.sluice.dev/statefulset": if i % 20 == 0 { "" } else { "db" }});
+                // One in ten drives a StatefulSet and one in ten a DaemonSet, whose own checks
+                // come first.
+                let driven = match i % 10 {
+                    0 => Some("rollouts.sluice.dev/statefulset"),
+                    5 => Some("rollouts.sluice.dev/daemonset"),
+                    _ => None,
+                };
+                if let Some(annotation) = driven {
+                    let name = if i % 20 < 10 { "" } else { "db" };
+                    value["metadata"]["annotations"] = serde_json::json!({ annotation: name });
                 }
                 if let Ok(rollout) = serde_json::from_value::<Rollout>(value) {
                     let _ = check_rollout(&rollout);
