@@ -340,3 +340,26 @@ fn pods_of_other_owners_are_never_counted_or_evicted() {
     let plan = decide(&ro, &updated_world(pods), at(10));
     assert_eq!(evicted(&plan), ["agent-a-0", "agent-a-1", "agent-a-3"]);
 }
+
+#[test]
+fn a_full_promotion_during_a_pause_step_ends_the_pause_with_the_update() {
+    let ro = healthy(steps());
+    let plan = decide(&ro, &updated_world(fleet(["a"; NODES])), at(10));
+    let ro = next(&ro, &plan);
+    let plan = decide(&ro, &updated_world(fleet(["b", "a", "a", "a"])), at(13));
+    assert_eq!(status(&plan).current_step_index, Some(1), "paused");
+    let mut ro = next(&ro, &plan);
+    // `promote --full` as Argo CD's action and the sim write it: promoteFull alone.
+    ro.status.as_mut().unwrap().promote_full = Some(true);
+    let plan = decide(&ro, &updated_world(fleet(["b", "a", "a", "a"])), at(14));
+    assert_eq!(evicted(&plan), ["agent-a-1"]);
+    let ro = next(&ro, &plan);
+    let plan = decide(&ro, &updated_world(fleet(["b"; NODES])), at(30));
+    assert_eq!(status(&plan).stable_rs.as_deref(), Some("b"));
+    assert_eq!(
+        status(&plan).pause_conditions,
+        None,
+        "the pause step's condition outlived the update it paused"
+    );
+    assert_eq!(status(&plan).phase, Some(RolloutPhase::Healthy));
+}

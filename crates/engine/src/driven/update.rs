@@ -160,6 +160,12 @@ impl<W: Driven> Update<'_, W> {
             status.abort = None;
             status.aborted_at = None;
         }
+        // A full promotion skips whatever the update was waiting for, as for a ReplicaSet
+        // canary: a pause step's condition left behind kept the finished update Paused.
+        if status.promote_full == Some(true) && !new_is_stable {
+            status.pause_conditions = None;
+            status.controller_pause = None;
+        }
         self.revision = revision_number(find_revision(self.revisions, self.w.name(), &pod_hash));
         let mut aborted = status.abort == Some(true) && !new_is_stable;
         let steps_len = steps::steps(self.canary).len() as i32;
