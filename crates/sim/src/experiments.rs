@@ -48,12 +48,7 @@ pub fn is_finished(e: &Value) -> bool {
 }
 
 /// The controller owner of `obj` when it is of `kind`.
-pub fn controller_owner<'v>(obj: &'v Value, kind: &str) -> Option<&'v Value> {
-    obj.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|o| o["controller"] == Value::Bool(true) && o["kind"] == kind)
-}
+pub use crate::kubelet::controller_of_kind as controller_owner;
 
 /// Which Experiment a committed change makes the controller look at: the Experiment itself,
 /// or the one controlling a ReplicaSet or AnalysisRun that changed, as the loop's watches map

@@ -41,6 +41,20 @@ pub fn owner_name(v: &Value) -> Option<&str> {
         .as_str()
 }
 
+/// The controller owner reference of `obj` if it is of `kind`.
+pub fn controller_of_kind<'v>(obj: &'v Value, kind: &str) -> Option<&'v Value> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == Value::Bool(true) && o["kind"] == kind)
+}
+
+/// The ReplicaSet controlling a pod: the only pods the ReplicaSet controller looks after (a
+/// DaemonSet's are its own controller's, and may share a name with nothing here).
+fn replica_set_of(pod: &Value) -> Option<&str> {
+    controller_of_kind(pod, "ReplicaSet")?.get("name")?.as_str()
+}
+
 fn owner_uid(v: &Value) -> Option<&str> {
     v.pointer("/metadata/ownerReferences/0/uid")?.as_str()
 }
@@ -88,9 +102,9 @@ impl Cluster {
                     .and_then(Value::as_i64);
                 (generation != observed).then(|| name_of(obj).to_string())
             }
-            (Kind::Pod, WatchEvent::Deleted(_)) => owner_name(obj).map(str::to_string),
+            (Kind::Pod, WatchEvent::Deleted(_)) => replica_set_of(obj).map(str::to_string),
             (Kind::Pod, WatchEvent::Applied(_)) if ready_since(obj).is_some() => {
-                owner_name(obj).map(str::to_string)
+                replica_set_of(obj).map(str::to_string)
             }
             _ => None,
         }
@@ -110,7 +124,7 @@ impl Cluster {
         let Some(rs) = api.get(Kind::ReplicaSet, name).cloned() else {
             // Garbage collection: the owner is gone, so are its pods.
             for pod in api.list(Kind::Pod) {
-                if owner_name(&pod) == Some(name) {
+                if replica_set_of(&pod) == Some(name) {
                     let _ = api.delete(Kind::Pod, name_of(&pod), None);
                 }
             }
@@ -124,7 +138,7 @@ impl Cluster {
         let all_pods = api.list(Kind::Pod);
         // Pods of an earlier ReplicaSet of the same name are orphans.
         for pod in &all_pods {
-            if owner_name(pod) == Some(name) && owner_uid(pod) != Some(uid.as_str()) {
+            if replica_set_of(pod) == Some(name) && owner_uid(pod) != Some(uid.as_str()) {
                 let _ = api.delete(Kind::Pod, name_of(pod), None);
             }
         }
