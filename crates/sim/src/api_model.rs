@@ -30,6 +30,9 @@ pub enum Kind {
     /// A StatefulSet a Rollout drives, and its revisions.
     StatefulSet,
     ControllerRevision,
+    /// A DaemonSet a Rollout drives; its pods are Pods, one per Node.
+    DaemonSet,
+    Node,
     /// A traffic router's object (the simulated cluster has one namespace).
     Router(RouterKind),
 }
@@ -38,9 +41,13 @@ impl Kind {
     /// Whether the kind has a `/status` subresource, which splits status writes from the rest.
     pub fn has_status_subresource(self) -> bool {
         match self {
-            Kind::Rollout | Kind::ReplicaSet | Kind::Pod | Kind::Service | Kind::StatefulSet => {
-                true
-            }
+            Kind::Rollout
+            | Kind::ReplicaSet
+            | Kind::Pod
+            | Kind::Service
+            | Kind::StatefulSet
+            | Kind::DaemonSet
+            | Kind::Node => true,
             // As their CRDs define them: Istio's, the Gateway API's and Ingress have one,
             // SMI's TrafficSplit does not.
             Kind::Router(kind) => kind != RouterKind::TrafficSplit,

@@ -59,7 +59,24 @@ pub struct InFlight {
     /// The Rollout the reconcile started from (its events are about it).
     pub seen: Rollout,
     pub writer: SimWriter,
+    /// The status the reconcile decided on, once it has (before anything of it is written).
+    decided: Decided,
     future: BoxFuture<Result<Plan, WriteError>>,
+}
+
+/// Where a reconcile leaves the status it decided on, for the checks to read before its
+/// writes reach the API server (a DaemonSet's evictions are judged against the step the
+/// controller has decided it is at, which its status write reports only after them).
+type Decided = Arc<std::sync::Mutex<Option<sluice_api::rollout::RolloutStatus>>>;
+
+impl InFlight {
+    /// The status this reconcile decided on, if it has decided and it was not taken yet.
+    pub fn take_decision(&self) -> Option<sluice_api::rollout::RolloutStatus> {
+        self.decided
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
 /// A reconcile that finished.
@@ -68,6 +85,8 @@ pub struct Finished {
     pub seen: Rollout,
     pub result: Result<Plan, WriteError>,
     pub requeue_after: Option<Duration>,
+    /// The status it decided on, if the checks have not been told yet.
+    pub decided: Option<sluice_api::rollout::RolloutStatus>,
 }
 
 pub struct Replica {
@@ -88,6 +107,8 @@ pub struct Replica {
     /// StatefulSets (their metadata, in the real controller): a change wakes the Rollouts that
     /// drive the StatefulSet. Nothing is cached; a reconcile reads it afresh.
     pub sts_watch: WatchStream,
+    /// DaemonSets, the same way.
+    pub ds_watch: WatchStream,
     /// Rollouts waiting to be reconciled, with the time they are due.
     queue: BTreeMap<String, u64>,
     /// Triggered while being reconciled: run again when done.
@@ -115,6 +136,7 @@ impl Replica {
             run_watch: WatchStream::default(),
             exp_watch: WatchStream::default(),
             sts_watch: WatchStream::default(),
+            ds_watch: WatchStream::default(),
             queue: BTreeMap::new(),
             dirty: BTreeSet::new(),
             inflight: None,
@@ -159,6 +181,7 @@ impl Replica {
         self.run_watch.disconnect();
         self.exp_watch.disconnect();
         self.sts_watch.disconnect();
+        self.ds_watch.disconnect();
         self.held = Arc::default();
     }
 
@@ -170,6 +193,7 @@ impl Replica {
             Kind::AnalysisRun => Some(&mut self.run_watch),
             Kind::Experiment => Some(&mut self.exp_watch),
             Kind::StatefulSet => Some(&mut self.sts_watch),
+            Kind::DaemonSet => Some(&mut self.ds_watch),
             _ => None,
         }
     }
@@ -203,6 +227,20 @@ impl Replica {
             .objects
             .iter()
             .filter(|(_, ro)| sluice_engine::statefulset::stateful_set_name(ro) == Some(name))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in driving {
+            self.trigger(&n, at);
+        }
+    }
+
+    /// Wakes the cached Rollouts that drive DaemonSet `name`.
+    pub fn trigger_daemon_set(&mut self, name: &str, at: u64) {
+        let driving: Vec<String> = self
+            .rollouts
+            .objects
+            .iter()
+            .filter(|(_, ro)| sluice_engine::daemonset::daemon_set_name(ro) == Some(name))
             .map(|(n, _)| n.clone())
             .collect();
         for n in driving {
@@ -276,18 +314,20 @@ impl Replica {
         );
         let writer = SimWriter::new(self.gate.clone(), Some(term));
         let held = self.held.clone();
+        let decided = Decided::default();
         let future = Box::pin(reconcile_once(
             writer.clone(),
             ro.clone(),
             owned,
             now,
             held,
-            apply,
+            (apply, decided.clone()),
         ));
         self.inflight = Some(InFlight {
             rollout: name,
             seen: ro,
             writer,
+            decided,
             future,
         });
         Some(seen)
@@ -301,6 +341,7 @@ impl Replica {
             return None;
         };
         let inflight = self.inflight.take()?;
+        let decided = inflight.take_decision();
         // The real reconciler's requeue policy.
         let requeue_after = match driver::requeue(&result, RESYNC) {
             Requeue::After(after) => Some(after),
@@ -316,6 +357,7 @@ impl Replica {
             seen: inflight.seen,
             result,
             requeue_after,
+            decided,
         })
     }
 }
@@ -335,16 +377,21 @@ static SETTINGS: std::sync::LazyLock<sluice_engine::Settings> = std::sync::LazyL
 });
 
 /// The real reconciler's observe, decide and apply ([`driver::reconcile`]), applied by
-/// `apply`.
+/// `apply`; the status decided on is left in `decided` before the plan is applied.
 async fn reconcile_once(
     writer: SimWriter,
     ro: Rollout,
     replica_sets: Vec<ReplicaSet>,
     now: Timestamp,
     held: Arc<HeldProgress>,
-    apply: ApplyFn,
+    (apply, decided): (ApplyFn, Decided),
 ) -> Result<Plan, WriteError> {
-    let apply_with = |plan: Plan| apply(writer.clone(), ro.clone(), plan);
+    let apply_with = |plan: Plan| {
+        *decided
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(plan.status.clone());
+        apply(writer.clone(), ro.clone(), plan)
+    };
     let (plan, _) = driver::reconcile(
         &writer,
         &crate::step_plugins::SimStepPlugin,

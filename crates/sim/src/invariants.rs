@@ -1,9 +1,11 @@
 //! What must hold in every schedule. Checked on every committed change, on every controller
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
 //! The checks of AnalysisRuns are in [`analysis`], those of Experiments in [`experiments`],
-//! those of traffic routing in [`traffic`], those of StatefulSets in [`stateful_sets`].
+//! those of traffic routing in [`traffic`], those of StatefulSets in [`stateful_sets`], those
+//! of DaemonSets in [`daemon_sets`].
 
 mod analysis;
+pub mod daemon_sets;
 mod deadlines;
 mod experiments;
 mod notifications;
@@ -76,6 +78,8 @@ pub const ALL: &[&str] = &[
     AT_LEAST_ONCE,
     stateful_sets::ANALYSIS_GATES_THE_PARTITION,
     stateful_sets::SETTLED,
+    daemon_sets::NODES_WITHIN_STEP,
+    daemon_sets::SETTLED,
     ROUTED_REPLICA_SETS_KEEP_THEIR_PODS,
     TRAFFIC_WAITS_FOR_PODS,
 ];
@@ -112,6 +116,7 @@ pub struct Checker {
     analysis: analysis::AnalysisChecks,
     experiments: experiments::ExperimentChecks,
     traffic: traffic::TrafficChecks,
+    daemon_sets: daemon_sets::DaemonSetChecks,
     /// Deadlines already reported missed (what was due, and when).
     missed_deadlines: BTreeSet<(String, Timestamp)>,
     /// Per ReplicaSet: the resourceVersion its template key was computed at, and the key.
@@ -284,6 +289,16 @@ impl Checker {
         self.fail_all(at_ms, found);
     }
 
+    /// A reconcile of `rollout` decided on `status`, before any of its writes.
+    pub fn on_decision(
+        &mut self,
+        api: &ApiServer,
+        rollout: &str,
+        status: &sluice_api::rollout::RolloutStatus,
+    ) {
+        self.daemon_sets.on_decision(api, rollout, status);
+    }
+
     /// The script checks that a Rollout still waits on a user.
     pub fn expect_paused(
         &mut self,
@@ -359,6 +374,8 @@ impl Checker {
         let found = self.experiments.after_change(api);
         self.fail_all(at_ms, found);
         let found = stateful_sets::after_change(api);
+        self.fail_all(at_ms, found);
+        let found = self.daemon_sets.after_change(api);
         self.fail_all(at_ms, found);
     }
 
@@ -530,6 +547,8 @@ impl Checker {
         let found = experiments::at_quiescence(api, now);
         self.fail_all(at_ms, found);
         let found = stateful_sets::at_quiescence(api, expect);
+        self.fail_all(at_ms, found);
+        let found = daemon_sets::at_quiescence(api, expect);
         self.fail_all(at_ms, found);
         self.check_deadlines(api, at_ms, now);
         if let Some((t, what)) = last_write

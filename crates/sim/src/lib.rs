@@ -8,6 +8,7 @@
 pub mod analysis_runs;
 pub mod api_model;
 pub mod controller;
+pub mod daemon_sets;
 pub mod experiments;
 pub mod faults;
 pub mod gc;

@@ -122,6 +122,15 @@ pub enum Request {
         name: String,
         object: Value,
     },
+    /// A Rollout driving a DaemonSet reads it and its ControllerRevisions.
+    GetDaemonSet {
+        name: String,
+    },
+    /// A whole-object update carrying the resourceVersion it was read at (an abort's template).
+    ReplaceDaemonSet {
+        name: String,
+        object: Value,
+    },
 }
 
 impl Request {
@@ -139,6 +148,7 @@ impl Request {
                 | Request::ListExperiments
                 | Request::ListReplicaSets
                 | Request::GetStatefulSet { .. }
+                | Request::GetDaemonSet { .. }
         )
     }
 
@@ -183,8 +193,10 @@ impl Request {
             }
             Request::DeleteService { name, .. } => Some((Kind::Service, name.clone())),
             Request::ReplaceStatefulSet { name, .. } => Some((Kind::StatefulSet, name.clone())),
+            Request::ReplaceDaemonSet { name, .. } => Some((Kind::DaemonSet, name.clone())),
             Request::ListPods { .. }
             | Request::GetStatefulSet { .. }
+            | Request::GetDaemonSet { .. }
             | Request::GetRollout { .. }
             | Request::GetService { .. }
             | Request::ListServices
@@ -271,6 +283,14 @@ impl Request {
                     .unwrap_or(&Value::Null);
                 format!("replace statefulset/{name} at rv {rv} {strategy} image {image}")
             }
+            Request::GetDaemonSet { name } => format!("get daemonset/{name}"),
+            Request::ReplaceDaemonSet { name, object } => {
+                let rv = crate::api_model::rv_of(object).unwrap_or("-");
+                let image = object
+                    .pointer("/spec/template/spec/containers/0/image")
+                    .unwrap_or(&Value::Null);
+                format!("replace daemonset/{name} at rv {rv} image {image}")
+            }
         }
     }
 }
@@ -289,6 +309,7 @@ pub enum Reply {
     Experiments(Vec<Experiment>),
     ReplicaSets(Vec<ReplicaSet>),
     StatefulSet(Box<sluice_engine::observed::StatefulSetObserved>),
+    DaemonSet(Box<sluice_engine::observed::DaemonSetObserved>),
 }
 
 pub type Response = Result<Reply, WriteError>;

@@ -163,6 +163,23 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             .replace(Kind::StatefulSet, &object)
             .map(|_| Reply::Done)
             .map_err(to_write_error),
+        Request::GetDaemonSet { name } => {
+            let daemon_set = api.get(Kind::DaemonSet, &name).cloned();
+            let revisions = daemon_set
+                .as_ref()
+                .map(|ds| crate::daemon_sets::revisions_of(api, ds))
+                .unwrap_or_default();
+            Ok(Reply::DaemonSet(Box::new(
+                sluice_engine::observed::DaemonSetObserved {
+                    daemon_set,
+                    revisions,
+                },
+            )))
+        }
+        Request::ReplaceDaemonSet { object, .. } => api
+            .replace(Kind::DaemonSet, &object)
+            .map(|_| Reply::Done)
+            .map_err(to_write_error),
     }
 }
 

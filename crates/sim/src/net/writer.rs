@@ -430,6 +430,32 @@ impl ClusterAccess for SimWriter {
         self.done(request).await
     }
 
+    async fn get_daemon_set(
+        &self,
+        _ns: &str,
+        name: &str,
+    ) -> Result<sluice_engine::observed::DaemonSetObserved, WriteError> {
+        let name = name.to_string();
+        match self.call(Request::GetDaemonSet { name }).await? {
+            Reply::DaemonSet(observed) => Ok(*observed),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn replace_daemon_set(
+        &self,
+        _ns: &str,
+        name: &str,
+        object: &Value,
+    ) -> Result<(), WriteError> {
+        self.may_write()?;
+        let request = Request::ReplaceDaemonSet {
+            name: name.to_string(),
+            object: object.clone(),
+        };
+        self.done(request).await
+    }
+
     async fn delete_experiment(
         &self,
         _ns: &str,

@@ -36,6 +36,7 @@ impl Sim {
                 ordinal,
                 revision,
             } => self.ordinal_ready(&stateful_set, ordinal, &revision),
+            Ev::SyncDaemonSet { name } => self.sync_daemon_set(&name),
             Ev::SyncAnalysisRun { name } => self.sync_analysis_run(&name),
             Ev::RunArrive { name, request } => self.run_arrive(name, request),
             Ev::RunReply { name, response } => self.run_reply(&name, response),

@@ -80,6 +80,10 @@ pub(super) enum Ev {
         ordinal: usize,
         revision: String,
     },
+    /// The DaemonSet controller's sync of a DaemonSet.
+    SyncDaemonSet {
+        name: String,
+    },
     /// The AnalysisRun controller's wake-up for a run.
     SyncAnalysisRun {
         name: String,

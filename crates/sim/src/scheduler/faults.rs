@@ -118,6 +118,7 @@ impl Sim {
         r.run_watch.disconnect();
         r.exp_watch.disconnect();
         r.sts_watch.disconnect();
+        r.ds_watch.disconnect();
         let to = r.addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
             let backoff = self.setup.faults.relist_backoff_ms;

@@ -26,6 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::analysis_runs::RunController;
 use crate::api_model::ApiServer;
 use crate::controller::{Addr, ApplyFn, Replica};
+use crate::daemon_sets::DaemonSetController;
 use crate::experiments::ExperimentController;
 use crate::invariants::Checker;
 use crate::kubelet::Cluster;
@@ -70,6 +71,8 @@ pub struct Sim {
     rs_sync_pending: BTreeSet<String>,
     stateful_sets: StatefulSetController,
     sts_sync_pending: BTreeSet<String>,
+    daemon_sets: DaemonSetController,
+    ds_sync_pending: BTreeSet<String>,
     runs: RunController,
     experiments: ExperimentController,
     /// The replicas' notifications loops, in scenarios with notifications.
@@ -130,6 +133,8 @@ impl Sim {
             rs_sync_pending: BTreeSet::new(),
             stateful_sets: StatefulSetController::default(),
             sts_sync_pending: BTreeSet::new(),
+            daemon_sets: DaemonSetController::default(),
+            ds_sync_pending: BTreeSet::new(),
             runs: RunController::new(),
             experiments: ExperimentController::new(),
             notify,

@@ -43,16 +43,25 @@ impl Sim {
         let now_ms = self.now_ms;
         match self.replicas[i].poll(now_ms) {
             None => {
-                let Some(request) = self.replicas[i]
-                    .inflight
-                    .as_ref()
-                    .and_then(|f| f.writer.take_request())
-                else {
+                let Some(inflight) = self.replicas[i].inflight.as_ref() else {
+                    return;
+                };
+                let decided = inflight
+                    .take_decision()
+                    .map(|d| (inflight.rollout.clone(), d));
+                let request = inflight.writer.take_request();
+                if let Some((rollout, status)) = decided {
+                    self.checker.on_decision(&self.api, &rollout, &status);
+                }
+                let Some(request) = request else {
                     return;
                 };
                 self.send(i, request);
             }
             Some(done) => {
+                if let Some(status) = &done.decided {
+                    self.checker.on_decision(&self.api, &done.rollout, status);
+                }
                 let who = self.replicas[i].identity();
                 match &done.result {
                     Ok(plan) if !plan.actions.is_empty() || !plan.events.is_empty() => {
@@ -124,7 +133,8 @@ impl Sim {
         let contested = match &request {
             Request::PatchReplicaSet { .. }
             | Request::ReplaceRouterObject { .. }
-            | Request::ReplaceStatefulSet { .. } => request.target(),
+            | Request::ReplaceStatefulSet { .. }
+            | Request::ReplaceDaemonSet { .. } => request.target(),
             _ => None,
         };
         if let Some((kind, name)) = contested

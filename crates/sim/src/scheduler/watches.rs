@@ -9,6 +9,7 @@ use super::{Ev, Sim};
 use crate::analysis_runs;
 use crate::api_model::{Kind, WatchEvent, name_of};
 use crate::controller::{Addr, Replica};
+use crate::daemon_sets::DaemonSetController;
 use crate::experiments;
 use crate::kubelet::Cluster;
 use crate::stateful_sets::StatefulSetController;
@@ -31,6 +32,9 @@ impl Sim {
             }
             if let Some(sts) = StatefulSetController::interested_in(*kind, event) {
                 self.queue_stateful_set_sync(sts);
+            }
+            for ds in DaemonSetController::interested_in(&self.api, *kind, event) {
+                self.queue_daemon_set_sync(ds);
             }
             if let Some(run) = analysis_runs::interested_in(*kind, event) {
                 let at = self.now_ms + self.rng.range(self.setup.analysis.notice_ms);
@@ -56,7 +60,7 @@ impl Sim {
                 Kind::Rollout | Kind::ReplicaSet => true,
                 Kind::AnalysisRun => made_by_a_rollout(event.object()),
                 Kind::Experiment => owned_by_a_rollout(event.object()),
-                Kind::StatefulSet => true,
+                Kind::StatefulSet | Kind::DaemonSet => true,
                 _ => false,
             };
             if !watched {
@@ -135,6 +139,7 @@ impl Sim {
                 }
             }
             Kind::StatefulSet => r.trigger_stateful_set(name_of(event.object()), now_ms),
+            Kind::DaemonSet => r.trigger_daemon_set(name_of(event.object()), now_ms),
             _ => {
                 r.replica_sets.apply(&event);
                 let owner = serde_json::from_value(event.object().clone())
@@ -172,6 +177,11 @@ impl Sim {
             self.try_start(i);
             return;
         }
+        if kind == Kind::DaemonSet {
+            self.relist_daemon_sets(i);
+            self.try_start(i);
+            return;
+        }
         let list = self.api.list(kind);
         let r = &mut self.replicas[i];
         match kind {
@@ -201,8 +211,30 @@ impl Sim {
             self.relist_runs(i);
             self.relist_experiments(i);
             self.relist_stateful_sets(i);
+            self.relist_daemon_sets(i);
         }
         self.try_start(i);
+    }
+
+    /// The DaemonSet watch (re)connects: the Rollouts driving what it lists are reconciled.
+    /// A DaemonSet watch that broke alone re-lists through [`Sim::relist`].
+    fn relist_daemon_sets(&mut self, i: usize) {
+        let names: Vec<String> = self
+            .api
+            .list(Kind::DaemonSet)
+            .iter()
+            .map(|s| name_of(s).to_string())
+            .collect();
+        let now_ms = self.now_ms;
+        let r = &mut self.replicas[i];
+        r.ds_watch.connected = true;
+        for name in &names {
+            r.trigger_daemon_set(name, now_ms);
+        }
+        if !names.is_empty() {
+            let who = r.identity();
+            self.log(format!("{who}: listed DaemonSet: {}", names.len()));
+        }
     }
 
     /// The StatefulSet watch (re)connects: the Rollouts driving what it lists are reconciled.

@@ -1,6 +1,7 @@
 //! Kubernetes' own part of the world as the scheduler runs it: the ReplicaSet controller
 //! creating and deleting pods, the kubelet making them ready, the StatefulSet controller
-//! replacing its pods, and the garbage collector.
+//! replacing its pods, the DaemonSet controller giving each node a pod, and the garbage
+//! collector.
 
 use super::{Ev, Sim};
 use crate::kubelet::Followup;
@@ -82,6 +83,33 @@ impl Sim {
             .ordinal_ready(stateful_set, ordinal, revision)
         {
             self.queue_stateful_set_sync(stateful_set.to_string());
+        }
+    }
+
+    /// The DaemonSet controller's sync of `name`; the pods it makes get ready later.
+    pub(super) fn sync_daemon_set(&mut self, name: &str) {
+        self.ds_sync_pending.remove(name);
+        let now = self.now();
+        let kubelet = self.setup.kubelet.clone();
+        let followups = self.daemon_sets.sync(
+            &mut self.api,
+            name,
+            self.now_ms,
+            now,
+            &kubelet,
+            &mut self.rng,
+        );
+        for f in followups {
+            if let Followup::PodReady { pod, at_ms } = f {
+                self.at(at_ms, Ev::PodReady { pod });
+            }
+        }
+    }
+
+    pub(super) fn queue_daemon_set_sync(&mut self, name: String) {
+        if self.ds_sync_pending.insert(name.clone()) {
+            let delay = self.setup.faults.rs_controller_delay_ms;
+            self.after(delay, Ev::SyncDaemonSet { name });
         }
     }
 
