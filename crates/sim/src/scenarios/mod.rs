@@ -4,6 +4,7 @@
 mod analysis;
 mod bluegreen;
 mod chaos;
+mod daemon_sets;
 mod experiments;
 mod istio;
 mod known;
@@ -58,6 +59,10 @@ pub enum Wait {
     Phase(&'static str),
     /// The current update has reached this step index.
     CanaryStep(i32),
+    /// An update to a revision other than the stable one has reached this step index. For a
+    /// Rollout driving a workload whose template the user edits (its own spec, and so its
+    /// generation, is unchanged), a finished update's step index says nothing yet.
+    UpdateStep(i32),
     /// The Rollout has a pause condition with this reason.
     Paused(&'static str),
 }
@@ -74,6 +79,8 @@ pub enum Op {
     /// A user edits the image of the StatefulSet `demo` (a Rollout driving a StatefulSet takes
     /// its template from there).
     SetStatefulSetImage(String),
+    /// A user edits the image of the DaemonSet `demo`.
+    SetDaemonSetImage(String),
     Crash(Target),
     Partition(Target, u64),
     /// The target's lease requests fail (the API server times out on them) for this long.
@@ -119,6 +126,7 @@ pub fn all() -> Vec<Scenario> {
     v.extend(notifications::scenarios());
     v.extend(step_plugins::scenarios());
     v.extend(stateful_sets::scenarios());
+    v.extend(daemon_sets::scenarios());
     v
 }
 

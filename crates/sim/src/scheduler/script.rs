@@ -47,6 +47,14 @@ impl Sim {
                     .unwrap_or(0)
                     >= i64::from(*i)
             }
+            Wait::UpdateStep(i) => {
+                let status = |field: &str| ro.pointer(&format!("/status/{field}"));
+                status("currentPodHash") != status("stableRS")
+                    && status("currentStepIndex")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                        >= i64::from(*i)
+            }
             Wait::Paused(reason) => has_pause(ro, reason),
         }
     }
@@ -83,6 +91,15 @@ impl Sim {
                     .api
                     .patch(Kind::StatefulSet, "demo", &patch, Endpoint::Main);
                 self.log(format!("user: set image {image} on statefulset/demo"));
+            }
+            Op::SetDaemonSetImage(image) => {
+                let patch = json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "app", "image": image}
+                ]}}}});
+                let _ = self
+                    .api
+                    .patch(Kind::DaemonSet, "demo", &patch, Endpoint::Main);
+                self.log(format!("user: set image {image} on daemonset/demo"));
             }
             Op::Crash(t) => {
                 let i = self.target(&t);

@@ -246,6 +246,11 @@ fn statefulset_canary() {
 }
 
 #[test]
+fn daemonset_canary() {
+    check("daemonset-canary");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");
