@@ -2,7 +2,7 @@
 //! nodes run the update revision than the step the controller is at allows, and at
 //! quiescence every node runs the revision the verdict chose, ready.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use sluice_api::Rollout;
@@ -17,7 +17,9 @@ use crate::kubelet::{image_of_template, ready_since};
 
 /// While an update is in progress, the nodes on its revision are at most what its step allows:
 /// the largest share (`setWeight`, rounded up) or node count (`setCanaryScale.replicas`) of
-/// the steps up to the one the controller is at, every node past the last step.
+/// the steps up to the one the controller is at, every node past the last step. A node that
+/// joined since the update began is not counted: its first pod is made from the current
+/// template, which nobody can hold back.
 pub const NODES_WITHIN_STEP: &str = "daemonset-nodes-within-the-step";
 /// At quiescence every node runs one ready pod of the DaemonSet's update revision, which is
 /// the Rollout's stable one and the image the inputs dictate (the new one after a completed
@@ -41,6 +43,10 @@ struct Decided {
     /// whose replacements were made from this template, after the user changed it. That
     /// earlier update's step allowed them.
     carried: i32,
+    /// The nodes there were then: a node not among them joined during the update, and a
+    /// share is of the nodes the update began with, when more than are left (a node that
+    /// left takes its pod, updated or not, with it).
+    nodes: BTreeSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -60,7 +66,7 @@ fn driving(api: &ApiServer) -> Vec<(Rollout, Value)> {
         .collect()
 }
 
-fn nodes(api: &ApiServer) -> Vec<String> {
+fn nodes(api: &ApiServer) -> BTreeSet<String> {
     api.list(Kind::Node)
         .iter()
         .map(|n| name_of(n).to_string())
@@ -71,10 +77,14 @@ fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// The nodes whose pod runs `revision`, and the nodes without a pod.
-fn on_revision(api: &ApiServer, ds: &Value, revision: &str) -> (i32, i32) {
+/// Of `nodes`, those whose pod runs `revision`, and those without a pod.
+fn on_revision(
+    api: &ApiServer,
+    ds: &Value,
+    revision: &str,
+    nodes: &BTreeSet<String>,
+) -> (i32, i32) {
     let pods = pods_of(api, ds);
-    let nodes = nodes(api);
     let on = nodes
         .iter()
         .filter(|n| {
@@ -139,12 +149,14 @@ impl DaemonSetChecks {
                 d.unbounded = unbounded;
             }
             _ => {
-                let (on, bare) = on_revision(api, &ds, &hash);
+                let nodes = nodes(api);
+                let (on, bare) = on_revision(api, &ds, &hash, &nodes);
                 let decided = Decided {
                     hash,
                     step,
                     unbounded,
                     carried: on + bare,
+                    nodes,
                 };
                 self.decided.insert(rollout.to_string(), decided);
             }
@@ -169,9 +181,11 @@ impl DaemonSetChecks {
             if decided.unbounded || decided.hash != update || stable == Some(update.as_str()) {
                 continue;
             }
-            let nodes = count(nodes(api).len());
+            let now = nodes(api);
+            let nodes = count(now.len().max(decided.nodes.len()));
             let allowed = allowance(&ro, decided.step, nodes).max(decided.carried);
-            let (on, _) = on_revision(api, &ds, &update);
+            let began_with: BTreeSet<String> = now.intersection(&decided.nodes).cloned().collect();
+            let (on, _) = on_revision(api, &ds, &update, &began_with);
             if on > allowed {
                 found.push((
                     NODES_WITHIN_STEP,

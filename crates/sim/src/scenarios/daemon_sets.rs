@@ -4,8 +4,10 @@
 //! lagging watches, leader changes). By the seed, the update completes (through a timed or an
 //! indefinite pause and a promotion, or a full promotion), is superseded by another image
 //! halfway, is aborted halfway, or runs an image that never gets ready and is aborted by its
-//! progress deadline. No more nodes may ever run the update than its step allows, and at the
-//! end every node runs the revision the verdict chose.
+//! progress deadline. In some seeds a node joins or one leaves while the update runs. No more
+//! nodes may ever run the update than its step allows (a node that joined aside: it gets the
+//! current template, whatever the step), and at the end every node runs the revision the
+//! verdict chose.
 
 use serde_json::{Value, json};
 
@@ -26,8 +28,12 @@ pub fn scenarios() -> Vec<Scenario> {
     }]
 }
 
+fn node_name(i: u64) -> String {
+    format!("node-{i}")
+}
+
 fn node(i: u64) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}})
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i)}})
 }
 
 fn daemon_set() -> Value {
@@ -113,6 +119,15 @@ fn build(_seed: u64, rng: &mut Rng) -> Setup {
     );
     let set = |tag: &str| Op::SetDaemonSetImage(image(tag));
     let mut script: Vec<Step> = vec![step(Wait::Phase("Healthy"), (0, 5_000), set("v2"))];
+    // Before what the course does, so that its wait (an update in progress) still comes.
+    let churn = match rng.range((0, 3)) {
+        0 => Some(Op::AddNode(node_name(nodes))),
+        1 => Some(Op::RemoveNode(node_name(rng.below(nodes)))),
+        _ => None,
+    };
+    if let Some(op) = churn {
+        script.push(step(Wait::UpdateStep(0), (0, 15_000), op));
+    }
     let (phase, stable) = match course {
         Course::Complete { promote } => {
             if promote {

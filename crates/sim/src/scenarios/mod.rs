@@ -81,6 +81,10 @@ pub enum Op {
     SetStatefulSetImage(String),
     /// A user edits the image of the DaemonSet `demo`.
     SetDaemonSetImage(String),
+    /// A node of this name joins the cluster.
+    AddNode(String),
+    /// The node of this name leaves the cluster.
+    RemoveNode(String),
     Crash(Target),
     Partition(Target, u64),
     /// The target's lease requests fail (the API server times out on them) for this long.

@@ -101,6 +101,16 @@ impl Sim {
                     .patch(Kind::DaemonSet, "demo", &patch, Endpoint::Main);
                 self.log(format!("user: set image {image} on daemonset/demo"));
             }
+            Op::AddNode(name) => {
+                let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+                let now = self.now();
+                let _ = self.api.create(Kind::Node, node, now);
+                self.log(format!("cluster: node/{name} joins"));
+            }
+            Op::RemoveNode(name) => {
+                let _ = self.api.delete(Kind::Node, &name, None);
+                self.log(format!("cluster: node/{name} leaves"));
+            }
             Op::Crash(t) => {
                 let i = self.target(&t);
                 if self.replicas[i].up {
