@@ -21,17 +21,18 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use sluice_api::Rollout;
 use sluice_api::rollout::RolloutPhase;
-use sluice_e2e::harness::{TestNamespace, wait_for};
+use sluice_e2e::harness::{TestEnv, TestNamespace, wait_for};
 use sluice_e2e::*;
 use sluice_testenv::fake_kubelet::{self, KubeletConfig};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-const NAME: &str = "agent";
-const NODES: usize = 4;
+pub(super) const NAME: &str = "agent";
+pub(super) const NODES: usize = 4;
 const REVISION_LABEL: &str = "controller-revision-hash";
 const NODE_LABEL: &str = "sluice.dev/e2e-daemonset-nodes";
 
 /// The test's nodes, served by a fake kubelet in this process, and removed when dropped.
-struct Nodes {
+pub(super) struct Nodes {
     names: Vec<String>,
     kubelet: tokio::task::JoinHandle<()>,
     client: kube::Client,
@@ -79,7 +80,7 @@ impl Nodes {
 impl Nodes {
     /// Stops the kubelet and removes the nodes (their pods went with the namespace's
     /// DaemonSet, or go with the nodes).
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         self.kubelet.abort();
         let nodes: Api<Node> = Api::all(self.client.clone());
         for name in std::mem::take(&mut self.names) {
@@ -134,7 +135,7 @@ fn rollout() -> String {
 }
 
 /// The Rollout, with `extra` merged into its spec.
-fn rollout_with(extra: serde_json::Value) -> String {
+pub(super) fn rollout_with(extra: serde_json::Value) -> String {
     let mut rollout = json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
@@ -153,16 +154,16 @@ fn rollout_with(extra: serde_json::Value) -> String {
 /// One look at the cluster: the ready pods' revisions by node, the uid of each node's pod,
 /// the DaemonSet's image, and the Rollout's step and phase.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Sample {
+pub(super) struct Sample {
     /// Node → revision of its ready pod.
-    nodes: BTreeMap<String, String>,
-    image: String,
-    step: Option<i32>,
-    phase: Option<RolloutPhase>,
+    pub(super) nodes: BTreeMap<String, String>,
+    pub(super) image: String,
+    pub(super) step: Option<i32>,
+    pub(super) phase: Option<RolloutPhase>,
 }
 
 impl Sample {
-    fn on(&self, revision: &str) -> usize {
+    pub(super) fn on(&self, revision: &str) -> usize {
         self.nodes.values().filter(|r| *r == revision).count()
     }
 }
@@ -218,7 +219,7 @@ async fn sample(ns: &TestNamespace) -> Sample {
 
 /// Samples until `done` holds, keeping each distinct sample; in every sample at most
 /// `allowed(step)` nodes run `new`.
-async fn sample_until(
+pub(super) async fn sample_until(
     ns: &TestNamespace,
     new: &str,
     allowed: impl Fn(Option<i32>) -> usize,
@@ -252,7 +253,7 @@ async fn sample_until(
 
 /// The hash of the DaemonSet's update revision (its newest ControllerRevision) once its
 /// controller has seen `image`.
-async fn update_hash(ns: &TestNamespace, image: &str) -> String {
+pub(super) async fn update_hash(ns: &TestNamespace, image: &str) -> String {
     let ds_api: Api<DaemonSet> = ns.api();
     let revisions: Api<ControllerRevision> = ns.api();
     wait_for("the update revision", TIMEOUT, || async {
@@ -282,7 +283,7 @@ async fn update_hash(ns: &TestNamespace, image: &str) -> String {
     .unwrap()
 }
 
-async fn set_image(ns: &TestNamespace, image: &str) {
+pub(super) async fn set_image(ns: &TestNamespace, image: &str) {
     let patch =
         json!({"spec": {"template": {"spec": {"containers": [{"name": NAME, "image": image}]}}}});
     ns.api::<DaemonSet>()
@@ -291,7 +292,7 @@ async fn set_image(ns: &TestNamespace, image: &str) {
         .unwrap();
 }
 
-async fn status(api: &Api<Rollout>) -> sluice_api::rollout::RolloutStatus {
+pub(super) async fn status(api: &Api<Rollout>) -> sluice_api::rollout::RolloutStatus {
     api.get(NAME).await.unwrap().status.unwrap_or_default()
 }
 
@@ -305,8 +306,62 @@ async fn pod_uids(ns: &TestNamespace) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What `kubectl sluice explain` says about the Rollout, and what the dashboard's explain
+/// endpoint (the text its Rollout page shows) says, each named by its source.
+async fn explained(env: &TestEnv, ns: &TestNamespace) -> [(&'static str, String); 2] {
+    let cli = sluice_e2e::process::cli_binary().await.unwrap();
+    let kubectl_sluice = || {
+        let mut command = tokio::process::Command::new(&cli);
+        command
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_path())
+            .args(["-n", ns.name()]);
+        command
+    };
+    let out = kubectl_sluice()
+        .args(["explain", NAME])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let command = String::from_utf8(out.stdout).unwrap();
+
+    let mut dashboard = kubectl_sluice()
+        .args(["dashboard", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let stdout = dashboard.stdout.take().unwrap();
+    tokio::time::timeout(TIMEOUT, BufReader::new(stdout).read_line(&mut line))
+        .await
+        .expect("the dashboard prints its address")
+        .unwrap();
+    // `Sluice dashboard at http://127.0.0.1:PORT/ (namespace NS)`
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let answer: serde_json::Value =
+        reqwest::get(format!("{url}api/v1/rollouts/{}/{NAME}/explain", ns.name()))
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let page = answer["text"].as_str().unwrap_or_default().to_string();
+    [("kubectl sluice explain", command), ("the dashboard", page)]
+}
+
 /// The test's nodes, and the DaemonSet on them with a ready pod on each; its revision's hash.
-async fn daemon_set_up(ns: &TestNamespace) -> (Nodes, String) {
+pub(super) async fn daemon_set_up(ns: &TestNamespace) -> (Nodes, String) {
     let nodes = Nodes::start(ns).await;
     ns.apply_yaml(&daemon_set(ns, "nginx:1.19-alpine"))
         .await
@@ -318,7 +373,7 @@ async fn daemon_set_up(ns: &TestNamespace) -> (Nodes, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemonset_canary_walks_its_nodes() {
-    let (_env, ns, _controller) = setup("ds-canary").await;
+    let (env, ns, _controller) = setup("ds-canary").await;
     let (nodes, a) = daemon_set_up(&ns).await;
     let api = rollouts(&ns);
 
@@ -353,6 +408,28 @@ async fn daemonset_canary_walks_its_nodes() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let s = sample(&ns).await;
     assert_eq!((s.step, s.on(&b)), (Some(1), 1));
+    // `explain`, and the dashboard's page (which shows explain's answer), name each node's
+    // revision.
+    let updated = s
+        .nodes
+        .iter()
+        .find(|(_, r)| **r == b)
+        .map(|(n, _)| n.clone());
+    for (source, text) in explained(&env, &ns).await {
+        assert!(
+            text.contains("DaemonSet \"agent\", by node:"),
+            "{source}: {text}"
+        );
+        for (node, revision) in &s.nodes {
+            let role = if Some(node) == updated.as_ref() {
+                "update"
+            } else {
+                "stable"
+            };
+            let line = format!("  {node}: revision {revision} ({role}), ready\n");
+            assert!(text.contains(&line), "{source} lacks {line:?}: {text}");
+        }
+    }
 
     // Promoted: three nodes, the timed pause, then every node.
     promote(&api, NAME).await;

@@ -24,6 +24,7 @@ mod control_plane_faults;
 mod controller_restart;
 mod crash_at_every_write;
 mod crds_on_current_kubernetes;
+mod daemonset_analysis_gates_its_nodes;
 mod daemonset_canary_walks_its_nodes;
 mod documented_install_commands;
 mod dynamic_stable_scale_never_routes_to_missing_pods;

@@ -22,9 +22,9 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use sluice_api::Rollout;
-use sluice_api::analysis::AnalysisRun;
 use sluice_api::common::AnalysisPhase;
 use sluice_api::rollout::RolloutPhase;
+use sluice_e2e::analysis::{run_phase, runs_of, web_template};
 use sluice_e2e::harness::{TestNamespace, wait_for};
 use sluice_e2e::*;
 use sluice_testenv::http_stub::HttpStub;
@@ -63,27 +63,6 @@ fn rollout_with(canary: serde_json::Value) -> String {
         "kind": "Rollout",
         "metadata": {"name": NAME, "annotations": {"rollouts.sluice.dev/statefulset": NAME}},
         "spec": {"strategy": {"canary": canary}}
-    })
-    .to_string()
-}
-
-/// A web metric on `url`: `count` measurements a second apart (none: until terminated).
-fn web_template(name: &str, url: &str, count: Option<i32>) -> String {
-    let mut metric = json!({
-        "name": "web",
-        "interval": "1s",
-        "successCondition": "result.status == 'ok'",
-        "failureCondition": "result.status == 'bad'",
-        "provider": {"web": {"url": url}}
-    });
-    if let Some(count) = count {
-        metric["count"] = count.into();
-    }
-    json!({
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisTemplate",
-        "metadata": {"name": name},
-        "spec": {"metrics": [metric]}
     })
     .to_string()
 }
@@ -361,20 +340,6 @@ async fn statefulset_canary_walks_its_partitions() {
         "{:?}",
         st.message
     );
-}
-
-/// The Rollout's AnalysisRuns of `kind` (`Step` or `Background`) for the revision `hash`.
-async fn runs_of(ns: &TestNamespace, kind: &str, hash: &str) -> Vec<AnalysisRun> {
-    let selector = format!("rollout-type={kind},rollouts-pod-template-hash={hash}");
-    ns.api::<AnalysisRun>()
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .unwrap()
-        .items
-}
-
-fn run_phase(run: &AnalysisRun) -> Option<AnalysisPhase> {
-    run.status.as_ref().and_then(|s| s.phase.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
