@@ -158,6 +158,13 @@ there), the traffic routers' by providerRBAC, then providerRBAC.additionalRules.
   verbs: [get, update]
 {{- end }}
 {{- end }}
+{{- if .Values.controller.configRollouts }}
+# Config rollouts: the referenced ConfigMaps and Secrets read and watched, their copies made
+# and handed to the ReplicaSets that read them.
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [get, list, watch, create, patch]
+{{- end }}
 {{- if .Values.controller.awsVerifyTargetGroup }}
 - apiGroups: [elbv2.k8s.aws]
   resources: [targetgroupbindings]

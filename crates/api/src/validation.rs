@@ -103,6 +103,7 @@ pub fn check_rollout(rollout: &Rollout) -> RolloutProblems {
     if let Some((kind, name)) = driven {
         driven::check(rollout, kind, name, &mut problems);
     }
+    driven::check_config_rollout(rollout, driven.map(|(kind, _)| kind), &mut problems);
     rollout::check_spec(&rollout.spec, driven.is_some(), &mut problems);
     RolloutProblems {
         argo: problems.argo,

@@ -256,6 +256,21 @@ pub struct Args {
     )]
     pub aws_verify_target_group: bool,
 
+    /// Config rollouts: for a Rollout annotated `rollouts.sluice.dev/config-rollout: "true"`,
+    /// a change of a ConfigMap or Secret its pod template references is a new revision whose
+    /// pods read an immutable copy of the new content (docs/config-rollouts.md). Off by
+    /// default: it needs RBAC to read, watch, create and patch ConfigMaps and Secrets (the
+    /// chart's `controller.configRollouts`). Off, such a Rollout rolls out as under Argo.
+    #[arg(
+        long = "config-rollouts",
+        action = ArgAction::Set,
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub config_rollouts: bool,
+
     #[command(flatten)]
     pub client: ClientFlags,
 

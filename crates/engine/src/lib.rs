@@ -3,6 +3,8 @@
 
 pub mod analysis;
 pub mod conditions;
+pub mod config_copies;
+pub mod config_rollout;
 mod controller_revision;
 pub mod daemonset;
 mod driven;

@@ -53,6 +53,10 @@ pub struct Observed {
     /// The DaemonSet a Rollout drives (`rollouts.sluice.dev/daemonset`), with its
     /// ControllerRevisions; `None` for every other Rollout. Its pods are in `pods`.
     pub daemon_set: Option<DaemonSetObserved>,
+    /// For a Rollout with `rollouts.sluice.dev/config-rollout: "true"`: the hashes of the
+    /// ConfigMaps and Secrets its template references, and its copies of them; `None` for
+    /// every other Rollout.
+    pub config: Option<crate::config_copies::ConfigObserved>,
     /// Since when the controller has held back a status change that only reports progress
     /// (see [`crate::Plan::progress_held`]), if it holds one: the controller's memory, not the
     /// cluster's. `None` when nothing is held.
@@ -136,6 +140,7 @@ impl Observed {
             workload: None,
             stateful_set: None,
             daemon_set: None,
+            config: None,
             progress_held_since: None,
             step_plugin_answers: Vec::new(),
             target_registration: None,

@@ -148,6 +148,23 @@ pub enum Action {
     /// Delete an Experiment of a ReplicaSet that is gone (its ReplicaSets, Services and runs
     /// go with it, through their owner references).
     DeleteExperiment { name: String, uid: Option<String> },
+    /// Make `copy`, an immutable copy of the ConfigMap or Secret `source` owned by the Rollout
+    /// (`rollouts.sluice.dev/config-rollout`). The content is the controller's to read: it
+    /// copies only while the source still hashes to `hash`, the content this was decided on.
+    CopyConfig {
+        kind: crate::config_copies::ConfigKind,
+        source: String,
+        hash: String,
+        copy: String,
+    },
+    /// Set the owners of a copy (the ReplicaSets that read it, or the Rollout), at the
+    /// resourceVersion read.
+    OwnConfigCopy {
+        kind: crate::config_copies::ConfigKind,
+        name: String,
+        resource_version: Option<String>,
+        owners: Vec<crate::config_copies::Owner>,
+    },
 }
 
 /// The event of a write of a StatefulSet a Rollout drives (its partition or template).

@@ -130,14 +130,28 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
     // A template taken from a referenced workload is resolved in memory, after validation
     // (which looks at the Rollout's own, empty, template).
     plan.status.workload_observed_generation = None;
+    // So is a template whose ConfigMaps and Secrets are read from copies (config rollouts).
+    let mut config_copies = Vec::new();
     let prepared = match first_problem(ro) {
         Some(problem) => Err(problem),
         None => crate::workload::resolve(ro, observed.workload.as_ref()).and_then(|resolved| {
-            let prepared = prepare_valid(resolved.as_ref().unwrap_or(ro))?;
             let resolved = resolved.map(|rollout| Observed {
                 rollout,
                 ..observed.clone()
             });
+            let resolved = match (crate::config_rollout::enabled(ro), &observed.config) {
+                (true, Some(config)) => {
+                    let base = resolved.as_ref().unwrap_or(observed);
+                    let (rollout, copies) = crate::config_rollout::resolve(base, config)?;
+                    config_copies = copies;
+                    Some(Observed {
+                        rollout,
+                        ..base.clone()
+                    })
+                }
+                _ => resolved,
+            };
+            let prepared = prepare_valid(resolved.as_ref().map_or(ro, |o| &o.rollout))?;
             Ok((prepared, resolved))
         }),
     };
@@ -150,7 +164,15 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
             plan.status.conditions = Some(conds);
             let mut world = World::new(observed, &prepared, now);
             match world.run(&mut plan) {
-                Ok(()) => referenced_workload::decide(ro, &world, observed, &old_status, &mut plan),
+                Ok(()) => {
+                    referenced_workload::decide(ro, &world, observed, &old_status, &mut plan);
+                    if let Some(config) = &observed.config {
+                        // The copies exist before a ReplicaSet whose pods read them.
+                        plan.actions.splice(0..0, config_copies);
+                        let owners = crate::config_rollout::owners(observed, config);
+                        plan.actions.extend(owners);
+                    }
+                }
                 Err(message) => set_invalid_spec(&mut plan, name, message, now),
             }
         }

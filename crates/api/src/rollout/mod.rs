@@ -270,6 +270,16 @@ pub fn daemon_set_name(rollout: &crate::Rollout) -> Option<&str> {
     annotation(rollout, DAEMONSET_ANNOTATION)
 }
 
+/// Sluice's opt-in for config rollouts: with `"true"`, a change of a ConfigMap or Secret the
+/// pod template references is a new revision, its pods reading a copy of the new content
+/// (docs/config-rollouts.md).
+pub const CONFIG_ROLLOUT_ANNOTATION: &str = "rollouts.sluice.dev/config-rollout";
+
+/// The value of [`CONFIG_ROLLOUT_ANNOTATION`], if the Rollout has it.
+pub fn config_rollout(rollout: &crate::Rollout) -> Option<&str> {
+    annotation(rollout, CONFIG_ROLLOUT_ANNOTATION)
+}
+
 fn annotation<'a>(rollout: &'a crate::Rollout, key: &str) -> Option<&'a str> {
     rollout
         .metadata

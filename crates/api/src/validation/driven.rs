@@ -5,7 +5,9 @@
 //! strategy, whether it exists) is checked by the engine, which reads it.
 
 use super::{FieldError, Problems, rollout::is_empty_template};
-use crate::rollout::{CanaryStepAction, DAEMONSET_ANNOTATION, STATEFULSET_ANNOTATION};
+use crate::rollout::{
+    CONFIG_ROLLOUT_ANNOTATION, CanaryStepAction, DAEMONSET_ANNOTATION, STATEFULSET_ANNOTATION,
+};
 
 /// The kind of workload a Rollout drives instead of ReplicaSets of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,5 +406,31 @@ mod daemon_set_tests {
                 "metadata.annotations[rollouts.sluice.dev/daemonset]: Forbidden: a Rollout drives a StatefulSet or a DaemonSet, not both"
             ]
         );
+    }
+}
+
+/// Config rollouts (`rollouts.sluice.dev/config-rollout`) are off, with a warning, for a value
+/// other than `"true"` or `"false"` and for a Rollout whose pod template is a driven
+/// workload's (that workload's own controller starts its pods). Never refused: Argo runs such
+/// a Rollout, ignoring the annotation, and so does Sluice.
+pub(super) fn check_config_rollout(
+    rollout: &crate::Rollout,
+    driven: Option<Driven>,
+    problems: &mut Problems,
+) {
+    let Some(value) = crate::rollout::config_rollout(rollout) else {
+        return;
+    };
+    let path = format!("metadata.annotations[{CONFIG_ROLLOUT_ANNOTATION}]");
+    let problem = match (value, driven) {
+        ("true", Some(driven)) => Some(format!(
+            "the pod template is the {}'s; config rollouts are off for this Rollout",
+            driven.kind()
+        )),
+        ("true" | "false", _) => None,
+        _ => Some("must be \"true\" or \"false\"; config rollouts are off for this Rollout".into()),
+    };
+    if let Some(detail) = problem {
+        problems.sluice(FieldError::invalid(&path, value, &detail));
     }
 }

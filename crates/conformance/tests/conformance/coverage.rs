@@ -77,6 +77,20 @@ fn generated_rollouts_reach_the_validation_checks() {
                     let name = if i % 20 < 10 { "" } else { "db" };
                     value["metadata"]["annotations"] = serde_json::json!({ annotation: name });
                 }
+                // One in seven asks for config rollouts, some with a value Sluice warns of, some
+                // beside a driven workload.
+                let config = match i % 7 {
+                    0 => Some("true"),
+                    3 => Some("sometimes"),
+                    _ => None,
+                };
+                if let Some(config) = config {
+                    if !value["metadata"]["annotations"].is_object() {
+                        value["metadata"]["annotations"] = serde_json::json!({});
+                    }
+                    value["metadata"]["annotations"]["rollouts.sluice.dev/config-rollout"] =
+                        config.into();
+                }
                 if let Ok(rollout) = serde_json::from_value::<Rollout>(value) {
                     let _ = check_rollout(&rollout);
                 }

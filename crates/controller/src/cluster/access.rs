@@ -11,6 +11,7 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::config_rollout::{ConfigKind, ConfigObserved, Owner};
 use sluice_engine::daemonset::DaemonSetObserved;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::StatefulSetObserved;
@@ -326,6 +327,42 @@ pub trait ClusterAccess: Send + Sync {
         _object: &Value,
     ) -> impl Future<Output = Result<(), WriteError>> + Send {
         let message = format!("daemonset {namespace}/{name}: not writable here");
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// For a Rollout with config rollouts on (`rollouts.sluice.dev/config-rollout`): its
+    /// copies and the hashes of what its template references. `None` where the controller
+    /// runs without `--config-rollouts` (the Rollout then rolls out as Argo would).
+    fn observe_config(
+        &self,
+        _rollout: &Rollout,
+    ) -> impl Future<Output = Result<Option<ConfigObserved>, WriteError>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// Makes `copy` of the ConfigMap or Secret `source`, if it still hashes to `hash`.
+    fn copy_config(
+        &self,
+        _rollout: &Rollout,
+        kind: ConfigKind,
+        source: &str,
+        _hash: &str,
+        _copy: &str,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{} {source}: not copied here", kind.name());
+        async move { Err(WriteError::Api(message)) }
+    }
+
+    /// Sets the owners of a copy, at the resourceVersion read.
+    fn set_config_owners(
+        &self,
+        _namespace: &str,
+        kind: ConfigKind,
+        name: &str,
+        _resource_version: Option<&str>,
+        _owners: &[Owner],
+    ) -> impl Future<Output = Result<(), WriteError>> + Send {
+        let message = format!("{} {name}: not writable here", kind.name());
         async move { Err(WriteError::Api(message)) }
     }
 

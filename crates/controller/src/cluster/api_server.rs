@@ -7,8 +7,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
-    Preconditions,
+    DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, Preconditions,
 };
 use kube::runtime::reflector::ObjectRef as StoreRef;
 use kube::{Api, Client, Resource};
@@ -21,6 +20,7 @@ use sluice_api::analysis::{
 };
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::config_rollout::{ConfigKind, ConfigObserved, Owner};
 use sluice_engine::daemonset::DaemonSetObserved;
 use sluice_engine::observed::TemplateKey;
 use sluice_engine::statefulset::StatefulSetObserved;
@@ -47,74 +47,15 @@ pub struct KubeCluster {
     caches: Option<Caches>,
     /// The traffic-router plugins, behind the router objects of kind `RpcPlugin`.
     router_plugins: Option<Arc<RouterPlugins>>,
+    /// `--config-rollouts`: ConfigMaps and Secrets are read and copied for the Rollouts that
+    /// ask for config rollouts.
+    config_rollouts: bool,
 }
 
+/// How a [`KubeCluster`] is made and set up.
+mod setup;
+
 impl KubeCluster {
-    /// A writer that always may write.
-    pub fn new(client: Client) -> Self {
-        Self::with_gate(client, WriteGate::open())
-    }
-
-    /// A writer that writes only while `gate` is open.
-    pub fn with_gate(client: Client, gate: WriteGate) -> Self {
-        Self {
-            client,
-            gate,
-            term: None,
-            versions: ApiVersions::default(),
-            caches: None,
-            router_plugins: None,
-        }
-    }
-
-    /// This writer, reading from `caches` instead of the API server. The caller waits for
-    /// them to be ready ([`Caches::ready`]) before deciding on what they hold.
-    pub fn with_caches(self, caches: Caches) -> Self {
-        Self {
-            caches: Some(caches),
-            ..self
-        }
-    }
-
-    /// This writer, with the traffic-router plugins of `argo-rollouts-config`.
-    pub fn with_router_plugins(self, plugins: Arc<RouterPlugins>) -> Self {
-        Self {
-            router_plugins: Some(plugins),
-            ..self
-        }
-    }
-
-    /// The traffic-router plugins (all "not configured" without any).
-    fn router_plugins(&self) -> Arc<RouterPlugins> {
-        self.router_plugins.clone().unwrap_or_default()
-    }
-
-    /// This writer, speaking these API versions of the router kinds.
-    pub fn with_router_versions(self, versions: ApiVersions) -> Self {
-        Self { versions, ..self }
-    }
-
-    fn router_api(&self, target: &ObjectRef) -> Api<DynamicObject> {
-        let kind = target.kind;
-        let version = kind.version(&self.versions);
-        let resource = ApiResource {
-            group: kind.group().to_string(),
-            version: version.to_string(),
-            api_version: kind.api_version(&self.versions),
-            kind: kind.kind().to_string(),
-            plural: kind.plural().to_string(),
-        };
-        Api::namespaced_with(self.client.clone(), &target.namespace, &resource)
-    }
-
-    /// This writer, writing only while the leadership term is still `term`.
-    pub fn for_term(&self, term: u64) -> Self {
-        Self {
-            term: Some(term),
-            ..self.clone()
-        }
-    }
-
     fn params() -> PatchParams {
         PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -576,6 +517,41 @@ impl ClusterAccess for KubeCluster {
 
     async fn replace_daemon_set(&self, ns: &str, name: &str, object: &Value) -> WorkloadWrite {
         super::driven::replace::<DaemonSet>(&self.client, ns, name, object).await
+    }
+
+    async fn observe_config(
+        &self,
+        rollout: &Rollout,
+    ) -> Result<Option<ConfigObserved>, WriteError> {
+        if !self.config_rollouts {
+            return Ok(None);
+        }
+        super::config_copies::observe(&self.client, rollout)
+            .await
+            .map(Some)
+    }
+
+    async fn copy_config(
+        &self,
+        rollout: &Rollout,
+        kind: ConfigKind,
+        source: &str,
+        hash: &str,
+        copy: &str,
+    ) -> Result<(), WriteError> {
+        super::config_copies::copy(&self.client, rollout, kind, source, hash, copy).await
+    }
+
+    async fn set_config_owners(
+        &self,
+        ns: &str,
+        kind: ConfigKind,
+        name: &str,
+        resource_version: Option<&str>,
+        owners: &[Owner],
+    ) -> Result<(), WriteError> {
+        super::config_copies::set_owners(&self.client, ns, kind, name, resource_version, owners)
+            .await
     }
 
     async fn list_experiments(&self, namespace: &str) -> Result<Vec<Experiment>, WriteError> {

@@ -209,6 +209,26 @@ pub async fn apply_plan_counting<W: ClusterAccess>(
             } => {
                 writer.replace_daemon_set(ns, daemon_set, object).await?;
             }
+            Action::CopyConfig {
+                kind,
+                source,
+                hash,
+                copy,
+            } => {
+                writer
+                    .copy_config(rollout, *kind, source, hash, copy)
+                    .await?;
+            }
+            Action::OwnConfigCopy {
+                kind,
+                name: copy,
+                resource_version,
+                owners,
+            } => {
+                writer
+                    .set_config_owners(ns, *kind, copy, resource_version.as_deref(), owners)
+                    .await?;
+            }
         }
         applied.writes += 1;
         actions_done.fetch_add(1, Ordering::Relaxed);

@@ -48,6 +48,13 @@ pub async fn observe<W: ClusterAccess>(
         .ok()
         .flatten();
     let pods_of = resolved.as_ref().unwrap_or(rollout);
+    // A Rollout with config rollouts on: its copies, and the hashes of what its template
+    // (its workload's, with a workloadRef) references.
+    let config = if sluice_engine::config_rollout::enabled(rollout) {
+        writer.observe_config(pods_of).await?
+    } else {
+        None
+    };
     // A StatefulSet's pods are read while an abort rolls them back, a DaemonSet's always.
     let driven_pods = stateful_set
         .as_ref()
@@ -116,6 +123,7 @@ pub async fn observe<W: ClusterAccess>(
         workload,
         stateful_set,
         daemon_set,
+        config,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration,

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt as _, TryStreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{PodTemplate, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate, Secret, Service};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, Store};
@@ -226,6 +227,10 @@ pub async fn run_with(
     )
     .default_backoff()
     .touched_objects();
+    // With --config-rollouts, the ConfigMaps and Secrets the Rollouts that ask for config
+    // rollouts reference: metadata only; a change wakes those Rollouts, which read them fresh.
+    let config_map_stream = config_watch::<ConfigMap>(&client, ns, args.config_rollouts);
+    let secret_stream = config_watch::<Secret>(&client, ns, args.config_rollouts);
     let caches = Caches {
         services: svc_cache,
         analysis_runs: run_cache,
@@ -258,6 +263,7 @@ pub async fn run_with(
         writer: KubeCluster::with_gate(client.clone(), hooks.gate.clone())
             .with_router_versions(router_versions(args, &hooks))
             .with_router_plugins(Arc::new(RouterPlugins::new(hooks.plugins.clone())))
+            .with_config_rollouts(args.config_rollouts)
             .with_caches(caches.clone()),
         replica_sets: rs_cache,
         caches,
@@ -309,6 +315,14 @@ pub async fn run_with(
             daemon_set_stream,
             rollouts_of_driven(ro_cache.clone(), "DaemonSet"),
         )
+        .watches_stream(
+            config_map_stream,
+            rollouts_of_driven(ro_cache.clone(), "ConfigMap"),
+        )
+        .watches_stream(
+            secret_stream,
+            rollouts_of_driven(ro_cache.clone(), "Secret"),
+        )
         .with_config(ControllerConfig::default().concurrency(args.rollout_threads));
     let controller = match cluster_templates {
         Some((_, stream)) => controller.watches_stream(
@@ -325,6 +339,33 @@ pub async fn run_with(
         () = notifications => {}
     }
     Ok(())
+}
+
+/// The metadata watch of ConfigMaps or Secrets for config rollouts; with the feature off, a
+/// stream that never yields (nor lists: the controller may not be allowed to).
+fn config_watch<K>(
+    client: &Client,
+    ns: Option<&str>,
+    on: bool,
+) -> BoxStream<'static, Result<PartialObjectMeta<K>, watcher::Error>>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    if !on {
+        return futures::stream::pending().boxed();
+    }
+    cache::watch(
+        api_in::<PartialObjectMeta<K>>(client, ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .boxed()
 }
 
 /// The Rollout's ReplicaSets, found by its uid rather than by a scan of every cached one, and

@@ -3,6 +3,7 @@
 //! a process of its own (`sluice-test-runner` splits this binary by module), so a test keeps its
 //! own process, log and scheduling rule; `cargo test -p sluice-e2e --test e2e canary::` runs one.
 
+mod a_config_map_change_is_a_canary;
 mod a_failed_analysis_pauses_when_the_rollout_asks;
 mod alb_target_groups_verified_with_aws;
 mod alb_targets_registered_before_old_pods_go;

@@ -176,6 +176,7 @@ impl World {
             workload: self.workload.clone(),
             stateful_set: None,
             daemon_set: None,
+            config: None,
             progress_held_since: self.progress_held_since,
             step_plugin_answers: Vec::new(),
             target_registration: None,
@@ -371,6 +372,9 @@ impl World {
                 }
                 Action::UpdateStatefulSet { .. } => panic!("no StatefulSet in these tests"),
                 Action::UpdateDaemonSet { .. } => panic!("no DaemonSet in these tests"),
+                Action::CopyConfig { .. } | Action::OwnConfigCopy { .. } => {
+                    panic!("no config rollout in these tests")
+                }
                 Action::DeleteAnalysisRun { name, .. } => {
                     self.runs.retain(|r| r.metadata.name.as_ref() != Some(name));
                 }

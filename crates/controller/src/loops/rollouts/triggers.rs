@@ -9,6 +9,7 @@ use kube::{Resource, ResourceExt};
 use sluice_api::Rollout;
 use sluice_api::experiment::Experiment;
 use sluice_engine::Observed;
+use sluice_engine::config_rollout::ConfigRef;
 use sluice_engine::daemonset::daemon_set_name;
 use sluice_engine::labels::MANAGED_BY;
 use sluice_engine::observed::TemplateKey;
@@ -58,7 +59,21 @@ fn keys_of(ro: &Rollout) -> Vec<String> {
         .chain(workload.map(|t| workload_key(t.kind, &t.namespace, &t.name)))
         .chain(stateful_set_name(ro).map(|name| driven_key("StatefulSet", ns, name)))
         .chain(daemon_set_name(ro).map(|name| driven_key("DaemonSet", ns, name)))
+        .chain(config_sources(ro).map(|r| driven_key(r.kind.name(), ns, &r.name)))
         .collect()
+}
+
+/// The ConfigMaps and Secrets whose changes are the new revisions of a Rollout with config
+/// rollouts on (those of its own template; a workload's are read when it reconciles).
+fn config_sources(ro: &Rollout) -> impl Iterator<Item = ConfigRef> {
+    let template = sluice_engine::config_rollout::enabled(ro)
+        .then_some(ro.spec.template.as_ref())
+        .flatten()
+        .and_then(|t| serde_json::to_value(t).ok());
+    template
+        .map(|t| sluice_engine::config_rollout::references(&t))
+        .unwrap_or_default()
+        .into_iter()
 }
 
 /// The key of the Rollouts driving the StatefulSet or DaemonSet (`kind`) `name` of

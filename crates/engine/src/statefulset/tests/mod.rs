@@ -137,6 +137,7 @@ fn decide_with(
             revisions: vec![revision("a", 1), revision("b", 2)],
         }),
         daemon_set: None,
+        config: None,
         progress_held_since: None,
         step_plugin_answers: Vec::new(),
         target_registration: None,
