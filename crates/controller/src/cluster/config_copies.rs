@@ -49,7 +49,13 @@ pub(super) async fn observe(
     Ok(ConfigObserved { sources, copies })
 }
 
-fn insert_copy(copies: &mut BTreeMap<ConfigRef, ConfigCopy>, kind: ConfigKind, meta: ObjectMeta) {
+/// Files a copy listed by its metadata under its kind and name (public for the simulator,
+/// whose API server answers the same list).
+pub fn insert_copy(
+    copies: &mut BTreeMap<ConfigRef, ConfigCopy>,
+    kind: ConfigKind,
+    meta: ObjectMeta,
+) {
     let Some(name) = meta.name else { return };
     let source = meta
         .annotations
@@ -92,7 +98,9 @@ async fn read_hash(
     })
 }
 
-fn config_map_hash(cm: &ConfigMap) -> String {
+/// The hash a ConfigMap's content is copied under (public so that the simulator's API server
+/// hashes as the controller does).
+pub fn config_map_hash(cm: &ConfigMap) -> String {
     let data = cm
         .data
         .iter()
@@ -106,7 +114,8 @@ fn config_map_hash(cm: &ConfigMap) -> String {
     hash_of(data.chain(binary), None)
 }
 
-fn secret_hash(secret: &Secret) -> String {
+/// The hash a Secret's content (its type with its data) is copied under.
+pub fn secret_hash(secret: &Secret) -> String {
     let data = secret
         .data
         .iter()
@@ -141,24 +150,7 @@ pub(super) async fn copy(
     copy: &str,
 ) -> Result<(), WriteError> {
     let ns = rollout.metadata.namespace.as_deref().unwrap_or("default");
-    let meta = ObjectMeta {
-        name: Some(copy.to_string()),
-        namespace: Some(ns.to_string()),
-        labels: Some(
-            [(
-                COPY_OF.to_string(),
-                rollout.metadata.uid.clone().unwrap_or_default(),
-            )]
-            .into(),
-        ),
-        annotations: Some([(COPY_SOURCE.to_string(), source.to_string())].into()),
-        owner_references: Some(vec![owner_reference(&Owner {
-            kind: OwnerKind::Rollout,
-            name: rollout.metadata.name.clone().unwrap_or_default(),
-            uid: rollout.metadata.uid.clone().unwrap_or_default(),
-        })]),
-        ..Default::default()
-    };
+    let meta = copy_meta(rollout, source, copy);
     match kind {
         ConfigKind::ConfigMap => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
@@ -208,6 +200,36 @@ pub(super) async fn copy(
     }
 }
 
+/// The metadata of `copy` of `source` made for `rollout`: its label with the Rollout's uid,
+/// its source annotation, and the Rollout as its first owner (public so that the simulator
+/// makes the same object).
+pub fn copy_meta(rollout: &Rollout, source: &str, copy: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(copy.to_string()),
+        namespace: Some(
+            rollout
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+        ),
+        labels: Some(
+            [(
+                COPY_OF.to_string(),
+                rollout.metadata.uid.clone().unwrap_or_default(),
+            )]
+            .into(),
+        ),
+        annotations: Some([(COPY_SOURCE.to_string(), source.to_string())].into()),
+        owner_references: Some(vec![owner_reference(&Owner {
+            kind: OwnerKind::Rollout,
+            name: rollout.metadata.name.clone().unwrap_or_default(),
+            uid: rollout.metadata.uid.clone().unwrap_or_default(),
+        })]),
+        ..Default::default()
+    }
+}
+
 fn same(equal: bool, copy: &str) -> Result<(), WriteError> {
     if equal {
         Ok(())
@@ -227,9 +249,7 @@ pub(super) async fn set_owners(
     resource_version: Option<&str>,
     owners: &[Owner],
 ) -> Result<(), WriteError> {
-    let references: Vec<OwnerReference> = owners.iter().map(owner_reference).collect();
-    let patch =
-        json!({"metadata": {"resourceVersion": resource_version, "ownerReferences": references}});
+    let patch = owners_patch(resource_version, owners);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -249,9 +269,16 @@ pub(super) async fn set_owners(
     Ok(())
 }
 
+/// The merge patch that sets a copy's owners, conditional on the resourceVersion read
+/// (public so that the simulator's API server is sent the same).
+pub fn owners_patch(resource_version: Option<&str>, owners: &[Owner]) -> serde_json::Value {
+    let references: Vec<OwnerReference> = owners.iter().map(owner_reference).collect();
+    json!({"metadata": {"resourceVersion": resource_version, "ownerReferences": references}})
+}
+
 /// An owner reference that makes no owner the copy's controller: several ReplicaSets may own
 /// one copy, and Kubernetes' garbage collector removes it with the last.
-fn owner_reference(owner: &Owner) -> OwnerReference {
+pub fn owner_reference(owner: &Owner) -> OwnerReference {
     let (api_version, kind) = match owner.kind {
         OwnerKind::Rollout => ("argoproj.io/v1alpha1", "Rollout"),
         OwnerKind::ReplicaSet => ("apps/v1", "ReplicaSet"),

@@ -8,7 +8,7 @@ mod api_server;
 mod aws_load_balancers;
 mod aws_target_groups;
 mod cached;
-mod config_copies;
+pub mod config_copies;
 mod driven;
 mod field_manager;
 pub mod requeue;
