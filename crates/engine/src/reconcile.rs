@@ -167,9 +167,12 @@ pub fn reconcile_with(observed: &Observed, settings: &Settings) -> Plan {
                 Ok(()) => {
                     referenced_workload::decide(ro, &world, observed, &old_status, &mut plan);
                     if let Some(config) = &observed.config {
-                        // The copies exist before a ReplicaSet whose pods read them.
-                        plan.actions.splice(0..0, config_copies);
-                        let owners = crate::config_rollout::owners(observed, config);
+                        // The copies exist, and are held, before a ReplicaSet whose pods read
+                        // them.
+                        let (claims, owners) =
+                            crate::config_rollout::owner_writes(observed, config, &plan.actions);
+                        plan.actions
+                            .splice(0..0, config_copies.into_iter().chain(claims));
                         plan.actions.extend(owners);
                     }
                 }

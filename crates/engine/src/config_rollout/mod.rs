@@ -320,3 +320,77 @@ pub fn owners(observed: &Observed, config: &ConfigObserved) -> Vec<Action> {
     }
     actions
 }
+
+/// The owner writes a plan makes of the copies, in two parts: the claims that go before its
+/// other writes, and the owner changes that go after them ([`owners`] less what is claimed:
+/// one copy is written once a plan, as a second write at the resourceVersion read would
+/// conflict).
+///
+/// A claim: before a plan creates a ReplicaSet whose pods read a copy that exists already and
+/// that the Rollout does not own, the Rollout becomes an owner of the copy too, ahead of the
+/// ReplicaSet. The owners the copy has may be going: a revision deleted beyond the history
+/// limit, whose copy the garbage collector is about to take when the ConfigMap is set back to
+/// that revision's content. A ReplicaSet created just before the copy is taken would read a
+/// copy that is gone, its pods unable to start. The claim carries the resourceVersion read: if
+/// the collector was first it finds no copy and the plan stops before the ReplicaSet (the next
+/// reconcile copies again); if the claim is first, the copy has a live owner (Kubernetes'
+/// collector deletes at the resourceVersion it judged, so it leaves it).
+pub fn owner_writes(
+    observed: &Observed,
+    config: &ConfigObserved,
+    actions: &[Action],
+) -> (Vec<Action>, Vec<Action>) {
+    let rollout = Owner {
+        kind: OwnerKind::Rollout,
+        name: observed.rollout.metadata.name.clone().unwrap_or_default(),
+        uid: observed.rollout.metadata.uid.clone().unwrap_or_default(),
+    };
+    let mut claims = Vec::new();
+    let mut claimed: BTreeSet<ConfigRef> = BTreeSet::new();
+    let created = actions.iter().filter_map(|a| match a {
+        Action::CreateReplicaSet { replica_set } => Some(replica_set),
+        _ => None,
+    });
+    for rs in created {
+        for used in replica_set_references(rs) {
+            let Some(copy) = config.copies.get(&used) else {
+                continue;
+            };
+            if copy.owners.contains(&rollout.uid) || !claimed.insert(used.clone()) {
+                continue;
+            }
+            // The owners it has that are ReplicaSets known here stay; one not known (gone, or
+            // too new for the cache) is left to the owner change once it is seen.
+            let mut owners: Vec<Owner> = observed
+                .replica_sets
+                .iter()
+                .filter_map(|rs| {
+                    let uid = rs.metadata.uid.clone()?;
+                    copy.owners.contains(&uid).then(|| Owner {
+                        kind: OwnerKind::ReplicaSet,
+                        name: rs.metadata.name.clone().unwrap_or_default(),
+                        uid,
+                    })
+                })
+                .collect();
+            owners.push(rollout.clone());
+            claims.push(Action::OwnConfigCopy {
+                kind: used.kind,
+                name: used.name.clone(),
+                resource_version: copy.resource_version.clone(),
+                owners,
+            });
+        }
+    }
+    let changes = owners(observed, config)
+        .into_iter()
+        .filter(|a| match a {
+            Action::OwnConfigCopy { kind, name, .. } => !claimed.contains(&ConfigRef {
+                kind: *kind,
+                name: name.clone(),
+            }),
+            _ => true,
+        })
+        .collect();
+    (claims, changes)
+}

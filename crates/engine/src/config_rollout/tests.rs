@@ -387,3 +387,49 @@ fn the_content_hash_tells_contents_apart_in_any_order() {
     assert_ne!(h(&[("a", "1")]), h(&[("a", "2")]));
     assert_eq!(h(&[]).len(), HASH_LEN);
 }
+
+/// The ConfigMap set back to the content of a revision deleted beyond the history limit, whose
+/// copy is still there, owned by that ReplicaSet only: the garbage collector is about to take
+/// it. The Rollout takes the copy before the ReplicaSet that reads it again is created.
+#[test]
+fn a_copy_whose_owners_are_gone_is_claimed_before_a_replica_set_reads_it() {
+    let (mut world, _) = first_revision();
+    world.replica_sets.clear();
+    world.rollout.status = None;
+    for copy in world.config.as_mut().unwrap().copies.values_mut() {
+        copy.owners = ["uid-of-a-deleted-rs".to_string()].into();
+    }
+    let plan = reconcile(&world);
+    let create = plan
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreateReplicaSet { .. }))
+        .expect("a ReplicaSet for the revision");
+    assert!(template_names(&created(&plan)[0]).contains(&"ConfigMap/app-config-aaaaaaaaaa".into()));
+    for copy in ["app-config-aaaaaaaaaa", "creds-ssssssssss"] {
+        let writes: Vec<usize> = plan
+            .actions
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, Action::OwnConfigCopy { name, .. } if name == copy))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            writes.len(),
+            1,
+            "{copy}: one owner write: {:?}",
+            plan.actions
+        );
+        assert!(writes[0] < create, "{copy}: held first: {:?}", plan.actions);
+        let Action::OwnConfigCopy {
+            owners,
+            resource_version,
+            ..
+        } = &plan.actions[writes[0]]
+        else {
+            unreachable!()
+        };
+        assert_eq!(resource_version.as_deref(), Some("7"));
+        assert!(owners.iter().any(|o| o.uid == "rollout-uid"), "{owners:?}");
+    }
+}
