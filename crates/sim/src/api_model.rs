@@ -33,6 +33,9 @@ pub enum Kind {
     /// A DaemonSet a Rollout drives; its pods are Pods, one per Node.
     DaemonSet,
     Node,
+    /// What pods read (config rollouts copy them); `immutable: true` freezes their content.
+    ConfigMap,
+    Secret,
     /// A traffic router's object (the simulated cluster has one namespace).
     Router(RouterKind),
 }
@@ -58,7 +61,9 @@ impl Kind {
             | Kind::AnalysisTemplate
             | Kind::ClusterAnalysisTemplate
             | Kind::Experiment
-            | Kind::ControllerRevision => false,
+            | Kind::ControllerRevision
+            | Kind::ConfigMap
+            | Kind::Secret => false,
         }
     }
 }
@@ -155,6 +160,15 @@ fn replacing_patch(old: &Value, new: &Value) -> Value {
         }
     }
     Value::Object(patch)
+}
+
+/// Whether a write changes the content of an immutable ConfigMap or Secret (its metadata
+/// may still change), which the API server refuses.
+fn frozen_content_changed(old: &Value, new: &Value) -> bool {
+    old.get("immutable") == Some(&Value::Bool(true))
+        && ["data", "binaryData", "stringData", "type", "immutable"]
+            .iter()
+            .any(|field| old.get(field) != new.get(field))
 }
 
 fn timestamp(now: Timestamp) -> Value {
@@ -263,7 +277,10 @@ impl ApiServer {
             // No such endpoint: the API server answers 404.
             return Err(ApiError::NotFound);
         }
-        if let Some(want) = patch.pointer("/metadata/resourceVersion")
+        // A `null` one is no precondition: the merge patch only removes the field.
+        if let Some(want) = patch
+            .pointer("/metadata/resourceVersion")
+            .filter(|v| !v.is_null())
             && want.as_str() != rv_of(old)
         {
             return Err(ApiError::Conflict);
@@ -320,6 +337,11 @@ impl ApiServer {
         }
         if &new == old {
             return Ok(new);
+        }
+        if frozen_content_changed(old, &new) {
+            return Err(ApiError::Invalid(format!(
+                "{name}: the content of an immutable object cannot change"
+            )));
         }
         let outside_metadata = |v: &Value| {
             let mut v = v.clone();
@@ -595,6 +617,25 @@ mod tests {
         next["spec"]["http"] = json!([]);
         let forced = api.replace(kind, &next).unwrap();
         assert_eq!(forced.pointer("/spec/http"), Some(&json!([])));
+    }
+
+    #[test]
+    fn an_immutable_objects_content_stays_and_its_metadata_may_change() {
+        let mut api = ApiServer::new();
+        let cm = json!({"metadata": {"name": "c"}, "data": {"k": "v"}, "immutable": true});
+        api.create(Kind::ConfigMap, cm, now()).unwrap();
+        let edit = json!({"data": {"k": "w"}});
+        assert!(matches!(
+            api.patch(Kind::ConfigMap, "c", &edit, Endpoint::Main),
+            Err(ApiError::Invalid(_))
+        ));
+        let owners = json!({"metadata": {"resourceVersion": null,
+                                         "ownerReferences": [{"kind": "Rollout"}]}});
+        let owned = api
+            .patch(Kind::ConfigMap, "c", &owners, Endpoint::Main)
+            .unwrap();
+        assert_eq!(owned.pointer("/data/k"), Some(&json!("v")));
+        assert!(owned.pointer("/metadata/ownerReferences/0").is_some());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use sluice_controller::cluster::WriteError;
 use sluice_controller::loops::apply::{Applied, apply_plan};
 use sluice_controller::loops::driver::{self, HeldProgress, Requeue};
 use sluice_engine::Plan;
+use sluice_engine::config_rollout::{self, ConfigKind, ConfigRef};
 
 use sluice_controller::leader::lease::LeaderElector;
 
@@ -109,6 +110,10 @@ pub struct Replica {
     pub sts_watch: WatchStream,
     /// DaemonSets, the same way.
     pub ds_watch: WatchStream,
+    /// ConfigMaps and Secrets (their metadata): a change wakes the Rollouts with config
+    /// rollouts on whose template references the object.
+    pub cm_watch: WatchStream,
+    pub secret_watch: WatchStream,
     /// Rollouts waiting to be reconciled, with the time they are due.
     queue: BTreeMap<String, u64>,
     /// Triggered while being reconciled: run again when done.
@@ -137,6 +142,8 @@ impl Replica {
             exp_watch: WatchStream::default(),
             sts_watch: WatchStream::default(),
             ds_watch: WatchStream::default(),
+            cm_watch: WatchStream::default(),
+            secret_watch: WatchStream::default(),
             queue: BTreeMap::new(),
             dirty: BTreeSet::new(),
             inflight: None,
@@ -182,6 +189,8 @@ impl Replica {
         self.exp_watch.disconnect();
         self.sts_watch.disconnect();
         self.ds_watch.disconnect();
+        self.cm_watch.disconnect();
+        self.secret_watch.disconnect();
         self.held = Arc::default();
     }
 
@@ -194,6 +203,8 @@ impl Replica {
             Kind::Experiment => Some(&mut self.exp_watch),
             Kind::StatefulSet => Some(&mut self.sts_watch),
             Kind::DaemonSet => Some(&mut self.ds_watch),
+            Kind::ConfigMap => Some(&mut self.cm_watch),
+            Kind::Secret => Some(&mut self.secret_watch),
             _ => None,
         }
     }
@@ -244,6 +255,37 @@ impl Replica {
             .map(|(n, _)| n.clone())
             .collect();
         for n in driving {
+            self.trigger(&n, at);
+        }
+    }
+
+    /// Wakes the cached Rollouts with config rollouts on whose own template references the
+    /// ConfigMap or Secret (`kind`) `name`, as the real controller's index does.
+    pub fn trigger_config(&mut self, kind: Kind, name: &str, at: u64) {
+        let kind = match kind {
+            Kind::ConfigMap => ConfigKind::ConfigMap,
+            Kind::Secret => ConfigKind::Secret,
+            _ => return,
+        };
+        let wanted = ConfigRef {
+            kind,
+            name: name.to_string(),
+        };
+        let reading: Vec<String> = self
+            .rollouts
+            .objects
+            .iter()
+            .filter(|(_, ro)| config_rollout::enabled(ro))
+            .filter(|(_, ro)| {
+                ro.spec
+                    .template
+                    .as_ref()
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .is_some_and(|t| config_rollout::references(&t).contains(&wanted))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in reading {
             self.trigger(&n, at);
         }
     }

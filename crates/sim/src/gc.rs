@@ -2,7 +2,8 @@
 //! are all gone (none left with the uid its owner reference names) is deleted, as background
 //! propagation does. The Rollout controller deletes an Experiment and leaves its ReplicaSets,
 //! Services and AnalysisRuns to it; an Experiment's write that lands after the Experiment was
-//! deleted leaves a dangling object that it removes the same way. Pods are the ReplicaSet
+//! deleted leaves a dangling object that it removes the same way; a config rollout's copy goes
+//! with the last ReplicaSet that reads it. Pods are the ReplicaSet
 //! controller's (see [`crate::kubelet`]). It writes straight to the API model, like the rest
 //! of the cluster side: it is not what is under test.
 
@@ -10,12 +11,15 @@ use serde_json::Value;
 
 use crate::api_model::{ApiServer, Kind, WatchEvent, name_of};
 
-/// The kinds whose objects it collects.
-const COLLECTED: [Kind; 4] = [
+/// The kinds whose objects it collects (ConfigMaps and Secrets: config rollouts' copies,
+/// owned by the ReplicaSets that read them).
+const COLLECTED: [Kind; 6] = [
     Kind::Experiment,
     Kind::ReplicaSet,
     Kind::Service,
     Kind::AnalysisRun,
+    Kind::ConfigMap,
+    Kind::Secret,
 ];
 
 /// The simulated kind an owner reference's `kind` names, for the owners objects have here.

@@ -4,13 +4,17 @@
 //! The future of a call is pending until the scheduler delivers the reply; that is where
 //! other replicas, the ReplicaSet controller and the clock get to move in between.
 
+mod config;
 mod serve;
 #[cfg(test)]
 mod tests;
 mod writer;
 
+pub use config::{content_hash, kind_of};
 pub use serve::{NAMESPACE, serve};
 pub use writer::{Gate, SimWriter};
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -19,10 +23,11 @@ use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
 use sluice_controller::cluster::WriteError;
+use sluice_engine::config_rollout::{ConfigCopy, ConfigKind, ConfigRef};
 use sluice_engine::observed::TemplateKey;
 use sluice_routers::kinds::ObjectRef;
 
-use crate::api_model::Kind;
+use crate::api_model::{ApiError, Kind};
 
 #[derive(Debug, Clone)]
 pub enum Request {
@@ -131,6 +136,28 @@ pub enum Request {
         name: String,
         object: Value,
     },
+    /// Config rollouts: the ConfigMaps and Secrets labelled as copies made for the Rollout
+    /// with this uid, by their metadata.
+    ListConfigCopies {
+        uid: String,
+    },
+    /// The hash of a referenced ConfigMap's or Secret's content.
+    GetConfigHash {
+        source: ConfigRef,
+    },
+    /// Makes the copy `object` (its metadata) of `source`, if that still hashes to `hash`.
+    CopyConfig {
+        kind: ConfigKind,
+        source: String,
+        hash: String,
+        object: Value,
+    },
+    /// A merge patch of a copy's ownerReferences, at the resourceVersion read.
+    SetConfigOwners {
+        kind: ConfigKind,
+        name: String,
+        patch: Value,
+    },
 }
 
 impl Request {
@@ -149,6 +176,8 @@ impl Request {
                 | Request::ListReplicaSets
                 | Request::GetStatefulSet { .. }
                 | Request::GetDaemonSet { .. }
+                | Request::ListConfigCopies { .. }
+                | Request::GetConfigHash { .. }
         )
     }
 
@@ -194,6 +223,12 @@ impl Request {
             Request::DeleteService { name, .. } => Some((Kind::Service, name.clone())),
             Request::ReplaceStatefulSet { name, .. } => Some((Kind::StatefulSet, name.clone())),
             Request::ReplaceDaemonSet { name, .. } => Some((Kind::DaemonSet, name.clone())),
+            Request::CopyConfig { kind, object, .. } => Some((
+                kind_of(*kind),
+                crate::api_model::name_of(object).to_string(),
+            )),
+            Request::SetConfigOwners { kind, name, .. } => Some((kind_of(*kind), name.clone())),
+            Request::ListConfigCopies { .. } | Request::GetConfigHash { .. } => None,
             Request::ListPods { .. }
             | Request::GetStatefulSet { .. }
             | Request::GetDaemonSet { .. }
@@ -291,6 +326,30 @@ impl Request {
                     .unwrap_or(&Value::Null);
                 format!("replace daemonset/{name} at rv {rv} image {image}")
             }
+            Request::ListConfigCopies { uid } => format!("list config copies of {uid}"),
+            Request::GetConfigHash { source } => {
+                format!("get {}/{}", source.kind.name(), source.name)
+            }
+            Request::CopyConfig {
+                kind,
+                source,
+                hash,
+                object,
+            } => format!(
+                "copy {}/{source} (hash {hash}) to {}",
+                kind.name(),
+                crate::api_model::name_of(object)
+            ),
+            Request::SetConfigOwners { kind, name, patch } => {
+                let owners: Vec<&str> = patch
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o.get("name").and_then(Value::as_str))
+                    .collect();
+                format!("own {}/{name} by {owners:?}", kind.name())
+            }
         }
     }
 }
@@ -310,6 +369,18 @@ pub enum Reply {
     ReplicaSets(Vec<ReplicaSet>),
     StatefulSet(Box<sluice_engine::observed::StatefulSetObserved>),
     DaemonSet(Box<sluice_engine::observed::DaemonSetObserved>),
+    ConfigCopies(BTreeMap<ConfigRef, ConfigCopy>),
+    ConfigHash(Option<String>),
 }
 
 pub type Response = Result<Reply, WriteError>;
+
+/// An API error as the controller's writer reports it.
+fn to_write_error(e: ApiError) -> WriteError {
+    // As the real writer maps them: AlreadyExists is a conflict too.
+    match e {
+        ApiError::Conflict | ApiError::AlreadyExists => WriteError::Conflict,
+        ApiError::NotFound => WriteError::NotFound,
+        ApiError::Invalid(m) => WriteError::Api(m),
+    }
+}

@@ -7,7 +7,7 @@ use sluice_routers::kinds::ObjectRef;
 
 use crate::api_model::{ApiError, ApiServer, Endpoint, Kind};
 
-use super::{Reply, Request, Response};
+use super::{Reply, Request, Response, to_write_error};
 /// The API server handling one request. Deleting or evicting something already gone
 /// succeeds, as the real writer treats it.
 pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response {
@@ -180,6 +180,17 @@ pub fn serve(api: &mut ApiServer, request: Request, now: Timestamp) -> Response 
             .replace(Kind::DaemonSet, &object)
             .map(|_| Reply::Done)
             .map_err(to_write_error),
+        Request::ListConfigCopies { uid } => super::config::list_copies(api, &uid),
+        Request::GetConfigHash { source } => super::config::hash_of(api, &source),
+        Request::CopyConfig {
+            kind,
+            source,
+            hash,
+            object,
+        } => super::config::copy(api, kind, &source, &hash, object, now),
+        Request::SetConfigOwners { kind, name, patch } => {
+            super::config::set_owners(api, kind, &name, &patch)
+        }
     }
 }
 
@@ -225,15 +236,6 @@ fn addressed(target: &ObjectRef, object: Value) -> Result<Value, WriteError> {
         )));
     }
     Ok(object)
-}
-
-fn to_write_error(e: ApiError) -> WriteError {
-    // As the real writer maps them: AlreadyExists is a conflict too.
-    match e {
-        ApiError::Conflict | ApiError::AlreadyExists => WriteError::Conflict,
-        ApiError::NotFound => WriteError::NotFound,
-        ApiError::Invalid(m) => WriteError::Api(m),
-    }
 }
 
 fn rv_reply(v: &Value) -> Reply {

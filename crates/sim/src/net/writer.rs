@@ -1,6 +1,7 @@
 //! The controller side: a [`ClusterAccess`] whose calls wait for the scheduler to deliver
 //! their replies.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,7 +13,9 @@ use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_api::analysis::{AnalysisRun, AnalysisTemplateSpec};
 use sluice_api::experiment::Experiment;
+use sluice_controller::cluster::config_copies::{copy_meta, owners_patch};
 use sluice_controller::cluster::{ClusterAccess, WriteError};
+use sluice_engine::config_rollout::{ConfigKind, ConfigObserved, Owner, sources_to_read};
 use sluice_engine::observed::TemplateKey;
 use sluice_routers::kinds::ObjectRef;
 
@@ -454,6 +457,65 @@ impl ClusterAccess for SimWriter {
             object: object.clone(),
         };
         self.done(request).await
+    }
+
+    async fn observe_config(
+        &self,
+        rollout: &Rollout,
+    ) -> Result<Option<ConfigObserved>, WriteError> {
+        let uid = rollout.metadata.uid.clone().unwrap_or_default();
+        let copies = match self.call(Request::ListConfigCopies { uid }).await? {
+            Reply::ConfigCopies(copies) => copies,
+            other => return Err(unexpected(other)),
+        };
+        let mut sources = BTreeMap::new();
+        for source in sources_to_read(rollout, &copies) {
+            let request = Request::GetConfigHash {
+                source: source.clone(),
+            };
+            match self.call(request).await? {
+                Reply::ConfigHash(hash) => sources.insert(source, hash),
+                other => return Err(unexpected(other)),
+            };
+        }
+        Ok(Some(ConfigObserved { sources, copies }))
+    }
+
+    async fn copy_config(
+        &self,
+        rollout: &Rollout,
+        kind: ConfigKind,
+        source: &str,
+        hash: &str,
+        copy: &str,
+    ) -> Result<(), WriteError> {
+        // The copy's metadata as the controller makes it; the API server fills in the content.
+        let meta = serde_json::to_value(copy_meta(rollout, source, copy))
+            .map_err(|e| WriteError::Api(e.to_string()))?;
+        let object = serde_json::json!({"apiVersion": "v1", "kind": kind.name(), "metadata": meta});
+        self.done(Request::CopyConfig {
+            kind,
+            source: source.to_string(),
+            hash: hash.to_string(),
+            object,
+        })
+        .await
+    }
+
+    async fn set_config_owners(
+        &self,
+        _ns: &str,
+        kind: ConfigKind,
+        name: &str,
+        resource_version: Option<&str>,
+        owners: &[Owner],
+    ) -> Result<(), WriteError> {
+        self.done(Request::SetConfigOwners {
+            kind,
+            name: name.to_string(),
+            patch: owners_patch(resource_version, owners),
+        })
+        .await
     }
 
     async fn delete_experiment(

@@ -119,6 +119,8 @@ impl Sim {
         r.exp_watch.disconnect();
         r.sts_watch.disconnect();
         r.ds_watch.disconnect();
+        r.cm_watch.disconnect();
+        r.secret_watch.disconnect();
         let to = r.addr();
         for kind in [Kind::Rollout, Kind::ReplicaSet] {
             let backoff = self.setup.faults.relist_backoff_ms;

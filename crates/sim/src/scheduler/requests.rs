@@ -134,7 +134,8 @@ impl Sim {
             Request::PatchReplicaSet { .. }
             | Request::ReplaceRouterObject { .. }
             | Request::ReplaceStatefulSet { .. }
-            | Request::ReplaceDaemonSet { .. } => request.target(),
+            | Request::ReplaceDaemonSet { .. }
+            | Request::SetConfigOwners { .. } => request.target(),
             _ => None,
         };
         if let Some((kind, name)) = contested

@@ -60,7 +60,7 @@ impl Sim {
                 Kind::Rollout | Kind::ReplicaSet => true,
                 Kind::AnalysisRun => made_by_a_rollout(event.object()),
                 Kind::Experiment => owned_by_a_rollout(event.object()),
-                Kind::StatefulSet | Kind::DaemonSet => true,
+                Kind::StatefulSet | Kind::DaemonSet | Kind::ConfigMap | Kind::Secret => true,
                 _ => false,
             };
             if !watched {
@@ -140,6 +140,9 @@ impl Sim {
             }
             Kind::StatefulSet => r.trigger_stateful_set(name_of(event.object()), now_ms),
             Kind::DaemonSet => r.trigger_daemon_set(name_of(event.object()), now_ms),
+            Kind::ConfigMap | Kind::Secret => {
+                r.trigger_config(kind, name_of(event.object()), now_ms);
+            }
             _ => {
                 r.replica_sets.apply(&event);
                 let owner = serde_json::from_value(event.object().clone())
@@ -182,6 +185,11 @@ impl Sim {
             self.try_start(i);
             return;
         }
+        if matches!(kind, Kind::ConfigMap | Kind::Secret) {
+            self.relist_config(i, kind);
+            self.try_start(i);
+            return;
+        }
         let list = self.api.list(kind);
         let r = &mut self.replicas[i];
         match kind {
@@ -212,8 +220,33 @@ impl Sim {
             self.relist_experiments(i);
             self.relist_stateful_sets(i);
             self.relist_daemon_sets(i);
+            self.relist_config(i, Kind::ConfigMap);
+            self.relist_config(i, Kind::Secret);
         }
         self.try_start(i);
+    }
+
+    /// The ConfigMap or Secret watch (re)connects: the Rollouts whose template references
+    /// what it lists are reconciled. One that broke alone re-lists through [`Sim::relist`].
+    fn relist_config(&mut self, i: usize, kind: Kind) {
+        let names: Vec<String> = self
+            .api
+            .list(kind)
+            .iter()
+            .map(|o| name_of(o).to_string())
+            .collect();
+        let now_ms = self.now_ms;
+        let r = &mut self.replicas[i];
+        if let Some(watch) = r.watch_mut(kind) {
+            watch.connected = true;
+        }
+        for name in &names {
+            r.trigger_config(kind, name, now_ms);
+        }
+        if !names.is_empty() {
+            let who = r.identity();
+            self.log(format!("{who}: listed {kind:?}: {}", names.len()));
+        }
     }
 
     /// The DaemonSet watch (re)connects: the Rollouts driving what it lists are reconciled.
