@@ -2,9 +2,10 @@
 //! write, and once more at quiescence. Each check has a stable name that failure reports use.
 //! The checks of AnalysisRuns are in [`analysis`], those of Experiments in [`experiments`],
 //! those of traffic routing in [`traffic`], those of StatefulSets in [`stateful_sets`], those
-//! of DaemonSets in [`daemon_sets`].
+//! of DaemonSets in [`daemon_sets`], those of config rollouts in [`config_rollouts`].
 
 mod analysis;
+pub mod config_rollouts;
 pub mod daemon_sets;
 mod deadlines;
 mod experiments;
@@ -80,6 +81,8 @@ pub const ALL: &[&str] = &[
     stateful_sets::SETTLED,
     daemon_sets::NODES_WITHIN_STEP,
     daemon_sets::SETTLED,
+    config_rollouts::COPIES_EXIST_WHILE_READ,
+    config_rollouts::SETTLED,
     ROUTED_REPLICA_SETS_KEEP_THEIR_PODS,
     TRAFFIC_WAITS_FOR_PODS,
 ];
@@ -117,6 +120,7 @@ pub struct Checker {
     experiments: experiments::ExperimentChecks,
     traffic: traffic::TrafficChecks,
     daemon_sets: daemon_sets::DaemonSetChecks,
+    config: config_rollouts::ConfigChecks,
     /// Deadlines already reported missed (what was due, and when).
     missed_deadlines: BTreeSet<(String, Timestamp)>,
     /// Per ReplicaSet: the resourceVersion its template key was computed at, and the key.
@@ -312,6 +316,12 @@ impl Checker {
         self.fail_all(at_ms, found);
     }
 
+    /// The scenario tells the checks the content of ConfigMap `source` that the stable
+    /// revision must read at quiescence.
+    pub fn expect_config(&mut self, source: &str, data: Value) {
+        self.config.expect(source, data);
+    }
+
     /// The scenario itself took capacity away or changed the target: the floor holds again
     /// only once it is reached again.
     pub fn disarm_availability(&mut self, rollout: &str) {
@@ -376,6 +386,8 @@ impl Checker {
         let found = stateful_sets::after_change(api);
         self.fail_all(at_ms, found);
         let found = self.daemon_sets.after_change(api);
+        self.fail_all(at_ms, found);
+        let found = config_rollouts::after_change(api);
         self.fail_all(at_ms, found);
     }
 
@@ -549,6 +561,8 @@ impl Checker {
         let found = stateful_sets::at_quiescence(api, expect);
         self.fail_all(at_ms, found);
         let found = daemon_sets::at_quiescence(api, expect);
+        self.fail_all(at_ms, found);
+        let found = config_rollouts::at_quiescence(api, &self.config);
         self.fail_all(at_ms, found);
         self.check_deadlines(api, at_ms, now);
         if let Some((t, what)) = last_write

@@ -4,6 +4,7 @@
 mod analysis;
 mod bluegreen;
 mod chaos;
+mod config_rollouts;
 mod daemon_sets;
 mod experiments;
 mod istio;
@@ -65,6 +66,10 @@ pub enum Wait {
     UpdateStep(i32),
     /// The Rollout has a pause condition with this reason.
     Paused(&'static str),
+    /// The stable ReplicaSet reads the copy of ConfigMap `demo-config` with this content
+    /// ([`config_data`]): an update of the ConfigMap alone leaves the Rollout's generation,
+    /// and so its phase, as they were until the controller notices it.
+    StableConfig(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +86,11 @@ pub enum Op {
     SetStatefulSetImage(String),
     /// A user edits the image of the DaemonSet `demo`.
     SetDaemonSetImage(String),
+    /// A user edits ConfigMap `demo-config` to the content [`config_data`] gives this tag.
+    SetConfig(&'static str),
+    /// The stable revision must read ConfigMap `demo-config` with the content of this tag at
+    /// quiescence (what the scenario's inputs dictate, told to the checks).
+    ExpectConfig(&'static str),
     /// A node of this name joins the cluster.
     AddNode(String),
     /// The node of this name leaves the cluster.
@@ -131,7 +141,16 @@ pub fn all() -> Vec<Scenario> {
     v.extend(step_plugins::scenarios());
     v.extend(stateful_sets::scenarios());
     v.extend(daemon_sets::scenarios());
+    v.extend(config_rollouts::scenarios());
     v
+}
+
+/// The ConfigMap the config-rollout scenario's Rollout reads.
+pub const CONFIG_MAP: &str = "demo-config";
+
+/// The content of ConfigMap [`CONFIG_MAP`] at the version `tag`.
+pub fn config_data(tag: &str) -> Value {
+    json!({"app.properties": format!("version={tag}\n"), "LEVEL": tag})
 }
 
 /// The uid standing for the Rollout's in the ownerReferences of objects a scenario starts

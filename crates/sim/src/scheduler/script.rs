@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{CHAOS_TAIL_MS, Ev, SETTLE_MS, Sim};
 use crate::api_model::{Endpoint, Kind};
 use crate::invariants::has_pause;
-use crate::scenarios::{Op, Target, Wait};
+use crate::scenarios::{CONFIG_MAP, Op, Target, Wait, config_data};
 
 impl Sim {
     /// Arms the next script action once its wait condition holds.
@@ -56,6 +56,12 @@ impl Sim {
                         >= i64::from(*i)
             }
             Wait::Paused(reason) => has_pause(ro, reason),
+            Wait::StableConfig(tag) => {
+                let data = config_data(tag);
+                crate::invariants::config_rollouts::stable_reads(
+                    &self.api, "demo", CONFIG_MAP, &data,
+                )
+            }
         }
     }
 
@@ -67,6 +73,14 @@ impl Sim {
         self.script_armed = false;
         self.wait_since = self.now_ms;
         match step.op {
+            Op::SetConfig(tag) => {
+                let patch = json!({"data": config_data(tag)});
+                let _ = self
+                    .api
+                    .patch(Kind::ConfigMap, CONFIG_MAP, &patch, Endpoint::Main);
+                self.log(format!("user: set configmap/{CONFIG_MAP} to {tag}"));
+            }
+            Op::ExpectConfig(tag) => self.checker.expect_config(CONFIG_MAP, config_data(tag)),
             Op::SetImage(image) => {
                 // A merge patch replaces the whole list: the container keeps what else it had
                 // (its ports), as `kubectl set image` leaves it.

@@ -251,6 +251,11 @@ fn daemonset_canary() {
 }
 
 #[test]
+fn config_rollout() {
+    check("config-rollout");
+}
+
+#[test]
 fn every_scenario_has_a_ci_test() {
     let names: Vec<&str> = scenarios::all().iter().map(|s| s.name).collect();
     let source = include_str!("ci.rs");

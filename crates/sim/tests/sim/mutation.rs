@@ -5,6 +5,7 @@
 //! the checker knows, the test that shows it catching its bug, and a test fails when one has
 //! none (docs/invariants.md has the table with the seeds each took).
 
+mod config_rollouts;
 mod daemon_sets;
 mod replica_sets;
 mod runs_and_writers;
@@ -446,12 +447,14 @@ fn every_invariant_is_shown_able_to_fail() {
         replica_sets::CAUGHT_BY,
         runs_and_writers::CAUGHT_BY,
         daemon_sets::CAUGHT_BY,
+        config_rollouts::CAUGHT_BY,
     ];
     let sources = [
         include_str!("mutation.rs"),
         include_str!("mutation/replica_sets.rs"),
         include_str!("mutation/runs_and_writers.rs"),
         include_str!("mutation/daemon_sets.rs"),
+        include_str!("mutation/config_rollouts.rs"),
     ]
     .concat();
     let mut missing = Vec::new();
