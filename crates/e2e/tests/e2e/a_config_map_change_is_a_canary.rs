@@ -177,8 +177,8 @@ async fn a_config_map_change_is_a_canary() {
     assert_eq!(during.len(), 2, "{during:?}");
     assert_eq!(
         during[&stable_hash],
-        (2, one.clone(), creds.clone()),
-        "the stable revision untouched"
+        (1, one.clone(), creds.clone()),
+        "the stable revision on its old copy, scaled to its share"
     );
     let (canary_hash, (canary_replicas, two, canary_creds)) = during
         .iter()
