@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// The label both controllers put on each pod: the revision it was made from (a StatefulSet's
 /// pod carries the revision's name, a DaemonSet's its hash).
-pub(crate) const REVISION_LABEL: &str = "controller-revision-hash";
+pub const REVISION_LABEL: &str = "controller-revision-hash";
 
 /// Whether the pod's `Ready` condition is true.
 pub(crate) fn pod_is_ready(pod: &Pod) -> bool {

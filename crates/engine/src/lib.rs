@@ -29,6 +29,8 @@ mod update_analysis;
 pub mod waits;
 pub mod workload;
 
+/// The label the StatefulSet and DaemonSet controllers put on each pod: its revision's hash.
+pub use controller_revision::REVISION_LABEL;
 pub use observed::{Observed, ReplicaSetExt};
 pub use plan::{Action, Event, EventType, Plan};
 pub use reconcile::{

@@ -19,8 +19,8 @@ use crate::kubelet::{Followup, KubeletConfig, controller_of_kind, image_of_templ
 use crate::rng::Rng;
 use crate::stateful_sets::revision_hash;
 
-/// The label each pod carries: the hash of the revision it was made from.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+/// The label of a pod's revision, as the engine reads it.
+pub use sluice_engine::REVISION_LABEL;
 
 #[derive(Debug, Default)]
 pub struct DaemonSetController {
