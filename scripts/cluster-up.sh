@@ -159,7 +159,7 @@ KUBECONFIG
 start_fake_kubelet() {
   start fake-kubelet "$DEV/bin/sluice-fake-kubelet" \
     --kubeconfig "$DEV/pki/kubeconfig-fake-kubelet" --node-name "$NODE_NAME" \
-    --ready-delay "${SLUICE_READY_DELAY:-1s}"
+    --ready-delay "${SLUICE_READY_DELAY:-1s}" ${METRICS_PORT:+--metrics-port "$METRICS_PORT"}
 }
 
 # On a running control plane, restarts the fake kubelet when it is gone, or when it has been
@@ -217,7 +217,8 @@ start_kube_controller_manager() {
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig "$DEV/pki/kubeconfig-kube-controller-manager" \
     --leader-elect=false --secure-port=0 \
-    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment,statefulset,daemonset \
+    --controllers=replicaset,endpoint,endpointslice,job,garbagecollector,namespace,serviceaccount,deployment,statefulset,daemonset,horizontalpodautoscaling \
+    --horizontal-pod-autoscaler-sync-period=2s \
     --kube-api-qps=200 --kube-api-burst=400 \
     --concurrent-replicaset-syncs=10 --concurrent-endpoint-syncs=10 --concurrent-gc-syncs=20
 }
@@ -248,6 +249,32 @@ wait_for_kube_controller_manager() {
   done
   tail -n 30 "$LOGS/kube-controller-manager.log" >&2 || true
   die "kube-controller-manager kept exiting; logs: $LOGS/kube-controller-manager*.log"
+}
+
+api_post() { # path body: created, or already there
+  local code
+  code=$(curl -sk --max-time 5 -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN_TOKEN" \
+    -H 'Content-Type: application/json' --data "$2" "https://127.0.0.1:$APISERVER_PORT$1")
+  [[ $code == 201 || $code == 409 ]] || die "POST $1 answered $code"
+}
+
+# The fake kubelet serves the resource metrics API (metrics.k8s.io) that the HPA controller
+# reads, as metrics-server does in a real cluster. The API server reaches it through an
+# ExternalName Service of localhost (there is no kube-proxy to route a ClusterIP), over TLS with
+# the certificate the fake kubelet makes at start. Registered once the fake kubelet serves it:
+# an aggregated API that does not answer holds up discovery, and namespace deletion with it.
+register_metrics_api() {
+  api_post /api/v1/namespaces/kube-system/services '{"apiVersion":"v1","kind":"Service",
+    "metadata":{"name":"sluice-fake-metrics","namespace":"kube-system"},
+    "spec":{"type":"ExternalName","externalName":"localhost","ports":[{"port":'"$METRICS_PORT"'}]}}'
+  api_post /apis/apiregistration.k8s.io/v1/apiservices '{"apiVersion":"apiregistration.k8s.io/v1",
+    "kind":"APIService","metadata":{"name":"v1beta1.metrics.k8s.io"},
+    "spec":{"group":"metrics.k8s.io","version":"v1beta1","insecureSkipTLSVerify":true,
+      "groupPriorityMinimum":100,"versionPriority":100,
+      "service":{"namespace":"kube-system","name":"sluice-fake-metrics","port":'"$METRICS_PORT"'}}}'
+  wait_until "the resource metrics API to be available" 60 fake-kubelet bash -c "curl -sfk --max-time 5 \
+    -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io |
+    jq -e '.status.conditions[] | select(.type == \"Available\" and .status == \"True\")'"
 }
 
 case ${1:-} in
@@ -301,6 +328,7 @@ cp "$KUBELET_BIN" "$DEV/bin/sluice-fake-kubelet"
 ETCD_PORT=$(free_port)
 ETCD_PEER_PORT=$(free_port)
 APISERVER_PORT=$(free_port)
+METRICS_PORT=$(free_port)
 ADMIN_TOKEN=$(openssl rand -hex 24)
 CONTROLLER_TOKEN=$(openssl rand -hex 24)
 KCM_TOKEN=$(openssl rand -hex 24)
@@ -308,6 +336,7 @@ KUBELET_TOKEN=$(openssl rand -hex 24)
 cat >"$DEV/cluster.env" <<ENV
 ETCD_PORT=$ETCD_PORT
 APISERVER_PORT=$APISERVER_PORT
+METRICS_PORT=$METRICS_PORT
 ADMIN_TOKEN=$ADMIN_TOKEN
 KUBE_BIN=$(printf %q "$KUBE_BIN")
 ENV
@@ -355,4 +384,5 @@ wait_until "node $NODE_NAME to be Ready" 60 fake-kubelet bash -c "curl -sfk --ma
   -H 'Authorization: Bearer $ADMIN_TOKEN' https://127.0.0.1:$APISERVER_PORT/api/v1/nodes/$NODE_NAME |
   jq -e '.status.conditions[] | select(.type == \"Ready\" and .status == \"True\")'"
 
+register_metrics_api
 log "control plane ready in ${SECONDS}s: export KUBECONFIG=$DEV/kubeconfig (logs in $LOGS)"

@@ -361,6 +361,13 @@ pub async fn apply_blue_green(
     image: &str,
     strategy: Value,
 ) {
+    apply_blue_green_services(ns, name).await;
+    let manifest = blue_green_rollout(name, replicas, image, strategy);
+    ns.apply_yaml(&manifest.to_string()).await.expect("rollout");
+}
+
+/// The Services `{name}-active` and `{name}-preview` of [`blue_green_rollout`].
+pub async fn apply_blue_green_services(ns: &TestNamespace, name: &str) {
     for svc in [format!("{name}-active"), format!("{name}-preview")] {
         ns.apply_yaml(
             &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc},
@@ -370,6 +377,10 @@ pub async fn apply_blue_green(
         .await
         .expect("service");
     }
+}
+
+/// The blue-green Rollout [`apply_blue_green`] applies, for a test to change before applying.
+pub fn blue_green_rollout(name: &str, replicas: i32, image: &str, strategy: Value) -> Value {
     let mut manifest: Value =
         serde_json::from_str(&canary_rollout(name, replicas, image, json!([]), json!({})))
             .expect("manifest");
@@ -383,7 +394,7 @@ pub async fn apply_blue_green(
         }
     }
     manifest["spec"]["strategy"] = json!({ "blueGreen": bg });
-    ns.apply_yaml(&manifest.to_string()).await.expect("rollout");
+    manifest
 }
 
 /// The events recorded for a Rollout, oldest first, as (reason, message). A repeat of an

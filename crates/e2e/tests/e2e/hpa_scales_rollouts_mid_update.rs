@@ -1,8 +1,10 @@
 //! A HorizontalPodAutoscaler drives a Rollout through the scale subresource: a real HPA object
 //! names the Rollout, whose `/scale` gives its replicas and a pod selector that finds its
 //! pods, and `spec.replicas` changed through `/scale` in the middle of a canary and of a
-//! blue-green update is followed at every step. The local control plane runs neither the HPA
-//! controller nor a metrics server, so the test writes `/scale` as the HPA does.
+//! blue-green update is followed at every step. The test writes `/scale` itself, as the HPA
+//! does, to reach exact counts at exact moments: its namespace declares no load, so the fake
+//! kubelet's metrics API reports no pod there and the HPA controller leaves the target alone.
+//! `hpa_follows_load_through_updates` has the HPA controller scale on metrics.
 //!
 //! Argo #3849: during a canary the stable ReplicaSet is never scaled above its share of the
 //! new count (stable + canary stay within the new count plus the surge).
@@ -50,8 +52,8 @@ fn hpa(target: &str) -> String {
 
 /// Resolves the HPA object's `scaleTargetRef` as the HPA controller does: the target's
 /// `/scale` subresource, its pod selector, and the pods that selector finds, which must be
-/// the `/scale` status count. (The local control plane's controller-manager runs without the
-/// HPA controller, and there is no metrics server: the scale is resolved here.)
+/// the `/scale` status count. (Resolved here: with no metrics for its pods the HPA controller
+/// reports nothing of them.)
 async fn wait_hpa_resolves_scale(ns: &TestNamespace, name: &str, replicas: i32) {
     let hpas: Api<HorizontalPodAutoscaler> = ns.api();
     let target = hpas.get(name).await.unwrap().spec.unwrap().scale_target_ref;

@@ -36,6 +36,7 @@ mod experiment_steps_complete_or_abort;
 mod experiments_reach_argos_phases;
 mod fake_kubelet_simulates_failures;
 mod gradual_abort_steps_traffic_back;
+mod hpa_follows_load_through_updates;
 mod hpa_scales_rollouts_mid_update;
 mod install_over_argo;
 mod invalid_spec_is_rechecked;

@@ -32,6 +32,11 @@ struct Args {
     /// Pods handled at once.
     #[arg(long, default_value_t = 32)]
     concurrency: u16,
+    /// Serve the resource metrics API (metrics.k8s.io, for HorizontalPodAutoscalers) over TLS
+    /// on this loopback port; pods use the CPU their namespace's `sluice-fake-load` ConfigMap
+    /// declares.
+    #[arg(long)]
+    metrics_port: Option<u16>,
 }
 
 #[tokio::main]
@@ -59,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
             ..Timings::default()
         },
         concurrency: args.concurrency.max(1),
+        metrics_port: args.metrics_port,
         ..KubeletConfig::default()
     };
     fake_kubelet::run(client, config).await

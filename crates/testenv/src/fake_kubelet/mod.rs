@@ -15,6 +15,7 @@
 //! transitions (a readiness delay, a job finishing) are requeued on the controller's timer
 //! queue for the instant the rules name, so nothing is polled and nothing is re-listed.
 
+pub mod metrics;
 pub mod rules;
 pub mod status;
 
@@ -55,6 +56,8 @@ pub struct KubeletConfig {
     pub timings: Timings,
     /// Pods handled at once.
     pub concurrency: u16,
+    /// The loopback port of the resource metrics API ([`metrics`]), if it is served.
+    pub metrics_port: Option<u16>,
 }
 
 impl Default for KubeletConfig {
@@ -66,6 +69,7 @@ impl Default for KubeletConfig {
             bind_unpinned: true,
             timings: Timings::default(),
             concurrency: 32,
+            metrics_port: None,
         }
     }
 }
@@ -215,6 +219,14 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         .trigger_backoff(NoBackoff)
         .with_config(controller::Config::default().concurrency(concurrency));
     let sweeper = tokio::spawn(forget_vanished_pods(pod_controller.store(), ctx.clone()));
+    let metrics_api = ctx.config.metrics_port.map(|port| {
+        let (client, store) = (ctx.client.clone(), pod_controller.store());
+        tokio::spawn(async move {
+            if let Err(e) = metrics::serve(client, store, port).await {
+                warn!("the resource metrics API stopped: {e:#}");
+            }
+        })
+    });
     let binder = tokio::spawn(bind_pods_left_unbound(pods, ctx.config.clone()));
     pod_controller
         .shutdown_on_signal()
@@ -227,6 +239,9 @@ pub async fn run(client: Client, config: KubeletConfig) -> anyhow::Result<()> {
         .await;
     sweeper.abort();
     binder.abort();
+    if let Some(metrics_api) = metrics_api {
+        metrics_api.abort();
+    }
     for heartbeat in heartbeats {
         heartbeat.abort();
     }
