@@ -20,6 +20,14 @@ impl Target {
     /// the kubeconfig, `--server` and `--token` override them (with `--server` no kubeconfig is
     /// needed), `-n` overrides the context's namespace.
     pub async fn connect(global: &GlobalArgs) -> anyhow::Result<Self> {
+        let (config, namespace) = Self::config(global).await?;
+        let client = Client::try_from(config).context("creating the Kubernetes client")?;
+        Ok(Self { client, namespace })
+    }
+
+    /// The client's configuration and the namespace, for callers that make further clients
+    /// from it (the dashboard's, one per logged-in user).
+    pub async fn config(global: &GlobalArgs) -> anyhow::Result<(kube::Config, String)> {
         let config = match load(global).await {
             Ok(config) => config,
             // kubectl talks to an explicit --server even when there is no kubeconfig at all.
@@ -33,8 +41,7 @@ impl Target {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config).context("creating the Kubernetes client")?;
-        Ok(Self { client, namespace })
+        Ok((config, namespace))
     }
 }
 

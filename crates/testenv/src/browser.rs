@@ -11,9 +11,13 @@ pub fn ui_dir() -> PathBuf {
     crate::harness::repo_root().join("crates/cli/dashboard-ui")
 }
 
-/// Runs `npm ci` in `ui_dir` unless its `playwright-core` is there already.
+/// Runs `npm ci` in `ui_dir` unless its modules are there already.
 pub async fn ensure_node_modules(ui_dir: &Path) -> anyhow::Result<()> {
-    if ui_dir.join("node_modules/playwright-core").is_dir() {
+    // The browser driver and the login test's OpenID Connect provider.
+    if ["playwright-core", "oidc-provider"]
+        .iter()
+        .all(|m| ui_dir.join("node_modules").join(m).is_dir())
+    {
         return Ok(());
     }
     eprintln!(

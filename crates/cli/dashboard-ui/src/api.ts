@@ -3,8 +3,16 @@
 
 import type { Settings } from './types';
 
+/// A dashboard with logins answers 401 once the session is gone (expired, logged out, or a
+/// cookie it did not issue): the login page then brings the user back here.
+function loginIfAsked(response: Response): void {
+  if (response.status !== 401) return;
+  location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
+}
+
 export async function getJson<T>(path: string): Promise<T> {
   const response = await fetch(path);
+  loginIfAsked(response);
   if (!response.ok) throw new Error(await failure(response));
   return (await response.json()) as T;
 }
@@ -16,6 +24,7 @@ export async function put(path: string, body: unknown = {}): Promise<void> {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
+  loginIfAsked(response);
   if (!response.ok) throw new Error(await failure(response));
 }
 
@@ -58,6 +67,7 @@ export function watch(
       try {
         quiet();
         const response = await fetch(path, { signal: controller.signal });
+        loginIfAsked(response);
         if (!response.ok || !response.body) throw new Error(`${response.status}`);
         onState(true);
         delay = 500;

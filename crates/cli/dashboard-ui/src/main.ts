@@ -65,6 +65,14 @@ async function start(): Promise<void> {
       mode.textContent = 'read-only';
       mode.className = 'badge';
     }
+    const user = document.getElementById('user');
+    if (user && settings.user) {
+      show(
+        user,
+        h('span', { 'data-testid': 'user' }, settings.user),
+        h('form', { method: 'post', action: '/logout', class: 'logout' }, h('button', { type: 'submit', 'data-testid': 'logout' }, 'Log out')),
+      );
+    }
     setRouter((path) => route(path, settings));
     // Links inside the page move without reloading it.
     document.addEventListener('click', (event) => {

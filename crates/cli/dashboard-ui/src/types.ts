@@ -80,6 +80,8 @@ export interface RolloutInfo {
 }
 
 export interface Settings {
+  /// The logged-in user, on a dashboard with logins.
+  user?: string | null;
   readOnly: boolean;
   namespace: string;
   allNamespaces: boolean;

@@ -11,7 +11,7 @@ mod dashboard;
 mod notifications;
 
 pub use create::{CreateAnalysisRunArgs, CreateArgs, CreateCommand};
-pub use dashboard::DashboardArgs;
+pub use dashboard::{DashboardArgs, LoginWay};
 pub use notifications::{NotificationsArgs, NotificationsCommand, TemplateCommand, TriggerCommand};
 
 const ABOUT: &str = "Manage Sluice Rollouts (argoproj.io/v1alpha1) from kubectl";

@@ -4,6 +4,7 @@
 
 mod create_makes_argos_objects;
 mod dashboard_in_a_browser;
+mod dashboard_logins_in_a_browser;
 mod explain_names_what_a_rollout_waits_for;
 mod get_rollout_watch_redraws_in_a_terminal;
 mod kubectl_flags_and_argo_name_reach_the_cluster;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use jiff::Timestamp;
 use serde_json::Value;
@@ -18,6 +18,7 @@ use super::super::{restart, retry};
 use super::super::{rollouts, set_image, undo};
 use super::Dashboard;
 use super::error::ApiError;
+use super::login::{Who, users};
 use super::safety::Mode;
 use crate::cli::ImageUpdate;
 use crate::kube_target::Target;
@@ -25,8 +26,9 @@ use crate::kube_target::Target;
 type Answer = Result<Json<Value>, ApiError>;
 
 impl Dashboard {
-    /// The client and namespace of an action on `namespace`, once the mode and scope allow it.
-    fn writer(&self, namespace: &str) -> Result<Target, ApiError> {
+    /// The client and namespace of an action on `namespace`, once the mode and scope allow it:
+    /// the logged-in user's own, or (without logins) the dashboard's.
+    fn writer(&self, who: &Who, namespace: &str) -> Result<Target, ApiError> {
         if self.mode == Mode::ReadOnly {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -34,10 +36,43 @@ impl Dashboard {
             ));
         }
         self.check_namespace(namespace)?;
+        let client = match (&self.login, who.identity()) {
+            (Some(login), Some(identity)) => login.users.client(identity)?,
+            (Some(_), None) => {
+                return Err(ApiError::new(StatusCode::UNAUTHORIZED, "log in first"));
+            }
+            (None, _) => self.client.clone(),
+        };
         Ok(Target {
-            client: self.client.clone(),
+            client,
             namespace: namespace.to_owned(),
         })
+    }
+
+    /// The answer to a done action: the Rollout afterwards, and (with logins) an Event on it
+    /// naming who did `what`. The Event is posted with the dashboard's own client; failing to
+    /// post it does not undo the action, and is logged.
+    async fn done(&self, who: &Who, target: &Target, name: &str, what: &str) -> Answer {
+        let answer = rollout_now(target, name).await?;
+        if let Some(session) = &who.0
+            && let Some(event) =
+                users::action_event(&session.identity, &session.via, &answer.0, what)
+        {
+            let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+                self.client.clone(),
+                &target.namespace,
+            );
+            if let Err(e) = events
+                .create(&kube::api::PostParams::default(), &event)
+                .await
+            {
+                eprintln!(
+                    "recording {}'s action on {name}: {e}",
+                    session.identity.user
+                );
+            }
+        }
+        Ok(answer)
     }
 }
 
@@ -60,90 +95,99 @@ fn full_promotion(body: &[u8]) -> bool {
 
 pub async fn promote(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     let promotion = if full_promotion(&body) {
         promote::Promotion::Full
     } else {
         promote::Promotion::Next
     };
     promote::apply(&target, &name, promotion).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "promoted the Rollout").await
 }
 
 pub async fn abort(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     merge_patch_status(&rollouts(&target), &name, &abort::abort_patch()).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "aborted the update").await
 }
 
 pub async fn retry(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     merge_patch_status(&rollouts(&target), &name, &retry::retry_patch()).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "retried the update").await
 }
 
 /// `kubectl sluice pause`: the user's own pause (`spec.paused`).
 pub async fn pause(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     merge_patch(&rollouts(&target), &name, &paused::paused_patch(true)).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "paused the Rollout").await
 }
 
 /// `kubectl sluice resume`: the user's pause lifted.
 pub async fn resume(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     merge_patch(&rollouts(&target), &name, &paused::paused_patch(false)).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "resumed the Rollout").await
 }
 
 pub async fn restart(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     let patch = restart::restart_patch(Timestamp::now(), Duration::ZERO)?;
     merge_patch(&rollouts(&target), &name, &patch).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "restarted the pods").await
 }
 
 pub async fn undo(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name, revision)): Path<(String, String, String)>,
 ) -> Answer {
-    undo_to(&app, &namespace, &name, &revision, false).await
+    undo_to(&app, &who, &namespace, &name, &revision, false).await
 }
 
 /// `undo --fast`: the update back skips its steps, pauses and analyses.
 pub async fn undo_fast(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name, revision)): Path<(String, String, String)>,
 ) -> Answer {
-    undo_to(&app, &namespace, &name, &revision, true).await
+    undo_to(&app, &who, &namespace, &name, &revision, true).await
 }
 
 async fn undo_to(
     app: &Dashboard,
+    who: &Who,
     namespace: &str,
     name: &str,
     revision: &str,
     fast: bool,
 ) -> Answer {
-    let target = app.writer(namespace)?;
+    let target = app.writer(who, namespace)?;
     let revision: i64 = revision.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -151,16 +195,22 @@ async fn undo_to(
         )
     })?;
     undo::apply(&target, name, Some(revision), fast).await?;
-    rollout_now(&target, name).await
+    let what = if fast {
+        format!("rolled back fast to revision {revision}")
+    } else {
+        format!("rolled back to revision {revision}")
+    };
+    app.done(who, &target, name, &what).await
 }
 
 /// `set/{container}/{image}/{tag}`: the image may hold slashes (`registry/team/app`), so
 /// everything after the container is taken and the last segment is the tag.
 pub async fn set_image(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name, container, image_and_tag)): Path<(String, String, String, String)>,
 ) -> Answer {
-    let target = app.writer(&namespace)?;
+    let target = app.writer(&who, &namespace)?;
     let image = image_reference(&image_and_tag).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -169,7 +219,7 @@ pub async fn set_image(
     })?;
     let update = ImageUpdate { container, image };
     set_image::apply(&target, &name, &[update]).await?;
-    rollout_now(&target, &name).await
+    app.done(&who, &target, &name, "set a new image").await
 }
 
 /// `IMAGE:TAG` from `IMAGE/TAG` (as Argo joins them); `None` without both parts.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
@@ -19,6 +19,7 @@ use super::Dashboard;
 use super::cache::Cache;
 use super::compress::{self, Chunks};
 use super::error::ApiError;
+use super::login::Who;
 use super::safety::Mode;
 use super::views;
 
@@ -32,8 +33,12 @@ pub async fn version() -> Json<Value> {
     Json(json!({"rolloutsVersion": format!("v{}", env!("CARGO_PKG_VERSION"))}))
 }
 
-/// The namespace the dashboard opens on and the namespaces that have Rollouts.
-pub async fn namespace(State(app): State<Dashboard>) -> Json<Value> {
+/// The namespace the dashboard opens on and the namespaces that have Rollouts (with logins,
+/// those the user may read).
+pub async fn namespace(
+    State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
+) -> Json<Value> {
     app.cache.ready().await;
     let mut available: Vec<String> = app
         .cache
@@ -45,12 +50,24 @@ pub async fn namespace(State(app): State<Dashboard>) -> Json<Value> {
         .collect();
     available.sort();
     available.dedup();
+    if let (Some(login), Some(identity)) = (&app.login, who.identity()) {
+        let mut readable = Vec::with_capacity(available.len());
+        for namespace in available {
+            if login.users.may_read(identity, &namespace).await.is_ok() {
+                readable.push(namespace);
+            }
+        }
+        available = readable;
+    }
     Json(json!({"namespace": app.namespace, "availableNamespaces": available}))
 }
 
-/// What the page needs to know of the server (a Sluice addition to Argo's API).
-pub async fn settings(State(app): State<Dashboard>) -> Json<Value> {
+/// What the page needs to know of the server (a Sluice addition to Argo's API): with logins,
+/// who is logged in and until when.
+pub async fn settings(State(app): State<Dashboard>, Extension(who): Extension<Who>) -> Json<Value> {
     Json(json!({
+        "user": who.identity().map(|i| i.user.clone()),
+        "sessionExpires": who.0.as_ref().map(|s| s.exp),
         "readOnly": app.mode == Mode::ReadOnly,
         "namespace": app.namespace,
         "allNamespaces": matches!(app.scope, super::cache::Scope::All),
@@ -90,15 +107,19 @@ pub async fn one(
 
 /// `explain`'s answer for a Rollout (a Sluice addition): what it waits for and why. Read
 /// fresh on each request, with the user's client, as the command reads it.
+/// Read when asked, with the user's own client when logged in (explain reads more than the
+/// cache holds).
 pub async fn explain(
     State(app): State<Dashboard>,
+    Extension(who): Extension<Who>,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     app.check_namespace(&namespace)?;
-    let target = crate::kube_target::Target {
-        client: app.client.clone(),
-        namespace,
+    let client = match (&app.login, who.identity()) {
+        (Some(login), Some(identity)) => login.users.client(identity)?,
+        _ => app.client.clone(),
     };
+    let target = crate::kube_target::Target { client, namespace };
     let text = super::super::explain::text(&target, &name, "kubectl sluice").await?;
     Ok(Json(json!({"text": text})))
 }
