@@ -19,7 +19,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
 RUN cargo build --profile dist --locked -p sluice-controller --bin sluice-controller \
-    && strip target/dist/sluice-controller
+        -p kubectl-sluice --bin kubectl-sluice \
+    && strip target/dist/sluice-controller target/dist/kubectl-sluice
 
 # The plugin bridge that runs Argo's RPC plugins (docs/plugins.md), built in a copy of Argo's Go
 # module by the same script the tests use (it builds Argo's sample plugins too; only the bridge
@@ -41,6 +42,8 @@ RUN apt-get update \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin sluice
 COPY --from=builder /src/target/dist/sluice-controller /usr/local/bin/sluice-controller
 COPY --from=bridge /sluice-plugin-bridge /usr/local/bin/sluice-plugin-bridge
+# The shared dashboard's Deployment runs `kubectl-sluice dashboard` from this image.
+COPY --from=builder /src/target/dist/kubectl-sluice /usr/local/bin/kubectl-sluice
 USER 65532:65532
 # Argo's working directory: the manifests mount the plugin-bin volume here, where the default
 # `--plugin-dir plugin-bin` installs plugins (the root filesystem is read-only).

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds the controller's container image without a container daemon or a base image from a
 # container registry: the root filesystem is made from Debian bookworm's packages by
-# mmdebstrap, the controller and the plugin bridge go to /usr/local/bin, and the tree is
+# mmdebstrap, the controller, the plugin bridge and the CLI (whose `dashboard` the shared
+# dashboard's Deployment runs) go to /usr/local/bin, and the tree is
 # imported into podman with the Dockerfile's settings (user 65532:65532, ports 8080 and 8090,
 # the controller as entry point). Prints the image's name on stdout; progress goes to stderr.
 #
 #   scripts/build-image.sh                   release build, tagged sluice-controller:<version>
 #   scripts/build-image.sh --profile debug   the debug build the tests use
-#   scripts/build-image.sh --controller PATH --bridge PATH [--tag NAME:TAG]
+#   scripts/build-image.sh --controller PATH --bridge PATH --cli PATH [--tag NAME:TAG]
 #                                            binaries built already (no cargo run)
 #   scripts/build-image.sh --install-tools   only install podman, runc, mmdebstrap and uidmap
 #
-# Without --controller the script builds the controller with cargo in the given profile; without
+# Without --controller or --cli the script builds them with cargo in the given profile; without
 # --bridge it takes the bridge from scripts/build-plugins.sh (cached).
 #
 # Two caches keep a rebuild quick. The base root filesystem is a tarball under the project's
@@ -52,12 +53,13 @@ usage() {
   exit "${1:-2}"
 }
 
-profile=release controller="" bridge="" tag="" install_only=false fresh_base=false
+profile=release controller="" bridge="" cli="" tag="" install_only=false fresh_base=false
 while (($#)); do
   case $1 in
   --profile) profile=${2:?--profile needs release or debug}; shift 2 ;;
   --controller) controller=${2:?--controller needs a path}; shift 2 ;;
   --bridge) bridge=${2:?--bridge needs a path}; shift 2 ;;
+  --cli) cli=${2:?--cli needs a path}; shift 2 ;;
   --tag) tag=${2:?--tag needs NAME:TAG}; shift 2 ;;
   --install-tools) install_only=true; shift ;;
   --fresh-base) fresh_base=true; shift ;;
@@ -104,11 +106,19 @@ if [[ -z $controller ]]; then
   (cd "$ROOT" && workspace_cargo build -q "${cargo_flags[@]}" -p sluice-controller --bin sluice-controller)
   controller="${CARGO_TARGET_DIR:-$ROOT/target}/$profile/sluice-controller"
 fi
+if [[ -z $cli ]]; then
+  cargo_flags=()
+  [[ $profile == release ]] && cargo_flags=(--release)
+  log "building kubectl-sluice ($profile)"
+  (cd "$ROOT" && workspace_cargo build -q "${cargo_flags[@]}" -p kubectl-sluice --bin kubectl-sluice)
+  cli="${CARGO_TARGET_DIR:-$ROOT/target}/$profile/kubectl-sluice"
+fi
 if [[ -z $bridge ]]; then
   bridge="$("$ROOT/scripts/build-plugins.sh")/bin/sluice-plugin-bridge"
 fi
 [[ -x $controller ]] || die "the controller $controller is not an executable file"
 [[ -x $bridge ]] || die "the plugin bridge $bridge is not an executable file"
+[[ -x $cli ]] || die "the CLI $cli is not an executable file"
 if [[ -z $tag ]]; then
   version=$(sed -nE '/^\[workspace\.package\]/,/^\[/ s/^version = "(.*)"/\1/p' "$ROOT/Cargo.toml")
   [[ -n $version ]] || die "no workspace version in Cargo.toml"
@@ -188,7 +198,7 @@ else
 fi
 
 # --- the image ---
-digest=$( (sha256sum "$BASE" | cut -d' ' -f1; sha256sum <"$controller"; sha256sum <"$bridge") |
+digest=$( (sha256sum "$BASE" | cut -d' ' -f1; sha256sum <"$controller"; sha256sum <"$bridge"; sha256sum <"$cli") |
   sha256sum | cut -c1-16)
 current=$(podman image inspect --format "{{index .Labels \"$LABEL_KEY\"}}" "$tag" 2>/dev/null || true)
 if [[ $current == "$digest" ]]; then
@@ -199,14 +209,15 @@ fi
 
 STAGE=$(mktemp -d "$CACHE_ROOT/image-stage.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT
-log "adding $(basename "$controller") (stripped) and $(basename "$bridge") from $(dirname "$controller") and $(dirname "$bridge")"
+log "adding $controller and $cli (stripped) and $bridge"
 mkdir -p "$STAGE/root/usr/local/bin"
 strip -o "$STAGE/root/usr/local/bin/sluice-controller" "$controller"
 cp "$bridge" "$STAGE/root/usr/local/bin/sluice-plugin-bridge"
+strip -o "$STAGE/root/usr/local/bin/kubectl-sluice" "$cli"
 chmod 0755 "$STAGE"/root/usr/local/bin/*
 cp "$BASE" "$STAGE/rootfs.tar"
 tar --append -f "$STAGE/rootfs.tar" --owner=0 --group=0 --numeric-owner -C "$STAGE/root" \
-  ./usr/local/bin/sluice-controller ./usr/local/bin/sluice-plugin-bridge
+  ./usr/local/bin/sluice-controller ./usr/local/bin/sluice-plugin-bridge ./usr/local/bin/kubectl-sluice
 
 previous=$(podman image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 log "importing into podman as $tag"

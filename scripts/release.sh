@@ -87,7 +87,7 @@ cp "$bridge" "$out/sluice-plugin-bridge-linux-$arch"
 chmod 0755 "$out"/*-linux-"$arch"
 
 log "building the image"
-image=$("$ROOT/scripts/build-image.sh" --controller "$controller" --bridge "$bridge" \
+image=$("$ROOT/scripts/build-image.sh" --controller "$controller" --bridge "$bridge" --cli "$cli" \
   --tag "${image_tag:-sluice-controller:$version}")
 # The manifests name the image `sluice-controller:<version>`, which a container runtime reads
 # as docker.io/library/sluice-controller: the archive carries that name, so that a cluster

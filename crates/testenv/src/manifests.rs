@@ -1,5 +1,6 @@
 //! Renders the kustomizations of `manifests/` into the single files users apply
-//! (`manifests/install.yaml`, `manifests/namespace-install.yaml`), as `kubectl kustomize` would
+//! (`manifests/install.yaml`, `manifests/namespace-install.yaml`, and the shared dashboard's
+//! `manifests/dashboard-install.yaml`), as `kubectl kustomize` would
 //! for the features they use: `resources` (files and directories with their own
 //! kustomization), objects in kustomize's legacy kind order, keys sorted. Anything else in a
 //! kustomization is refused, so that a source needing more than this is noticed. No kustomize
@@ -13,9 +14,10 @@ use serde::Deserialize as _;
 use serde_yaml::Value;
 
 /// The rendered files: (output path under `manifests/`, kustomization directory under it).
-pub const RENDERED: [(&str, &str); 2] = [
+pub const RENDERED: [(&str, &str); 3] = [
     ("install.yaml", "install"),
     ("namespace-install.yaml", "namespace-install"),
+    ("dashboard-install.yaml", "dashboard"),
 ];
 
 /// Kustomize's legacy order: these kinds first, in this order, the webhook configurations

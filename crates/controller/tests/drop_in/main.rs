@@ -72,9 +72,13 @@ fn run_helm(args: &[&str]) -> String {
 /// The controller container's args of the Deployment in `rendered`.
 fn deployment_args(rendered: &str) -> Vec<String> {
     let docs = parse_documents(rendered).unwrap();
+    // The controller's, not the dashboard's.
     let deployment = docs
         .iter()
-        .find(|d| d["kind"] == "Deployment")
+        .find(|d| {
+            d["kind"] == "Deployment"
+                && d["spec"]["template"]["spec"]["containers"][0]["name"] == "argo-rollouts"
+        })
         .expect("a Deployment");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["name"], "argo-rollouts");
@@ -279,8 +283,38 @@ fn chart_lints_and_renders_with_its_defaults_and_a_team_values_file() {
             );
             assert_eq!(parsed.rollout_threads, 20);
             assert_eq!(parsed.argo.kloglevel, 2);
+            check_dashboard(&docs);
+        } else {
+            assert!(
+                !names.iter().any(|(_, n)| n.ends_with("-dashboard")),
+                "the dashboard is off by default: {names:?}"
+            );
         }
     }
+}
+
+/// `dashboard.enabled` (argo-helm's key) deploys Sluice's dashboard, with logins, under the
+/// same ClusterRole as manifests/dashboard.
+fn check_dashboard(docs: &[serde_json::Value]) {
+    let find = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == "argo-rollouts-dashboard")
+            .unwrap_or_else(|| panic!("no {kind} argo-rollouts-dashboard"))
+    };
+    let container = &find("Deployment")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["command"][0], "/usr/local/bin/kubectl-sluice");
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--login=token"), "{args:?}");
+    find("Service");
+    let shipped =
+        std::fs::read_to_string(repo_root().join("manifests/dashboard/cluster-role.yaml")).unwrap();
+    let shipped = &parse_documents(&shipped).unwrap()[0];
+    assert_eq!(find("ClusterRole")["rules"], shipped["rules"]);
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@
 //! `/healthz`, `/readyz` and `/metrics`, carries a canary update through to Healthy, and runs
 //! the update's step plugin through the plugin bridge inside the image, installed from
 //! `argo-rollouts-config` into the working directory's `plugin-bin` as Argo's image does.
+//! The same image, with `kubectl-sluice` as the entry point as manifests/dashboard runs it,
+//! serves the shared dashboard's login page and refuses its API without a session.
 
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -55,13 +57,15 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// `scripts/build-image.sh` with the given binaries: the image's name.
-async fn build_image(controller: &Path, bridge: &Path) -> anyhow::Result<String> {
+async fn build_image(controller: &Path, bridge: &Path, cli: &Path) -> anyhow::Result<String> {
     let root = sluice_testenv::harness::repo_root();
     let args = [
         "--controller".into(),
         controller.as_os_str().to_owned(),
         "--bridge".into(),
         bridge.as_os_str().to_owned(),
+        "--cli".into(),
+        cli.as_os_str().to_owned(),
         "--tag".into(),
         IMAGE_TAG.into(),
     ];
@@ -226,7 +230,8 @@ async fn the_image_leads_rolls_out_and_runs_a_step_plugin_as_installed() {
     let ns = TestNamespace::create(&env, "image").await.unwrap();
     let bin = plugin_binaries().await.unwrap();
     let controller = controller_binary().await.unwrap();
-    let image = build_image(&controller, &bin.join("sluice-plugin-bridge"))
+    let cli = cli_binary().await.unwrap();
+    let image = build_image(&controller, &bin.join("sluice-plugin-bridge"), &cli)
         .await
         .unwrap();
     // The Dockerfile's settings, which a cluster runs the image with (the test sets the user
@@ -382,12 +387,49 @@ data:
     ])
     .unwrap();
     assert_eq!(state.trim(), "true 0 true");
+
+    // The shared dashboard from the same image, as manifests/dashboard runs it: non-root, on a
+    // read-only root filesystem, with logins.
+    let port = free_ports().0;
+    let dashboard = format!("{}-dashboard", container.name);
+    let kubeconfig_mount = format!(
+        "{}:{KUBECONFIG}:ro",
+        container.scratch.join("kubeconfig").display()
+    );
+    let port_arg = port.to_string();
+    #[rustfmt::skip]
+    let args = [
+        "--runtime", "runc",
+        "run", "--detach", "--name", &dashboard, "--network", "host",
+        "--user", "65532:65532", "--read-only",
+        "--cap-drop", "all", "--security-opt", "no-new-privileges",
+        "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+        "--volume", &kubeconfig_mount,
+        "--entrypoint", "/usr/local/bin/kubectl-sluice",
+        &image,
+        "--kubeconfig", KUBECONFIG, "-n", ns.name(), "dashboard",
+        "--port", &port_arg, "--login", "token",
+    ];
+    podman(&args).unwrap();
+    let login_page = format!("http://127.0.0.1:{port}/login");
+    let served = wait_for("the dashboard's login page", TIMEOUT, || get(&login_page)).await;
+    let refused = reqwest::get(format!(
+        "http://127.0.0.1:{port}/api/v1/rollouts/{}/info",
+        ns.name()
+    ))
+    .await;
+    let logs = podman(&["logs", &dashboard]).unwrap_or_default();
+    let _ = podman(&["rm", "--force", "--time", "0", &dashboard]);
+    let page = served.unwrap_or_else(|e| panic!("{e:#}; its log: {logs}"));
+    assert!(page.contains("Kubernetes token"), "{page}");
+    assert_eq!(refused.unwrap().status(), reqwest::StatusCode::UNAUTHORIZED);
 }
 
 /// `make release` (`scripts/release.sh`, here with the debug binaries): every artifact is
 /// written, `sha256sum -c` checks them all, the binaries run and tell the version, the chart
 /// is the one under charts/, the manifests are the committed ones, and the image archive
-/// holds the image under the name the manifests run, with the controller and the bridge in it.
+/// holds the image under the name the manifests run, with the controller, the bridge and the
+/// CLI (the dashboard's) in it.
 #[tokio::test]
 async fn release_writes_every_artifact_with_checksums_that_check() -> anyhow::Result<()> {
     let root = sluice_testenv::harness::repo_root();
@@ -500,6 +542,7 @@ async fn release_writes_every_artifact_with_checksums_that_check() -> anyhow::Re
     for file in [
         "usr/local/bin/sluice-controller",
         "usr/local/bin/sluice-plugin-bridge",
+        "usr/local/bin/kubectl-sluice",
     ] {
         assert!(
             files.lines().any(|l| l.trim_start_matches("./") == file),

@@ -1,4 +1,4 @@
-//! Writes `manifests/install.yaml` and `manifests/namespace-install.yaml` from their
+//! Writes `manifests/install.yaml`, `namespace-install.yaml` and `dashboard-install.yaml` from their
 //! kustomizations (`make manifests`). With `--check`, only says whether they are in sync.
 
 use std::path::PathBuf;
