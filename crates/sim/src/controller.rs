@@ -19,7 +19,7 @@ use serde_json::Value;
 use sluice_api::Rollout;
 use sluice_controller::cluster::WriteError;
 use sluice_controller::loops::apply::{Applied, apply_plan};
-use sluice_controller::loops::driver::{self, HeldProgress, Requeue};
+use sluice_controller::loops::driver::{self, HeldProgress, Requeue, StaleViews};
 use sluice_engine::Plan;
 use sluice_engine::config_rollout::{self, ConfigKind, ConfigRef};
 
@@ -125,6 +125,8 @@ pub struct Replica {
     pub gate: Gate,
     /// What the process remembers of progress held back (lost with it in a crash).
     held: Arc<HeldProgress>,
+    /// The Rollouts whose next reconcile reads afresh (lost with it too).
+    stale: StaleViews,
 }
 
 impl Replica {
@@ -150,6 +152,7 @@ impl Replica {
             elector: None,
             gate: Gate::default(),
             held: Arc::default(),
+            stale: StaleViews::default(),
         };
         r.reset_election(leases);
         r
@@ -192,6 +195,7 @@ impl Replica {
         self.cm_watch.disconnect();
         self.secret_watch.disconnect();
         self.held = Arc::default();
+        self.stale = StaleViews::default();
     }
 
     /// The watch stream of a kind the controller watches.
@@ -341,8 +345,18 @@ impl Replica {
             return None;
         }
         let owned = owned_replica_sets(&self.replica_sets, &ro);
+        let afresh = ro
+            .metadata
+            .uid
+            .as_deref()
+            .is_some_and(|uid| self.stale.take(uid));
         let seen = format!(
-            "reconcile {name} at rollout rv {} with {}",
+            "reconcile {name} {}at rollout rv {} with {}",
+            if afresh {
+                "with ReplicaSets afresh, cached "
+            } else {
+                ""
+            },
             ro.metadata.resource_version.as_deref().unwrap_or("-"),
             owned
                 .iter()
@@ -360,7 +374,7 @@ impl Replica {
         let future = Box::pin(reconcile_once(
             writer.clone(),
             ro.clone(),
-            owned,
+            (owned, afresh),
             now,
             held,
             (apply, decided.clone()),
@@ -384,6 +398,9 @@ impl Replica {
         };
         let inflight = self.inflight.take()?;
         let decided = inflight.take_decision();
+        if let Some(uid) = inflight.seen.metadata.uid.as_deref() {
+            self.stale.note(uid, &result);
+        }
         // The real reconciler's requeue policy.
         let requeue_after = match driver::requeue(&result, RESYNC) {
             Requeue::After(after) => Some(after),
@@ -423,11 +440,20 @@ static SETTINGS: std::sync::LazyLock<sluice_engine::Settings> = std::sync::LazyL
 async fn reconcile_once(
     writer: SimWriter,
     ro: Rollout,
-    replica_sets: Vec<ReplicaSet>,
+    (replica_sets, afresh): (Vec<ReplicaSet>, bool),
     now: Timestamp,
     held: Arc<HeldProgress>,
     (apply, decided): (ApplyFn, Decided),
 ) -> Result<Plan, WriteError> {
+    // As the real reconciler: after a stale view, the ReplicaSets from the API server; from
+    // the cache if that read fails.
+    let replica_sets = if afresh {
+        driver::read_replica_sets_afresh(&writer, &ro)
+            .await
+            .unwrap_or(replica_sets)
+    } else {
+        replica_sets
+    };
     let apply_with = |plan: Plan| {
         *decided
             .lock()

@@ -4,7 +4,7 @@
 //! loaded into a real bash, completes the plugin's commands. About three seconds; no
 //! controller runs.
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -138,10 +138,19 @@ async fn list_rollouts_watch_and_completion() {
              echo \"${{COMPREPLY[@]}}\"",
             count - 1
         );
-        let out = Command::new("bash")
-            .args(["-c", &program])
-            .output()
+        // On bash's standard input: the script is longer than one argument may be (128 KiB).
+        let mut bash = Command::new("bash")
+            .arg("-s")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
             .unwrap();
+        bash.stdin
+            .take()
+            .unwrap()
+            .write_all(program.as_bytes())
+            .unwrap();
+        let out = bash.wait_with_output().unwrap();
         String::from_utf8(out.stdout).unwrap()
     };
     assert_eq!(complete("kubectl-sluice lis").trim(), "list");

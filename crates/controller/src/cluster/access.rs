@@ -439,6 +439,18 @@ pub trait ClusterAccess: Send + Sync {
         }
     }
 
+    /// Lists the ReplicaSets of a namespace that match `selector` (equality terms, as a
+    /// label selector), from the API server rather than a cache: what a reconcile reads
+    /// after its last one met a stale view. By default every ReplicaSet of the namespace;
+    /// the caller keeps only those the Rollout owns either way.
+    fn list_replica_sets_matching(
+        &self,
+        namespace: &str,
+        _selector: &str,
+    ) -> impl Future<Output = Result<Vec<ReplicaSet>, WriteError>> + Send {
+        self.list_replica_sets(namespace)
+    }
+
     /// Lists every AnalysisRun of a namespace, unlike [`ClusterAccess::list_analysis_runs`]:
     /// an Experiment's runs carry no `rollout-type` label.
     fn list_every_analysis_run(

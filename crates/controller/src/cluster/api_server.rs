@@ -602,6 +602,15 @@ impl ClusterAccess for KubeCluster {
         Ok(self.api::<ReplicaSet>(namespace).list(&lp).await?.items)
     }
 
+    async fn list_replica_sets_matching(
+        &self,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<ReplicaSet>, WriteError> {
+        let lp = ListParams::default().labels(selector);
+        Ok(self.api::<ReplicaSet>(namespace).list(&lp).await?.items)
+    }
+
     async fn list_every_analysis_run(
         &self,
         namespace: &str,

@@ -151,6 +151,67 @@ impl HeldProgress {
     }
 }
 
+/// The Rollouts whose last reconcile met a stale view (a 409, or an object gone), by uid: the
+/// next reconcile of each reads the Rollout's ReplicaSets from the API server rather than
+/// from the cache, which may lag the write that beat it by seconds. Without it a Rollout
+/// whose ReplicaSet kept changing under it (a tool annotating it, an HPA) retried from the
+/// same stale copy until the watch caught up, and lost the next race the same way.
+///
+/// The Rollout itself still comes from its cache: a decision on a Rollout newer than the one
+/// the next reconcile finds there could be undone by it (a revision counted twice), while a
+/// ReplicaSet view that goes back only meets more conflicts, as every write derived from a
+/// ReplicaSet carries its resourceVersion.
+#[derive(Debug, Default)]
+pub struct StaleViews {
+    uids: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl StaleViews {
+    /// Notes how the reconcile of the Rollout with `uid` ended.
+    pub fn note<T>(&self, uid: &str, result: &Result<T, WriteError>) {
+        if matches!(result, Err(WriteError::Conflict | WriteError::NotFound)) {
+            self.lock().insert(uid.to_string());
+        }
+    }
+
+    /// Whether the next reconcile of the Rollout with `uid` reads afresh; asking forgets.
+    pub fn take(&self, uid: &str) -> bool {
+        self.lock().remove(uid)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.uids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The ReplicaSets `rollout` owns as the API server has them now, not as a cache does:
+/// listed by the Rollout's `matchLabels` (which every one of them carries), kept by owner.
+pub async fn read_replica_sets_afresh<C: ClusterAccess>(
+    cluster: &C,
+    rollout: &Rollout,
+) -> Result<Vec<ReplicaSet>, WriteError> {
+    let namespace = rollout.metadata.namespace.as_deref().unwrap_or_default();
+    let selector = rollout
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    Ok(cluster
+        .list_replica_sets_matching(namespace, &selector)
+        .await?
+        .into_iter()
+        .filter(|rs| owns(rollout, rs))
+        .collect())
+}
+
 /// The requeue policy: after a plan, when it asks (a pause or deadline expiring) or at the
 /// resync period at the latest; after a failure, as [`requeue_after_error`] says.
 pub fn requeue(result: &Result<Plan, WriteError>, resync: Duration) -> Requeue {
@@ -205,6 +266,64 @@ mod tests {
         held.record("u3", true, t(2000));
         assert_eq!(held.since("u2"), None);
         assert_eq!(held.len(), 1);
+    }
+
+    #[test]
+    fn a_stale_view_has_the_next_reconcile_read_afresh_once() {
+        let stale = StaleViews::default();
+        stale.note("u1", &Ok::<(), WriteError>(()));
+        stale.note("u2", &Err::<(), _>(WriteError::Api("boom".into())));
+        stale.note("u3", &Err::<(), _>(WriteError::NotLeader));
+        assert!(!stale.take("u1") && !stale.take("u2") && !stale.take("u3"));
+        stale.note("u1", &Err::<(), _>(WriteError::Conflict));
+        stale.note("u2", &Err::<(), _>(WriteError::NotFound));
+        assert!(stale.take("u1") && stale.take("u2"));
+        assert!(!stale.take("u1"), "asking forgets");
+    }
+
+    /// Read afresh through the real client: the ReplicaSets by the selector's labels (not
+    /// every ReplicaSet of the namespace), only those the Rollout owns kept.
+    #[tokio::test]
+    async fn reading_afresh_lists_the_replica_sets_by_label() {
+        use crate::cluster::KubeCluster;
+        use std::sync::{Arc, Mutex};
+        let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+        let record = sent.clone();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            record
+                .lock()
+                .unwrap()
+                .push(format!("{} {}", req.method(), req.uri()));
+            let mut other = rs("a", "u2", true);
+            other.metadata.name = Some("r-2".into());
+            let body = json!({"apiVersion": "apps/v1", "kind": "ReplicaSetList",
+                              "metadata": {}, "items": [rs("a", "u1", true), other]});
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(body.to_string().into_bytes()))
+                        .unwrap(),
+                )
+            }
+        });
+        let cluster = KubeCluster::new(kube::Client::new(service, "default"));
+        let ro: Rollout = serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": "r", "namespace": "a", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app": "r"}}}
+        }))
+        .unwrap();
+        let owned = read_replica_sets_afresh(&cluster, &ro).await.unwrap();
+        let names: Vec<_> = owned.iter().map(|rs| rs.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("r-1".to_string())]);
+        let sent = sent.lock().unwrap();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(
+            sent[0].starts_with("GET /apis/apps/v1/namespaces/a/replicasets?")
+                && sent[0].contains("labelSelector=app%3Dr"),
+            "{sent:?}"
+        );
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub struct Context {
     held: driver::HeldProgress,
     /// The Rollouts written whose watch events have not come yet.
     own_writes: OwnWrites,
+    /// The Rollouts whose next reconcile reads afresh.
+    stale: driver::StaleViews,
     hooks: Hooks,
 }
 
@@ -278,6 +280,7 @@ pub async fn run_with(
         settings: args.engine_settings(),
         held: driver::HeldProgress::default(),
         own_writes: OwnWrites::default(),
+        stale: driver::StaleViews::default(),
         hooks: hooks.clone(),
     });
 
@@ -441,7 +444,17 @@ async fn reconcile(
     }
     let ro = cached.to_rollout().map_err(ReconcileError::CachedRollout)?;
     announce(&ctx, &ro).await;
-    let replica_sets = owned_replica_sets(&ctx.replica_sets, &ro)?;
+    let replica_sets = if ctx.stale.take(uid) {
+        match driver::read_replica_sets_afresh(&ctx.writer, &ro).await {
+            Ok(replica_sets) => replica_sets,
+            Err(e) => {
+                debug!(rollout = %ro.name_any(), error = %e, "cannot list ReplicaSets afresh; deciding from the cache");
+                owned_replica_sets(&ctx.replica_sets, &ro)?
+            }
+        }
+    } else {
+        owned_replica_sets(&ctx.replica_sets, &ro)?
+    };
     let pinned = ctx.writer.for_term(term);
     let rollout: &Rollout = &ro;
     // What a plan that stops at its status patch has written, so that the events of those
@@ -474,6 +487,7 @@ async fn reconcile(
         apply,
     )
     .await;
+    ctx.stale.note(uid, &result);
     match result {
         Ok((plan, applied)) => {
             if !applied.rollout_versions.is_empty() {

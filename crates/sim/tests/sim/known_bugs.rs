@@ -162,3 +162,15 @@ fn lost_status_writes_still_run_the_progress_deadline() {
     let outcome = run(&s, 15709, real_apply);
     assert!(outcome.passed(), "seed 15709:\n{}", outcome.report());
 }
+
+/// Fixed: a reconcile whose write met a 409 retried from the same cached copies until the
+/// watch caught up (seconds, on a slow watch), so a ReplicaSet that kept being annotated by
+/// someone else held the update for over a minute and `progressDeadlineAbort` aborted a good
+/// update. The reconcile after a stale view now reads the Rollout and its ReplicaSets from
+/// the API server.
+#[test]
+fn conflicted_chaos_seed_reads_afresh_and_completes() {
+    let s = scenarios::find("chaos").unwrap();
+    let outcome = run(&s, 32453, real_apply);
+    assert!(outcome.passed(), "seed 32453:\n{}", outcome.report());
+}
