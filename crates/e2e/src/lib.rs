@@ -188,6 +188,40 @@ pub async fn replicas_by_image(ns: &TestNamespace, rollout: &str) -> BTreeMap<St
         .collect()
 }
 
+/// Spec replicas of `image`'s ReplicaSet in a sample of [`replicas_by_image`] (0 without one).
+pub fn spec_of(got: &BTreeMap<String, (i32, i32)>, image: &str) -> i32 {
+    got.get(image).map_or(0, |c| c.0)
+}
+
+/// Samples [`replicas_by_image`] of `rollout` every 50 ms until `done`, checking `each` on
+/// every distinct sample (and printing it); fails after `within`.
+pub async fn follow_replicas(
+    ns: &TestNamespace,
+    rollout: &str,
+    within: Duration,
+    each: impl Fn(&BTreeMap<String, (i32, i32)>),
+    done: impl Fn(&BTreeMap<String, (i32, i32)>) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last = None;
+    loop {
+        let got = replicas_by_image(ns, rollout).await;
+        if last.as_ref() != Some(&got) {
+            eprintln!("{rollout}: {got:?}");
+            each(&got);
+            last = Some(got.clone());
+        }
+        if done(&got) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{rollout}: stuck at {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The image of a ReplicaSet's first container ("" without one).
 pub fn image_of(rs: &ReplicaSet) -> String {
     rs.spec

@@ -17,9 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::PostParams;
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::{canary_rollout, rollouts, setup, wait_phase};
@@ -111,19 +108,7 @@ async fn viewer_token(ns: &TestNamespace) -> String {
     ] {
         ns.apply_yaml(&manifest.to_string()).await.unwrap();
     }
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let answer: TokenRequest = ns
-        .api::<ServiceAccount>()
-        .create_subresource("token", "viewer", &PostParams::default(), &request)
-        .await
-        .unwrap();
-    answer.status.expect("a token").token
+    ns.service_account_token("viewer").await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

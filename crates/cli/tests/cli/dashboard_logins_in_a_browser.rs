@@ -12,10 +12,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Event, ServiceAccount};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 use sluice_api::rollout::RolloutPhase;
 use sluice_e2e::{canary_rollout, rollouts, setup, wait_phase};
@@ -59,19 +58,7 @@ async fn line_starting(child: &mut Child, prefix: &str) -> String {
 }
 
 async fn token_of(ns: &TestNamespace, account: &str) -> String {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let answer: TokenRequest = ns
-        .api::<ServiceAccount>()
-        .create_subresource("token", account, &PostParams::default(), &request)
-        .await
-        .unwrap();
-    answer.status.expect("a token").token
+    ns.service_account_token(account).await.unwrap()
 }
 
 /// The users' RBAC, and the dashboard's own identity as manifests/dashboard installs it.

@@ -9,7 +9,6 @@
 //! with the load.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use serde_json::{Value, json};
@@ -56,38 +55,6 @@ fn with_cpu_request(manifest: &str) -> String {
     rollout["spec"]["template"]["spec"]["containers"][0]["resources"] =
         json!({"requests": {"cpu": "100m"}});
     rollout.to_string()
-}
-
-fn spec_of(got: &BTreeMap<String, (i32, i32)>, image: &str) -> i32 {
-    got.get(image).map_or(0, |c| c.0)
-}
-
-/// Samples the (spec, available) counts per image until `done`, checking `each` on every
-/// distinct sample.
-async fn follow(
-    ns: &TestNamespace,
-    name: &str,
-    each: impl Fn(&BTreeMap<String, (i32, i32)>),
-    done: impl Fn(&BTreeMap<String, (i32, i32)>) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + TIMEOUT * 2;
-    let mut last = None;
-    loop {
-        let got = replicas_by_image(ns, name).await;
-        if last.as_ref() != Some(&got) {
-            eprintln!("{name}: {got:?}");
-            each(&got);
-            last = Some(got.clone());
-        }
-        if done(&got) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name}: stuck at {got:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Waits until the HPA has computed a utilization from the metrics API and holds `replicas`.
@@ -141,7 +108,7 @@ async fn hpa_scales_a_canary_on_load_and_the_stable_keeps_its_share() {
             "{got:?}"
         );
     };
-    follow(&ns, "lc", within_share, |got| {
+    follow_replicas(&ns, "lc", TIMEOUT * 2, within_share, |got| {
         got.get("app:v1") == Some(&(3, 3)) && got.get("app:v2") == Some(&(3, 3))
     })
     .await;
@@ -151,7 +118,7 @@ async fn hpa_scales_a_canary_on_load_and_the_stable_keeps_its_share() {
 
     // The load falls back: both sides come down with it.
     set_load(&ns, "100m", "").await;
-    follow(&ns, "lc", within_share, |got| {
+    follow_replicas(&ns, "lc", TIMEOUT * 2, within_share, |got| {
         got.get("app:v1") == Some(&(1, 1)) && got.get("app:v2") == Some(&(1, 1))
     })
     .await;
@@ -184,9 +151,10 @@ async fn hpa_scales_a_blue_green_update_on_the_load_of_the_active_side() {
 
     // Twice the load on the active pods: both sides grow to 4, the active never shrinks.
     set_load(&ns, "200m", &active(v1)).await;
-    follow(
+    follow_replicas(
         &ns,
         "lb",
+        TIMEOUT * 2,
         |got| assert!(spec_of(got, "app:v1") >= 2, "{got:?}"),
         |got| got.get("app:v1") == Some(&(4, 4)) && got.get("app:v2") == Some(&(4, 4)),
     )
@@ -198,9 +166,10 @@ async fn hpa_scales_a_blue_green_update_on_the_load_of_the_active_side() {
     // The traffic follows the active Service to the new pods, and falls back to 100m.
     let v2 = service_hash(&ns, "lb-active").await.unwrap();
     set_load(&ns, "100m", &active(v2)).await;
-    follow(
+    follow_replicas(
         &ns,
         "lb",
+        TIMEOUT * 2,
         |_| {},
         |got| got.get("app:v2") == Some(&(2, 2)) && spec_of(got, "app:v1") == 0,
     )

@@ -9,8 +9,6 @@
 //! Argo #3849: during a canary the stable ReplicaSet is never scaled above its share of the
 //! new count (stable + canary stay within the new count plus the surge).
 
-use std::time::Duration;
-
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
@@ -94,38 +92,6 @@ async fn scale_of(api: &Api<Rollout>, name: &str) -> (i32, i32, String) {
     )
 }
 
-/// Samples the (spec, available) counts per image until `done`, checking `each` on every
-/// distinct sample.
-async fn follow(
-    ns: &TestNamespace,
-    name: &str,
-    each: impl Fn(&std::collections::BTreeMap<String, (i32, i32)>),
-    done: impl Fn(&std::collections::BTreeMap<String, (i32, i32)>) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let mut last = None;
-    loop {
-        let got = replicas_by_image(ns, name).await;
-        if last.as_ref() != Some(&got) {
-            eprintln!("{name}: {got:?}");
-            each(&got);
-            last = Some(got.clone());
-        }
-        if done(&got) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name}: stuck at {got:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn spec_of(got: &std::collections::BTreeMap<String, (i32, i32)>, image: &str) -> i32 {
-    got.get(image).map_or(0, |c| c.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hpa_scales_a_canary_mid_update_without_growing_the_stable() {
     let (_env, ns, _controller) = setup("hpa-canary").await;
@@ -150,9 +116,10 @@ async fn hpa_scales_a_canary_mid_update_without_growing_the_stable() {
 
     // Up to 8 at 50%: 4 and 4, the stable never above its share, nothing above 8 + surge 2.
     scale_to(&api, "hc", 8).await;
-    follow(
+    follow_replicas(
         &ns,
         "hc",
+        TIMEOUT,
         |got| {
             assert!(spec_of(got, "app:v1") <= 4, "{got:?}");
             assert!(
@@ -179,9 +146,10 @@ async fn hpa_scales_a_canary_mid_update_without_growing_the_stable() {
 
     // Down to 2 at 50%: 1 and 1.
     scale_to(&api, "hc", 2).await;
-    follow(
+    follow_replicas(
         &ns,
         "hc",
+        TIMEOUT,
         |got| assert!(spec_of(got, "app:v1") <= 4, "{got:?}"),
         |got| got.get("app:v1") == Some(&(1, 1)) && got.get("app:v2") == Some(&(1, 1)),
     )
@@ -214,9 +182,10 @@ async fn hpa_scales_a_blue_green_update_on_both_sides() {
     // The preview and the active ReplicaSet both follow the new count; the active one never
     // goes below what it had (its pods serve the traffic).
     scale_to(&api, "hb", 4).await;
-    follow(
+    follow_replicas(
         &ns,
         "hb",
+        TIMEOUT,
         |got| assert!(spec_of(got, "app:v1") >= 2, "{got:?}"),
         |got| got.get("app:v1") == Some(&(4, 4)) && got.get("app:v2") == Some(&(4, 4)),
     )

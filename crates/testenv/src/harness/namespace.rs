@@ -75,6 +75,29 @@ impl TestNamespace {
         self.env.apply_yaml(&self.name, yaml).await
     }
 
+    /// A bearer token of the ServiceAccount `account` of this namespace, valid for an hour
+    /// (the TokenRequest API, as `kubectl create token` asks it).
+    pub async fn service_account_token(&self, account: &str) -> anyhow::Result<String> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let answer: TokenRequest = self
+            .api::<ServiceAccount>()
+            .create_subresource("token", account, &PostParams::default(), &request)
+            .await
+            .with_context(|| format!("a token of the ServiceAccount {account}"))?;
+        Ok(answer
+            .status
+            .context("a TokenRequest without status")?
+            .token)
+    }
+
     /// Keeps the namespace after the test even when it passes.
     pub fn keep(&mut self) {
         self.keep = true;
