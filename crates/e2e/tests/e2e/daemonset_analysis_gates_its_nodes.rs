@@ -29,7 +29,10 @@ async fn daemonset_analysis_gates_its_nodes() {
     metric.respond_json(200, &json!({"status": "ok"}));
     let watched = HttpStub::start().await.unwrap();
     watched.respond_json(200, &json!({"status": "ok"}));
-    ns.apply_yaml(&web_template("health", &metric.url("/health"), Some(2)))
+    // Four measurements a second apart: the step with one node updated lasts three seconds,
+    // long enough for the sampling to see it on a loaded machine (with two it lasted one, and
+    // was missed).
+    ns.apply_yaml(&web_template("health", &metric.url("/health"), Some(4)))
         .await
         .unwrap();
     ns.apply_yaml(&web_template("watch", &watched.url("/watch"), None))
