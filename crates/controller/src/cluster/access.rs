@@ -439,9 +439,9 @@ pub trait ClusterAccess: Send + Sync {
         }
     }
 
-    /// Lists the ReplicaSets of a namespace that match `selector` (equality terms, as a
-    /// label selector), from the API server rather than a cache: what a reconcile reads
-    /// after its last one met a stale view. By default every ReplicaSet of the namespace;
+    /// Lists the ReplicaSets of a namespace that match `selector` (a label selector's text),
+    /// from the API server rather than a cache: what a reconcile reads after its last one met
+    /// a stale view. By default every ReplicaSet of the namespace;
     /// the caller keeps only those the Rollout owns either way.
     fn list_replica_sets_matching(
         &self,

@@ -185,7 +185,7 @@ impl StaleViews {
 }
 
 /// The ReplicaSets `rollout` owns as the API server has them now, not as a cache does:
-/// listed by the Rollout's `matchLabels` (which every one of them carries), kept by owner.
+/// listed by the Rollout's selector (which every one of them matches), kept by owner.
 pub async fn read_replica_sets_afresh<C: ClusterAccess>(
     cluster: &C,
     rollout: &Rollout,
@@ -195,14 +195,7 @@ pub async fn read_replica_sets_afresh<C: ClusterAccess>(
         .spec
         .selector
         .as_ref()
-        .and_then(|s| s.match_labels.as_ref())
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
+        .map(sluice_api::label_selector::format_selector)
         .unwrap_or_default();
     Ok(cluster
         .list_replica_sets_matching(namespace, &selector)
