@@ -445,15 +445,7 @@ async fn reconcile_once(
     held: Arc<HeldProgress>,
     (apply, decided): (ApplyFn, Decided),
 ) -> Result<Plan, WriteError> {
-    // As the real reconciler: after a stale view, the ReplicaSets from the API server; from
-    // the cache if that read fails.
-    let replica_sets = if afresh {
-        driver::read_replica_sets_afresh(&writer, &ro)
-            .await
-            .unwrap_or(replica_sets)
-    } else {
-        replica_sets
-    };
+    let replica_sets = driver::replica_sets_to_decide_on(&writer, &ro, replica_sets, afresh).await;
     let apply_with = |plan: Plan| {
         *decided
             .lock()

@@ -205,6 +205,31 @@ pub async fn read_replica_sets_afresh<C: ClusterAccess>(
         .collect())
 }
 
+/// The ReplicaSets a reconcile decides on: `cached` (those the cache shows the Rollout
+/// owning), or with `afresh` (its last reconcile met a stale view, [`StaleViews::take`])
+/// those the API server has now; the cached ones again if that read fails.
+pub async fn replica_sets_to_decide_on<C: ClusterAccess>(
+    cluster: &C,
+    rollout: &Rollout,
+    cached: Vec<ReplicaSet>,
+    afresh: bool,
+) -> Vec<ReplicaSet> {
+    if !afresh {
+        return cached;
+    }
+    match read_replica_sets_afresh(cluster, rollout).await {
+        Ok(fresh) => fresh,
+        Err(e) => {
+            tracing::debug!(
+                rollout = rollout.metadata.name.as_deref().unwrap_or_default(),
+                error = %e,
+                "cannot list ReplicaSets afresh; deciding from the cache"
+            );
+            cached
+        }
+    }
+}
+
 /// The requeue policy: after a plan, when it asks (a pause or deadline expiring) or at the
 /// resync period at the latest; after a failure, as [`requeue_after_error`] says.
 pub fn requeue(result: &Result<Plan, WriteError>, resync: Duration) -> Requeue {

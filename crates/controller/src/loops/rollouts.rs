@@ -444,17 +444,10 @@ async fn reconcile(
     }
     let ro = cached.to_rollout().map_err(ReconcileError::CachedRollout)?;
     announce(&ctx, &ro).await;
-    let replica_sets = if ctx.stale.take(uid) {
-        match driver::read_replica_sets_afresh(&ctx.writer, &ro).await {
-            Ok(replica_sets) => replica_sets,
-            Err(e) => {
-                debug!(rollout = %ro.name_any(), error = %e, "cannot list ReplicaSets afresh; deciding from the cache");
-                owned_replica_sets(&ctx.replica_sets, &ro)?
-            }
-        }
-    } else {
-        owned_replica_sets(&ctx.replica_sets, &ro)?
-    };
+    let cached_replica_sets = owned_replica_sets(&ctx.replica_sets, &ro)?;
+    let afresh = ctx.stale.take(uid);
+    let replica_sets =
+        driver::replica_sets_to_decide_on(&ctx.writer, &ro, cached_replica_sets, afresh).await;
     let pinned = ctx.writer.for_term(term);
     let rollout: &Rollout = &ro;
     // What a plan that stops at its status patch has written, so that the events of those
