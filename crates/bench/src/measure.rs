@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::controller::Controller;
 use crate::procs::{self, CpuSpent, Processes, RssSampler};
-use crate::progress::{Changes, EventTrail, NewReplicaSets, percentile_ms};
+use crate::progress::{Changes, EventTrail, NewReplicaSetTimes, NewReplicaSets, percentile_ms};
 use crate::prom;
 
 /// What one phase cost.
@@ -51,6 +51,16 @@ pub struct PhaseResult {
     pub rollout_writes_per_object: Option<f64>,
     /// From the bench's change to the first sight of the new ReplicaSet, in milliseconds.
     pub new_replica_set_ms: Percentiles,
+    /// From the bench's change to the first sight of the new ReplicaSet with all its pods
+    /// available, in milliseconds.
+    pub new_replica_set_available_ms: Percentiles,
+    /// Each object's wait told apart, in milliseconds: from the first sight of its new
+    /// ReplicaSet to that ReplicaSet's pods all available (the ReplicaSet controller, the
+    /// scheduler, the kubelet)...
+    pub pods_ms: Percentiles,
+    /// ...and from there to the object settled (the controller's finish: the old version
+    /// scaled down, the status written). The start is `new_replica_set_ms`.
+    pub finish_ms: Percentiles,
     /// From the bench's change to the first sight of the object settled (a Rollout Healthy
     /// on the new revision with its generation observed, a Deployment as `kubectl rollout
     /// status` has it), in milliseconds: what a user waits.
@@ -200,8 +210,9 @@ impl Meters<'_> {
             None => Duration::ZERO,
         };
         let after = self.snapshot().await?;
-        let latencies = new_rs.finish();
+        let new_rs = new_rs.finish();
         let settled = changes.settled_latencies();
+        let settled_by_name = changes.settled_by_name();
         let n = objects.max(1) as f64;
         let cpu = procs::cpu_between(&before.cpu, &after.cpu);
         let controller_cpu = cpu.per_process.get(procs::CONTROLLER).copied();
@@ -244,7 +255,18 @@ impl Meters<'_> {
                 .then(|| controller_requests.values().sum::<u64>() as f64 / n),
             controller_requests,
             rollout_writes_per_object: has_controller.then(|| rollout_writes as f64 / n),
-            new_replica_set_ms: Percentiles::of(&latencies),
+            new_replica_set_ms: Percentiles::of(&NewReplicaSetTimes::sorted(&new_rs.seen)),
+            new_replica_set_available_ms: Percentiles::of(&NewReplicaSetTimes::sorted(
+                &new_rs.available,
+            )),
+            pods_ms: Percentiles::of(&NewReplicaSetTimes::between(
+                &new_rs.seen,
+                &new_rs.available,
+            )),
+            finish_ms: Percentiles::of(&NewReplicaSetTimes::between(
+                &new_rs.available,
+                &settled_by_name,
+            )),
             settled_ms: Percentiles::of(&settled),
             reconcile_ms: Percentiles {
                 count: reconciles.last().map_or(0, |(_, n)| *n as u64),
@@ -268,8 +290,8 @@ pub fn opt(v: Option<f64>, digits: usize) -> String {
 fn phase_line(p: &PhaseResult) -> String {
     format!(
         "  {} {}: {:.1}s wall (the last event {:.1}s after settled), control plane {:.1} ms/object, controller {} ms/object, \
-         {:.1} API requests/object, new ReplicaSet p50 {} / p99 {} / max {} ms, settled p50 {} / \
-         p99 {} / max {} ms, peak RSS {} MiB, live heap at the end {} MiB",
+         {:.1} API requests/object, new ReplicaSet p50 {} / p99 {} / max {} ms, its pods available p50 {} / p99 {} ms, \
+         settled p50 {} / p99 {} / max {} ms (from the pods available p50 {} / p99 {} ms), peak RSS {} MiB, live heap at the end {} MiB",
         p.workload,
         p.phase,
         p.wall_seconds,
@@ -280,9 +302,13 @@ fn phase_line(p: &PhaseResult) -> String {
         opt(p.new_replica_set_ms.p50, 0),
         opt(p.new_replica_set_ms.p99, 0),
         opt(p.new_replica_set_ms.max, 0),
+        opt(p.new_replica_set_available_ms.p50, 0),
+        opt(p.new_replica_set_available_ms.p99, 0),
         opt(p.settled_ms.p50, 0),
         opt(p.settled_ms.p99, 0),
         opt(p.settled_ms.max, 0),
+        opt(p.finish_ms.p50, 0),
+        opt(p.finish_ms.p99, 0),
         opt(p.controller_rss_peak_mib, 1),
         opt(p.controller_heap_end_mib, 1),
     )

@@ -61,15 +61,63 @@ impl Changes {
         latencies
     }
 
+    /// How long each changed object took to settle, by name.
+    pub fn settled_by_name(&self) -> HashMap<String, Duration> {
+        self.lock().settled.clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Marks> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// Latencies from a workload's change to the first sight of a ReplicaSet it owns that did
-/// not exist when the watch started.
+/// When each workload's new ReplicaSet (one it owns that did not exist when the watch
+/// started) was first seen, and first seen with all its pods available, after the workload's
+/// change, by the workload's name. Between the second and the object settled is the
+/// controller's finish (scaling the old version down, writing the status); before the first
+/// its start; between the two, the pods (the ReplicaSet controller, the scheduler, the kubelet).
+#[derive(Debug, Default, Clone)]
+pub struct NewReplicaSetTimes {
+    pub seen: HashMap<String, Duration>,
+    pub available: HashMap<String, Duration>,
+}
+
+impl NewReplicaSetTimes {
+    /// The `stage` of each workload that has both ends, sorted: `to - from` for each name.
+    pub fn between(
+        from: &HashMap<String, Duration>,
+        to: &HashMap<String, Duration>,
+    ) -> Vec<Duration> {
+        let mut spans: Vec<Duration> = from
+            .iter()
+            .filter_map(|(name, start)| to.get(name).map(|end| end.saturating_sub(*start)))
+            .collect();
+        spans.sort();
+        spans
+    }
+
+    /// The values of `times`, sorted.
+    pub fn sorted(times: &HashMap<String, Duration>) -> Vec<Duration> {
+        let mut all: Vec<Duration> = times.values().copied().collect();
+        all.sort();
+        all
+    }
+}
+
+/// Whether a ReplicaSet has all the pods it asks for, available, as of its current spec.
+fn all_available(rs: &ReplicaSet) -> bool {
+    let wanted = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(status) = rs.status.as_ref() else {
+        return false;
+    };
+    wanted > 0
+        && status.available_replicas.unwrap_or(0) >= wanted
+        && status.observed_generation >= rs.metadata.generation
+}
+
+/// Follows the new ReplicaSets of a run (see [`NewReplicaSetTimes`]).
 pub struct NewReplicaSets {
-    latencies: Arc<Mutex<Vec<Duration>>>,
+    times: Arc<Mutex<NewReplicaSetTimes>>,
     listed: tokio::sync::watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -77,12 +125,15 @@ pub struct NewReplicaSets {
 impl NewReplicaSets {
     /// Watches the ReplicaSets of `api` from now on.
     pub fn watch(api: Api<ReplicaSet>, changes: Changes) -> NewReplicaSets {
-        let latencies = Arc::new(Mutex::new(Vec::new()));
-        let out = latencies.clone();
+        let times = Arc::new(Mutex::new(NewReplicaSetTimes::default()));
+        let out = times.clone();
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut known: Option<HashSet<String>> = None;
             let mut listing = HashSet::new();
+            // The new ReplicaSets not yet seen with all their pods available, by name: their
+            // owner's name.
+            let mut waiting: HashMap<String, String> = HashMap::new();
             // Backed off: while the API server is down (the soak's faults), not a busy loop.
             let mut stream = watcher(api, watcher::Config::default())
                 .default_backoff()
@@ -106,16 +157,27 @@ impl NewReplicaSets {
                         let Some(known) = known.as_mut() else {
                             continue;
                         };
-                        if !known.insert(rs.name_any()) {
-                            continue;
+                        let name = rs.name_any();
+                        if known.insert(name.clone()) {
+                            let owner = rs
+                                .owner_references()
+                                .iter()
+                                .find(|o| o.controller == Some(true))
+                                .map(|o| o.name.clone());
+                            let Some(owner) = owner else { continue };
+                            let Some(latency) = changes.since(&owner, seen) else {
+                                continue;
+                            };
+                            let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                            times.seen.entry(owner.clone()).or_insert(latency);
+                            waiting.insert(name.clone(), owner);
                         }
-                        let owner = rs
-                            .owner_references()
-                            .iter()
-                            .find(|o| o.controller == Some(true))
-                            .map(|o| o.name.clone());
-                        if let Some(latency) = owner.and_then(|o| changes.since(&o, seen)) {
-                            out.lock().unwrap_or_else(|p| p.into_inner()).push(latency);
+                        if all_available(&rs)
+                            && let Some(owner) = waiting.remove(&name)
+                            && let Some(latency) = changes.since(&owner, seen)
+                        {
+                            let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                            times.available.entry(owner).or_insert(latency);
                         }
                     }
                     watcher::Event::Delete(_) => {}
@@ -123,7 +185,7 @@ impl NewReplicaSets {
             }
         });
         NewReplicaSets {
-            latencies,
+            times,
             listed,
             task,
         }
@@ -135,16 +197,10 @@ impl NewReplicaSets {
         let _ = listed.wait_for(|l| *l).await;
     }
 
-    /// Stops watching and returns the latencies seen, sorted.
-    pub fn finish(self) -> Vec<Duration> {
+    /// Stops watching and returns what it saw.
+    pub fn finish(self) -> NewReplicaSetTimes {
         self.task.abort();
-        let mut latencies = self
-            .latencies
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        latencies.sort();
-        latencies
+        self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -323,6 +379,39 @@ mod tests {
         assert!(
             changes.settled_latencies().is_empty(),
             "a new change starts again"
+        );
+    }
+
+    #[test]
+    fn a_wait_is_told_apart_per_object() {
+        let ms = Duration::from_millis;
+        let seen = HashMap::from([("a".to_string(), ms(100)), ("b".to_string(), ms(300))]);
+        // b's pods never came: it has no span; c was never seen new.
+        let available = HashMap::from([("a".to_string(), ms(250)), ("c".to_string(), ms(50))]);
+        assert_eq!(
+            NewReplicaSetTimes::between(&seen, &available),
+            vec![ms(150)]
+        );
+        assert_eq!(NewReplicaSetTimes::sorted(&seen), vec![ms(100), ms(300)]);
+    }
+
+    #[test]
+    fn a_replica_set_is_available_when_all_it_asks_for_are() {
+        let rs = |replicas: i32, available: i32, observed: i64| {
+            serde_json::from_value::<ReplicaSet>(serde_json::json!({
+                "metadata": {"name": "r", "generation": 2},
+                "spec": {"replicas": replicas, "selector": {}},
+                "status": {"replicas": available, "availableReplicas": available,
+                           "observedGeneration": observed},
+            }))
+            .unwrap()
+        };
+        assert!(all_available(&rs(2, 2, 2)));
+        assert!(!all_available(&rs(2, 1, 2)), "one pod short");
+        assert!(!all_available(&rs(2, 2, 1)), "an older spec's count");
+        assert!(
+            !all_available(&rs(0, 0, 2)),
+            "scaled to nothing is not a new version up"
         );
     }
 }

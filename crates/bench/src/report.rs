@@ -207,9 +207,21 @@ impl Report {
                 "new ReplicaSet after the change, ms p50 / p99 / max",
                 &|p| p.new_replica_set_ms.figures(),
             );
+            row(
+                "its pods all available after the change, ms p50 / p99 / max",
+                &|p| p.new_replica_set_available_ms.figures(),
+            );
             row("settled after the change, ms p50 / p99 / max", &|p| {
                 p.settled_ms.figures()
             });
+            row(
+                "where each wait went: new ReplicaSet to its pods available, ms p50 / p99 / max",
+                &|p| p.pods_ms.figures(),
+            );
+            row(
+                "where each wait went: pods available to settled, ms p50 / p99 / max",
+                &|p| p.finish_ms.figures(),
+            );
             row("wall time, s", &|p| format!("{:.1}", p.wall_seconds));
             row("CPU of all control-plane processes, s", &|p| {
                 format!("{:.1}", p.cpu.control_plane)
