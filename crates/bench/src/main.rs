@@ -101,6 +101,15 @@ struct Args {
     /// per object).
     #[arg(long, value_parser = sluice_api::parse_go_duration, value_name = "DURATION")]
     phase_timeout: Option<Duration>,
+    /// Make each phase's changes as a user does, with one `kubectl apply -f` of all N objects
+    /// (a List), instead of N requests 32 at a time: each object is then timed from the
+    /// apply's start, and the report adds how long the apply took and how long after its end
+    /// every object had settled.
+    #[arg(long)]
+    kubectl_apply: bool,
+    /// The kubectl binary for --kubectl-apply.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    kubectl: PathBuf,
     /// Where results and the controller's log go.
     #[arg(long, value_name = "DIR", default_value = "target/bench")]
     out: PathBuf,
@@ -158,6 +167,7 @@ async fn main() -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(cli::default_binary)
         }),
+        kubectl_apply: args.kubectl_apply.then(|| args.kubectl.clone()),
     };
     let n = args.objects;
 

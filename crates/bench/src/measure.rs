@@ -61,6 +61,11 @@ pub struct PhaseResult {
     /// ...and from there to the object settled (the controller's finish: the old version
     /// scaled down, the status written). The start is `new_replica_set_ms`.
     pub finish_ms: Percentiles,
+    /// With `--kubectl-apply`: how long the one `kubectl apply` of the phase took, in seconds...
+    pub apply_seconds: Option<f64>,
+    /// ...and how long after its end every object had settled (what a user who applied
+    /// them waits), in seconds.
+    pub settled_after_apply_seconds: Option<f64>,
     /// From the bench's change to the first sight of the object settled (a Rollout Healthy
     /// on the new revision with its generation observed, a Deployment as `kubectl rollout
     /// status` has it), in milliseconds: what a user waits.
@@ -213,6 +218,7 @@ impl Meters<'_> {
         let new_rs = new_rs.finish();
         let settled = changes.settled_latencies();
         let settled_by_name = changes.settled_by_name();
+        let after_the_apply = changes.after_the_apply();
         let n = objects.max(1) as f64;
         let cpu = procs::cpu_between(&before.cpu, &after.cpu);
         let controller_cpu = cpu.per_process.get(procs::CONTROLLER).copied();
@@ -267,6 +273,8 @@ impl Meters<'_> {
                 &new_rs.available,
                 &settled_by_name,
             )),
+            apply_seconds: after_the_apply.map(|(apply, _)| apply.as_secs_f64()),
+            settled_after_apply_seconds: after_the_apply.map(|(_, after)| after.as_secs_f64()),
             settled_ms: Percentiles::of(&settled),
             reconcile_ms: Percentiles {
                 count: reconciles.last().map_or(0, |(_, n)| *n as u64),
@@ -276,6 +284,13 @@ impl Meters<'_> {
             },
         };
         println!("{}", phase_line(&result));
+        if let (Some(apply), Some(after)) =
+            (result.apply_seconds, result.settled_after_apply_seconds)
+        {
+            println!(
+                "  {workload} {phase}: the kubectl apply took {apply:.1}s; every object settled {after:.1}s after it ended"
+            );
+        }
         Ok(result)
     }
 }

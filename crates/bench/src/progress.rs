@@ -23,6 +23,10 @@ pub struct Changes(Arc<Mutex<Marks>>);
 struct Marks {
     changed: HashMap<String, Instant>,
     settled: HashMap<String, Duration>,
+    /// When the phase's one `kubectl apply` started and ended (`--kubectl-apply`).
+    applied: Option<(Instant, Instant)>,
+    /// When every object was first seen settled.
+    all_settled: Option<Instant>,
 }
 
 impl Changes {
@@ -59,6 +63,20 @@ impl Changes {
         let mut latencies: Vec<Duration> = self.lock().settled.values().copied().collect();
         latencies.sort();
         latencies
+    }
+
+    /// Records that the phase's changes were made by one apply from `start` to `end`.
+    pub fn applied(&self, start: Instant, end: Instant) {
+        self.lock().applied = Some((start, end));
+    }
+
+    /// How long the phase's one apply took, and how long after its end every object had
+    /// settled (none when the changes were not one apply or did not all settle).
+    pub fn after_the_apply(&self) -> Option<(Duration, Duration)> {
+        let marks = self.lock();
+        let (start, end) = marks.applied?;
+        let all = marks.all_settled?;
+        Some((end - start, all.saturating_duration_since(end)))
     }
 
     /// How long each changed object took to settle, by name.
@@ -287,6 +305,7 @@ where
     loop {
         let finished = state.values().filter(|d| **d).count();
         if finished >= want {
+            changes.lock().all_settled.get_or_insert_with(Instant::now);
             println!(
                 "  {what}: {finished}/{want} done in {:.1}s",
                 started.elapsed().as_secs_f64()

@@ -222,6 +222,14 @@ impl Report {
                 "where each wait went: pods available to settled, ms p50 / p99 / max",
                 &|p| p.finish_ms.figures(),
             );
+            if columns.iter().any(|(_, p)| p.apply_seconds.is_some()) {
+                row("one kubectl apply of every object, s", &|p| {
+                    opt(p.apply_seconds, 1)
+                });
+                row("every object settled after the apply's end, s", &|p| {
+                    opt(p.settled_after_apply_seconds, 1)
+                });
+            }
             row("wall time, s", &|p| format!("{:.1}", p.wall_seconds));
             row("CPU of all control-plane processes, s", &|p| {
                 format!("{:.1}", p.cpu.control_plane)

@@ -3,7 +3,7 @@
 //! of its own that is deleted (and waited for) before the next, so no run pays for another's
 //! objects.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -43,6 +43,9 @@ pub struct Setup {
     pub phase_timeout: Duration,
     /// The `kubectl-sluice` to time after each Rollout scenario (none: not timed).
     pub cli: Option<PathBuf>,
+    /// The kubectl that makes each phase's changes in one `kubectl apply` (`--kubectl-apply`;
+    /// none: the bench's own requests, [`IN_FLIGHT`] at a time).
+    pub kubectl_apply: Option<PathBuf>,
 }
 
 impl Setup {
@@ -116,22 +119,33 @@ impl Setup {
         let create = meters
             .phase(&label, "create", n, replica_sets.clone(), |changes| {
                 let (rollouts, services) = (rollouts.clone(), services.clone());
+                let ns = ns.clone();
                 async move {
-                    for_each_object(n, |name| {
-                        let (rollouts, services, changes) =
-                            (rollouts.clone(), services.clone(), changes.clone());
-                        async move {
-                            for svc in workload::services(scenario, &name) {
-                                let svc: Service = serde_json::from_value(svc)?;
-                                services.create(&PostParams::default(), &svc).await?;
+                    if let Some(kubectl) = &self.kubectl_apply {
+                        let items = names(n).flat_map(|name| {
+                            let mut objects = workload::services(scenario, &name);
+                            objects.push(workload::rollout_manifest(scenario, &name, 1));
+                            objects
+                        });
+                        self.apply_all(kubectl, &ns, items.collect(), &changes)
+                            .await?;
+                    } else {
+                        for_each_object(n, |name| {
+                            let (rollouts, services, changes) =
+                                (rollouts.clone(), services.clone(), changes.clone());
+                            async move {
+                                for svc in workload::services(scenario, &name) {
+                                    let svc: Service = serde_json::from_value(svc)?;
+                                    services.create(&PostParams::default(), &svc).await?;
+                                }
+                                changes.mark(&name);
+                                let ro = workload::rollout(scenario, &name)?;
+                                rollouts.create(&PostParams::default(), &ro).await?;
+                                Ok(())
                             }
-                            changes.mark(&name);
-                            let ro = workload::rollout(scenario, &name)?;
-                            rollouts.create(&PostParams::default(), &ro).await?;
-                            Ok(())
-                        }
-                    })
-                    .await?;
+                        })
+                        .await?;
+                    }
                     wait_all_done(rollouts, n, "Healthy", timeout, &changes, move |ro| {
                         workload::rollout_done(ro, scenario, 1)
                     })
@@ -141,18 +155,25 @@ impl Setup {
             .await?;
         let update = meters
             .phase(&label, "update", n, replica_sets, |changes| {
-                change_images(
-                    rollouts.clone(),
-                    n,
-                    2,
-                    changes,
-                    move |api, changes| async move {
+                let ns = ns.clone();
+                async move {
+                    let wait = move |api: Api<Rollout>, changes: Changes| async move {
                         wait_all_done(api, n, "Healthy", timeout, &changes, move |ro| {
                             workload::rollout_done(ro, scenario, 2)
                         })
                         .await
-                    },
-                )
+                    };
+                    match &self.kubectl_apply {
+                        Some(kubectl) => {
+                            let items =
+                                names(n).map(|name| workload::rollout_manifest(scenario, &name, 2));
+                            self.apply_all(kubectl, &ns, items.collect(), &changes)
+                                .await?;
+                            wait(rollouts.clone(), changes).await
+                        }
+                        None => change_images(rollouts.clone(), n, 2, changes, wait).await,
+                    }
+                }
             })
             .await?;
         let cli = match self.cli.as_ref().filter(|_| kind == Kind::Sluice) {
@@ -185,17 +206,24 @@ impl Setup {
         let create = meters
             .phase(label, "create", n, replica_sets.clone(), |changes| {
                 let deployments = deployments.clone();
+                let ns = ns.clone();
                 async move {
-                    for_each_object(n, |name| {
-                        let (deployments, changes) = (deployments.clone(), changes.clone());
-                        async move {
-                            changes.mark(&name);
-                            let d = workload::deployment(&name)?;
-                            deployments.create(&PostParams::default(), &d).await?;
-                            Ok(())
-                        }
-                    })
-                    .await?;
+                    if let Some(kubectl) = &self.kubectl_apply {
+                        let items = names(n).map(|name| workload::deployment_manifest(&name, 1));
+                        self.apply_all(kubectl, &ns, items.collect(), &changes)
+                            .await?;
+                    } else {
+                        for_each_object(n, |name| {
+                            let (deployments, changes) = (deployments.clone(), changes.clone());
+                            async move {
+                                changes.mark(&name);
+                                let d = workload::deployment(&name)?;
+                                deployments.create(&PostParams::default(), &d).await?;
+                                Ok(())
+                            }
+                        })
+                        .await?;
+                    }
                     wait_all_done(deployments, n, "available", timeout, &changes, |d| {
                         workload::deployment_done(d, 1)
                     })
@@ -205,23 +233,80 @@ impl Setup {
             .await?;
         let update = meters
             .phase(label, "update", n, replica_sets, |changes| {
-                change_images(
-                    deployments.clone(),
-                    n,
-                    2,
-                    changes,
-                    move |api, changes| async move {
+                let ns = ns.clone();
+                async move {
+                    let wait = move |api: Api<Deployment>, changes: Changes| async move {
                         wait_all_done(api, n, "available", timeout, &changes, |d| {
                             workload::deployment_done(d, 2)
                         })
                         .await
-                    },
-                )
+                    };
+                    match &self.kubectl_apply {
+                        Some(kubectl) => {
+                            let items =
+                                names(n).map(|name| workload::deployment_manifest(&name, 2));
+                            self.apply_all(kubectl, &ns, items.collect(), &changes)
+                                .await?;
+                            wait(deployments.clone(), changes).await
+                        }
+                        None => change_images(deployments.clone(), n, 2, changes, wait).await,
+                    }
+                }
             })
             .await?;
         delete_namespace(&self.client, &ns).await?;
         Ok(vec![create, update])
     }
+}
+
+impl Setup {
+    /// Makes a phase's changes as a user does: one `kubectl apply` of `items` (as one List)
+    /// into `ns`. Every object is timed from the apply's start, and `changes` learns when it
+    /// started and ended.
+    async fn apply_all(
+        &self,
+        kubectl: &Path,
+        ns: &str,
+        items: Vec<serde_json::Value>,
+        changes: &Changes,
+    ) -> anyhow::Result<()> {
+        let file = self.work_dir.join(format!("apply-{ns}.json"));
+        let count = items.len();
+        let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
+        std::fs::write(&file, serde_json::to_vec(&list)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+        for name in names(self.objects) {
+            changes.mark(&name);
+        }
+        let start = Instant::now();
+        let output = tokio::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["apply", "--namespace", ns, "--filename"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {} (--kubectl)", kubectl.display()))?;
+        let end = Instant::now();
+        if !output.status.success() {
+            bail!(
+                "kubectl apply of {count} objects failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        changes.applied(start, end);
+        println!(
+            "  kubectl apply of {count} objects took {:.1}s",
+            (end - start).as_secs_f64()
+        );
+        Ok(())
+    }
+}
+
+/// The names of the `n` workloads of a run.
+fn names(n: usize) -> impl Iterator<Item = String> {
+    (0..n).map(workload::workload_name)
 }
 
 /// `controller` with a sampler of its memory.

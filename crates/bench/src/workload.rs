@@ -74,30 +74,40 @@ fn pod_template(name: &str, revision: u32) -> Value {
 }
 
 pub fn rollout(scenario: Scenario, name: &str) -> serde_json::Result<Rollout> {
-    serde_json::from_value(json!({
+    serde_json::from_value(rollout_manifest(scenario, name, 1))
+}
+
+/// The Rollout `name` of `scenario` running `revision`'s image, as a manifest.
+pub fn rollout_manifest(scenario: Scenario, name: &str, revision: u32) -> Value {
+    json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Rollout",
         "metadata": { "name": name },
         "spec": {
             "replicas": 1,
             "selector": { "matchLabels": { "app": name } },
-            "template": pod_template(name, 1),
+            "template": pod_template(name, revision),
             "strategy": scenario.strategy(name),
         },
-    }))
+    })
 }
 
 pub fn deployment(name: &str) -> serde_json::Result<Deployment> {
-    serde_json::from_value(json!({
+    serde_json::from_value(deployment_manifest(name, 1))
+}
+
+/// The Deployment `name` running `revision`'s image, as a manifest.
+pub fn deployment_manifest(name: &str, revision: u32) -> Value {
+    json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": { "name": name },
         "spec": {
             "replicas": 1,
             "selector": { "matchLabels": { "app": name } },
-            "template": pod_template(name, 1),
+            "template": pod_template(name, revision),
         },
-    }))
+    })
 }
 
 /// The Services a scenario needs beside each Rollout (blue-green's active Service).
