@@ -121,15 +121,25 @@ impl Setup {
                 let (rollouts, services) = (rollouts.clone(), services.clone());
                 let ns = ns.clone();
                 async move {
-                    if let Some(kubectl) = &self.kubectl_apply {
-                        let items = names(n).flat_map(|name| {
-                            let mut objects = workload::services(scenario, &name);
-                            objects.push(workload::rollout_manifest(scenario, &name, 1));
-                            objects
-                        });
-                        self.apply_all(kubectl, &ns, items.collect(), &changes)
-                            .await?;
-                    } else {
+                    let settled = wait_all_done(
+                        rollouts.clone(),
+                        n,
+                        "Healthy",
+                        timeout,
+                        &changes,
+                        move |ro| workload::rollout_done(ro, scenario, 1),
+                    );
+                    let sent = async {
+                        if let Some(kubectl) = &self.kubectl_apply {
+                            let items = names(n).flat_map(|name| {
+                                let mut objects = workload::services(scenario, &name);
+                                objects.push(workload::rollout_manifest(scenario, &name, 1));
+                                objects
+                            });
+                            return self
+                                .apply_all(kubectl, &ns, items.collect(), &changes)
+                                .await;
+                        }
                         for_each_object(n, |name| {
                             let (rollouts, services, changes) =
                                 (rollouts.clone(), services.clone(), changes.clone());
@@ -144,12 +154,9 @@ impl Setup {
                                 Ok(())
                             }
                         })
-                        .await?;
-                    }
-                    wait_all_done(rollouts, n, "Healthy", timeout, &changes, move |ro| {
-                        workload::rollout_done(ro, scenario, 1)
-                    })
-                    .await
+                        .await
+                    };
+                    while_watching(sent, settled).await
                 }
             })
             .await?;
@@ -167,9 +174,8 @@ impl Setup {
                         Some(kubectl) => {
                             let items =
                                 names(n).map(|name| workload::rollout_manifest(scenario, &name, 2));
-                            self.apply_all(kubectl, &ns, items.collect(), &changes)
-                                .await?;
-                            wait(rollouts.clone(), changes).await
+                            let sent = self.apply_all(kubectl, &ns, items.collect(), &changes);
+                            while_watching(sent, wait(rollouts.clone(), changes.clone())).await
                         }
                         None => change_images(rollouts.clone(), n, 2, changes, wait).await,
                     }
@@ -208,11 +214,22 @@ impl Setup {
                 let deployments = deployments.clone();
                 let ns = ns.clone();
                 async move {
-                    if let Some(kubectl) = &self.kubectl_apply {
-                        let items = names(n).map(|name| workload::deployment_manifest(&name, 1));
-                        self.apply_all(kubectl, &ns, items.collect(), &changes)
-                            .await?;
-                    } else {
+                    let settled = wait_all_done(
+                        deployments.clone(),
+                        n,
+                        "available",
+                        timeout,
+                        &changes,
+                        |d| workload::deployment_done(d, 1),
+                    );
+                    let sent = async {
+                        if let Some(kubectl) = &self.kubectl_apply {
+                            let items =
+                                names(n).map(|name| workload::deployment_manifest(&name, 1));
+                            return self
+                                .apply_all(kubectl, &ns, items.collect(), &changes)
+                                .await;
+                        }
                         for_each_object(n, |name| {
                             let (deployments, changes) = (deployments.clone(), changes.clone());
                             async move {
@@ -222,12 +239,9 @@ impl Setup {
                                 Ok(())
                             }
                         })
-                        .await?;
-                    }
-                    wait_all_done(deployments, n, "available", timeout, &changes, |d| {
-                        workload::deployment_done(d, 1)
-                    })
-                    .await
+                        .await
+                    };
+                    while_watching(sent, settled).await
                 }
             })
             .await?;
@@ -245,9 +259,8 @@ impl Setup {
                         Some(kubectl) => {
                             let items =
                                 names(n).map(|name| workload::deployment_manifest(&name, 2));
-                            self.apply_all(kubectl, &ns, items.collect(), &changes)
-                                .await?;
-                            wait(deployments.clone(), changes).await
+                            let sent = self.apply_all(kubectl, &ns, items.collect(), &changes);
+                            while_watching(sent, wait(deployments.clone(), changes.clone())).await
                         }
                         None => change_images(deployments.clone(), n, 2, changes, wait).await,
                     }
@@ -345,7 +358,7 @@ where
 {
     let patch: json_patch::Patch = serde_json::from_value(workload::image_patch(revision))?;
     let marks = changes.clone();
-    for_each_object(n, |name| {
+    let sent = for_each_object(n, |name| {
         let (api, patch, changes) = (api.clone(), patch.clone(), marks.clone());
         async move {
             changes.mark(&name);
@@ -354,9 +367,18 @@ where
                 .with_context(|| format!("changing the image of {name}"))
                 .map(|_| ())
         }
-    })
-    .await?;
-    wait(api, changes).await
+    });
+    while_watching(sent, wait(api.clone(), changes)).await
+}
+
+/// Sends a phase's changes while its objects are already watched: an object that settles
+/// while later ones are still being sent (a kubectl apply of a thousand takes a minute or
+/// two) is seen settled then, not when the sending is over and a watch lists it.
+async fn while_watching(
+    sent: impl std::future::Future<Output = anyhow::Result<()>>,
+    settled: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tokio::try_join!(sent, settled).map(|_| ())
 }
 
 /// Creates `ns`, deleting a namespace of that name left by an earlier run first.
