@@ -433,4 +433,24 @@ mod tests {
             "scaled to nothing is not a new version up"
         );
     }
+
+    #[test]
+    fn the_wait_after_an_apply_counts_from_its_end() {
+        let changes = Changes::default();
+        let start = Instant::now();
+        let end = start + Duration::from_secs(60);
+        changes.applied(start, end);
+        assert_eq!(changes.after_the_apply(), None, "not all settled yet");
+        changes.lock().all_settled = Some(end + Duration::from_secs(2));
+        assert_eq!(
+            changes.after_the_apply(),
+            Some((Duration::from_secs(60), Duration::from_secs(2)))
+        );
+        // Everything settled before kubectl returned: no wait after it.
+        changes.lock().all_settled = Some(end - Duration::from_secs(5));
+        assert_eq!(
+            changes.after_the_apply().map(|(_, after)| after),
+            Some(Duration::ZERO)
+        );
+    }
 }
