@@ -53,6 +53,49 @@ impl Setup {
         format!("sluice-bench-{workload}")
     }
 
+    /// Makes a phase's changes as a user does: one `kubectl apply` of `items` (as one List)
+    /// into `ns`. Every object is timed from the apply's start, and `changes` learns when it
+    /// started and ended.
+    async fn apply_all(
+        &self,
+        kubectl: &Path,
+        ns: &str,
+        items: Vec<serde_json::Value>,
+        changes: &Changes,
+    ) -> anyhow::Result<()> {
+        let file = self.work_dir.join(format!("apply-{ns}.json"));
+        let count = items.len();
+        let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
+        std::fs::write(&file, serde_json::to_vec(&list)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+        for name in names(self.objects) {
+            changes.mark(&name);
+        }
+        let start = Instant::now();
+        let output = tokio::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["apply", "--namespace", ns, "--filename"])
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {} (--kubectl)", kubectl.display()))?;
+        let end = Instant::now();
+        if !output.status.success() {
+            bail!(
+                "kubectl apply of {count} objects failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        changes.applied(start, end);
+        println!(
+            "  kubectl apply of {count} objects took {:.1}s",
+            (end - start).as_secs_f64()
+        );
+        Ok(())
+    }
+
     /// Starts the controller (cluster-wide) and a sampler of its memory.
     pub async fn start_controller(&self) -> anyhow::Result<(Controller, RssSampler)> {
         self.start_controller_in(None).await
@@ -272,51 +315,6 @@ impl Setup {
     }
 }
 
-impl Setup {
-    /// Makes a phase's changes as a user does: one `kubectl apply` of `items` (as one List)
-    /// into `ns`. Every object is timed from the apply's start, and `changes` learns when it
-    /// started and ended.
-    async fn apply_all(
-        &self,
-        kubectl: &Path,
-        ns: &str,
-        items: Vec<serde_json::Value>,
-        changes: &Changes,
-    ) -> anyhow::Result<()> {
-        let file = self.work_dir.join(format!("apply-{ns}.json"));
-        let count = items.len();
-        let list = serde_json::json!({ "apiVersion": "v1", "kind": "List", "items": items });
-        std::fs::write(&file, serde_json::to_vec(&list)?)
-            .with_context(|| format!("writing {}", file.display()))?;
-        for name in names(self.objects) {
-            changes.mark(&name);
-        }
-        let start = Instant::now();
-        let output = tokio::process::Command::new(kubectl)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["apply", "--namespace", ns, "--filename"])
-            .arg(&file)
-            .stdout(std::process::Stdio::null())
-            .output()
-            .await
-            .with_context(|| format!("running {} (--kubectl)", kubectl.display()))?;
-        let end = Instant::now();
-        if !output.status.success() {
-            bail!(
-                "kubectl apply of {count} objects failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        changes.applied(start, end);
-        println!(
-            "  kubectl apply of {count} objects took {:.1}s",
-            (end - start).as_secs_f64()
-        );
-        Ok(())
-    }
-}
-
 /// The names of the `n` workloads of a run.
 fn names(n: usize) -> impl Iterator<Item = String> {
     (0..n).map(workload::workload_name)
@@ -335,7 +333,7 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    futures::stream::iter((0..n).map(workload::workload_name))
+    futures::stream::iter(names(n))
         .map(make)
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<()>()
