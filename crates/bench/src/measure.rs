@@ -216,8 +216,8 @@ impl Meters<'_> {
         };
         let after = self.snapshot().await?;
         let new_rs = new_rs.finish();
-        let settled = changes.settled_latencies();
         let settled_by_name = changes.settled_by_name();
+        let settled = NewReplicaSetTimes::sorted(&settled_by_name);
         let after_the_apply = changes.after_the_apply();
         let n = objects.max(1) as f64;
         let cpu = procs::cpu_between(&before.cpu, &after.cpu);

@@ -58,13 +58,6 @@ impl Changes {
             .or_insert_with(|| at.saturating_duration_since(changed));
     }
 
-    /// How long each changed object took to settle, sorted.
-    pub fn settled_latencies(&self) -> Vec<Duration> {
-        let mut latencies: Vec<Duration> = self.lock().settled.values().copied().collect();
-        latencies.sort();
-        latencies
-    }
-
     /// Records that the phase's changes were made by one apply from `start` to `end`.
     pub fn applied(&self, start: Instant, end: Instant) {
         self.lock().applied = Some((start, end));
@@ -280,7 +273,7 @@ pub fn percentile_ms(sorted: &[Duration], q: f64) -> Option<f64> {
 
 /// Waits until `want` objects of `api` satisfy `done`, printing progress every few seconds;
 /// fails after `timeout` naming some that are not done. Each object's first sight as done is
-/// recorded in `changes` (see [`Changes::settled_latencies`]).
+/// recorded in `changes` (see [`Changes::settled_by_name`]).
 pub async fn wait_all_done<K>(
     api: Api<K>,
     want: usize,
@@ -384,19 +377,19 @@ mod tests {
     fn an_object_settles_once_per_change() {
         let changes = Changes::default();
         changes.settled("a", Instant::now());
-        assert!(changes.settled_latencies().is_empty(), "never changed");
+        assert!(changes.settled_by_name().is_empty(), "never changed");
         changes.mark("a");
         let first = Instant::now() + Duration::from_millis(20);
         changes.settled("a", first);
         changes.settled("a", first + Duration::from_secs(5));
-        assert_eq!(changes.settled_latencies().len(), 1);
+        assert_eq!(changes.settled_by_name().len(), 1);
         assert!(
-            changes.settled_latencies()[0] < Duration::from_secs(1),
+            changes.settled_by_name()["a"] < Duration::from_secs(1),
             "first sight kept"
         );
         changes.mark("a");
         assert!(
-            changes.settled_latencies().is_empty(),
+            changes.settled_by_name().is_empty(),
             "a new change starts again"
         );
     }
