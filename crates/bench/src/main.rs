@@ -7,6 +7,7 @@ mod cli;
 mod controller;
 mod dashboard;
 mod measure;
+mod pods;
 mod procs;
 mod progress;
 mod prom;

@@ -11,6 +11,7 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use crate::controller::Controller;
+use crate::pods::NewPods;
 use crate::procs::{self, CpuSpent, Processes, RssSampler};
 use crate::progress::{Changes, EventTrail, NewReplicaSetTimes, NewReplicaSets, percentile_ms};
 use crate::prom;
@@ -58,6 +59,14 @@ pub struct PhaseResult {
     /// ReplicaSet to that ReplicaSet's pods all available (the ReplicaSet controller, the
     /// scheduler, the kubelet)...
     pub pods_ms: Percentiles,
+    /// The pods' wait told apart in turn: from the new ReplicaSet to its first pod seen (the
+    /// ReplicaSet controller's creating)...
+    pub pod_created_ms: Percentiles,
+    /// ...from there to a new pod Ready (binding and starting it: the fake kubelet)...
+    pub pod_ready_ms: Percentiles,
+    /// ...and from there to the ReplicaSet's status counting its pods available (the
+    /// ReplicaSet controller's reporting).
+    pub pod_reported_ms: Percentiles,
     /// ...and from there to the object settled (the controller's finish: the old version
     /// scaled down, the status written). The start is `new_replica_set_ms`.
     pub finish_ms: Percentiles,
@@ -191,8 +200,14 @@ impl Meters<'_> {
         println!("{workload}: {phase} {objects}");
         let changes = Changes::default();
         let namespace = replica_sets.namespace().map(str::to_owned);
+        let new_pods = namespace
+            .as_deref()
+            .map(|ns| NewPods::watch(Api::namespaced(self.client.clone(), ns), changes.clone()));
         let new_rs = NewReplicaSets::watch(replica_sets, changes.clone());
         new_rs.ready().await;
+        if let Some(pods) = &new_pods {
+            pods.ready().await;
+        }
         let rss_before = self
             .processes
             .controller_pid()
@@ -216,6 +231,7 @@ impl Meters<'_> {
         };
         let after = self.snapshot().await?;
         let new_rs = new_rs.finish();
+        let new_pods = new_pods.map(NewPods::finish).unwrap_or_default();
         let settled_by_name = changes.settled_by_name();
         let settled = NewReplicaSetTimes::sorted(&settled_by_name);
         let after_the_apply = changes.after_the_apply();
@@ -267,6 +283,18 @@ impl Meters<'_> {
             )),
             pods_ms: Percentiles::of(&NewReplicaSetTimes::between(
                 &new_rs.seen,
+                &new_rs.available,
+            )),
+            pod_created_ms: Percentiles::of(&NewReplicaSetTimes::between(
+                &new_rs.seen,
+                &new_pods.created,
+            )),
+            pod_ready_ms: Percentiles::of(&NewReplicaSetTimes::between(
+                &new_pods.created,
+                &new_pods.ready,
+            )),
+            pod_reported_ms: Percentiles::of(&NewReplicaSetTimes::between(
+                &new_pods.ready,
                 &new_rs.available,
             )),
             finish_ms: Percentiles::of(&NewReplicaSetTimes::between(

@@ -38,7 +38,7 @@ impl Changes {
         marks.settled.remove(name);
     }
 
-    fn since(&self, name: &str, at: Instant) -> Option<Duration> {
+    pub(crate) fn since(&self, name: &str, at: Instant) -> Option<Duration> {
         self.lock()
             .changed
             .get(name)
@@ -126,6 +126,61 @@ fn all_available(rs: &ReplicaSet) -> bool {
         && status.observed_generation >= rs.metadata.generation
 }
 
+/// Tells what a watch's first listing held (there before the run: not new) from what came
+/// after it, for [`NewReplicaSets`] and [`crate::pods::NewPods`].
+#[derive(Default)]
+pub(crate) struct Newness {
+    /// Every name seen since the first listing ended; none before it ended.
+    known: Option<HashSet<String>>,
+    listing: HashSet<String>,
+}
+
+/// An object seen by a watch after its first listing, and whether it is the first sight of
+/// one that was not there before.
+pub(crate) struct Sighting<K> {
+    pub object: K,
+    pub first_sight: bool,
+}
+
+impl<K> std::ops::Deref for Sighting<K> {
+    type Target = K;
+    fn deref(&self) -> &K {
+        &self.object
+    }
+}
+
+impl Newness {
+    /// Takes one watch event: an object changed after the first listing comes back, with
+    /// whether it is new; `listed` is told once the first listing is done. A later relist
+    /// adds what it finds to what is known.
+    pub(crate) fn sees<K: Resource>(
+        &mut self,
+        event: watcher::Event<K>,
+        listed: &tokio::sync::watch::Sender<bool>,
+    ) -> Option<Sighting<K>> {
+        match event {
+            watcher::Event::Init => self.listing.clear(),
+            watcher::Event::InitApply(o) => {
+                self.listing.insert(o.name_any());
+            }
+            watcher::Event::InitDone => {
+                let known = self.known.get_or_insert_with(HashSet::new);
+                known.extend(self.listing.drain());
+                let _ = listed.send(true);
+            }
+            watcher::Event::Apply(object) => {
+                let first_sight = self.known.as_mut()?.insert(object.name_any());
+                return Some(Sighting {
+                    object,
+                    first_sight,
+                });
+            }
+            watcher::Event::Delete(_) => {}
+        }
+        None
+    }
+}
+
 /// Follows the new ReplicaSets of a run (see [`NewReplicaSetTimes`]).
 pub struct NewReplicaSets {
     times: Arc<Mutex<NewReplicaSetTimes>>,
@@ -140,8 +195,7 @@ impl NewReplicaSets {
         let out = times.clone();
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
-            let mut known: Option<HashSet<String>> = None;
-            let mut listing = HashSet::new();
+            let mut newness = Newness::default();
             // The new ReplicaSets not yet seen with all their pods available, by name: their
             // owner's name.
             let mut waiting: HashMap<String, String> = HashMap::new();
@@ -152,46 +206,30 @@ impl NewReplicaSets {
             while let Some(event) = stream.next().await {
                 let Ok(event) = event else { continue };
                 let seen = Instant::now();
-                match event {
-                    watcher::Event::Init => listing.clear(),
-                    watcher::Event::InitApply(rs) => {
-                        listing.insert(rs.name_any());
-                    }
-                    watcher::Event::InitDone => {
-                        // What the first listing holds existed before: not new. A later
-                        // relist adds what it finds to what is known.
-                        let known = known.get_or_insert_with(HashSet::new);
-                        known.extend(listing.drain());
-                        let _ = listed_tx.send(true);
-                    }
-                    watcher::Event::Apply(rs) => {
-                        let Some(known) = known.as_mut() else {
-                            continue;
-                        };
-                        let name = rs.name_any();
-                        if known.insert(name.clone()) {
-                            let owner = rs
-                                .owner_references()
-                                .iter()
-                                .find(|o| o.controller == Some(true))
-                                .map(|o| o.name.clone());
-                            let Some(owner) = owner else { continue };
-                            let Some(latency) = changes.since(&owner, seen) else {
-                                continue;
-                            };
-                            let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                            times.seen.entry(owner.clone()).or_insert(latency);
-                            waiting.insert(name.clone(), owner);
-                        }
-                        if all_available(&rs)
-                            && let Some(owner) = waiting.remove(&name)
-                            && let Some(latency) = changes.since(&owner, seen)
-                        {
-                            let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                            times.available.entry(owner).or_insert(latency);
-                        }
-                    }
-                    watcher::Event::Delete(_) => {}
+                let Some(rs) = newness.sees(event, &listed_tx) else {
+                    continue;
+                };
+                let name = rs.name_any();
+                if rs.first_sight {
+                    let owner = rs
+                        .owner_references()
+                        .iter()
+                        .find(|o| o.controller == Some(true))
+                        .map(|o| o.name.clone());
+                    let Some(owner) = owner else { continue };
+                    let Some(latency) = changes.since(&owner, seen) else {
+                        continue;
+                    };
+                    let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                    times.seen.entry(owner.clone()).or_insert(latency);
+                    waiting.insert(name.clone(), owner);
+                }
+                if all_available(&rs)
+                    && let Some(owner) = waiting.remove(&name)
+                    && let Some(latency) = changes.since(&owner, seen)
+                {
+                    let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                    times.available.entry(owner).or_insert(latency);
                 }
             }
         });
@@ -392,6 +430,51 @@ mod tests {
             changes.settled_by_name().is_empty(),
             "a new change starts again"
         );
+    }
+
+    #[test]
+    fn what_the_first_listing_held_is_not_new() {
+        let rs = |name: &str| {
+            serde_json::from_value::<ReplicaSet>(serde_json::json!({"metadata": {"name": name}}))
+                .unwrap()
+        };
+        let (listed_tx, listed) = tokio::sync::watch::channel(false);
+        let mut newness = Newness::default();
+        // Before the first listing is done, nothing is told.
+        assert!(
+            newness
+                .sees(watcher::Event::Apply(rs("early")), &listed_tx)
+                .is_none()
+        );
+        assert!(
+            newness
+                .sees(watcher::Event::<ReplicaSet>::Init, &listed_tx)
+                .is_none()
+        );
+        assert!(
+            newness
+                .sees(watcher::Event::InitApply(rs("old")), &listed_tx)
+                .is_none()
+        );
+        assert!(!*listed.borrow());
+        assert!(
+            newness
+                .sees(watcher::Event::<ReplicaSet>::InitDone, &listed_tx)
+                .is_none()
+        );
+        assert!(*listed.borrow(), "told once listed");
+        let first = |n: &mut Newness, name: &str| {
+            n.sees(watcher::Event::Apply(rs(name)), &listed_tx)
+                .map(|s| s.first_sight)
+        };
+        assert_eq!(first(&mut newness, "old"), Some(false), "there before");
+        assert_eq!(first(&mut newness, "new"), Some(true));
+        assert_eq!(first(&mut newness, "new"), Some(false), "seen already");
+        // A relist adds what it finds: not new afterwards either.
+        newness.sees(watcher::Event::<ReplicaSet>::Init, &listed_tx);
+        newness.sees(watcher::Event::InitApply(rs("relisted")), &listed_tx);
+        newness.sees(watcher::Event::<ReplicaSet>::InitDone, &listed_tx);
+        assert_eq!(first(&mut newness, "relisted"), Some(false));
     }
 
     #[test]

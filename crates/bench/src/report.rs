@@ -219,6 +219,17 @@ impl Report {
                 &|p| p.pods_ms.figures(),
             );
             row(
+                "  the pods: new ReplicaSet to its first pod, ms p50 / p99 / max",
+                &|p| p.pod_created_ms.figures(),
+            );
+            row("  the pods: first pod to Ready, ms p50 / p99 / max", &|p| {
+                p.pod_ready_ms.figures()
+            });
+            row(
+                "  the pods: pod Ready to the ReplicaSet counting it, ms p50 / p99 / max",
+                &|p| p.pod_reported_ms.figures(),
+            );
+            row(
                 "where each wait went: pods available to settled, ms p50 / p99 / max",
                 &|p| p.finish_ms.figures(),
             );
