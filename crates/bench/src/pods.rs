@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use crate::progress::{Changes, Newness};
+use crate::progress::{Changes, Following, Newness};
 
 /// The label naming a pod's workload (the bench's pod templates carry it).
 const WORKLOAD_LABEL: &str = "app";
@@ -28,19 +28,12 @@ pub struct NewPodTimes {
 }
 
 /// Follows the pods created during a run (see [`NewPodTimes`]).
-pub struct NewPods {
-    times: Arc<Mutex<NewPodTimes>>,
-    listed: tokio::sync::watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
+pub type NewPods = Following<NewPodTimes>;
 
 impl NewPods {
     /// Watches the pods of `api` from now on.
     pub fn watch(api: Api<Pod>, changes: Changes) -> NewPods {
-        let times = Arc::new(Mutex::new(NewPodTimes::default()));
-        let out = times.clone();
-        let (listed_tx, listed) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
+        Following::start(move |out: Arc<Mutex<NewPodTimes>>, listed_tx| async move {
             let mut newness = Newness::default();
             // New pods not yet seen Ready, by name.
             let mut waiting: HashSet<String> = HashSet::new();
@@ -69,24 +62,7 @@ impl NewPods {
                     times.ready.entry(workload).or_insert(latency);
                 }
             }
-        });
-        NewPods {
-            times,
-            listed,
-            task,
-        }
-    }
-
-    /// Waits until the watch has listed what exists, so later pods count as new.
-    pub async fn ready(&self) {
-        let mut listed = self.listed.clone();
-        let _ = listed.wait_for(|l| *l).await;
-    }
-
-    /// Stops watching and returns what it saw.
-    pub fn finish(self) -> NewPodTimes {
-        self.task.abort();
-        self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        })
     }
 }
 

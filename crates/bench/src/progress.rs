@@ -181,75 +181,93 @@ impl Newness {
     }
 }
 
-/// Follows the new ReplicaSets of a run (see [`NewReplicaSetTimes`]).
-pub struct NewReplicaSets {
-    times: Arc<Mutex<NewReplicaSetTimes>>,
+/// A watch following a run in the background: what it has recorded so far, and whether its
+/// first listing is done ([`NewReplicaSets`], [`crate::pods::NewPods`]).
+pub struct Following<T> {
+    times: Arc<Mutex<T>>,
     listed: tokio::sync::watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl NewReplicaSets {
-    /// Watches the ReplicaSets of `api` from now on.
-    pub fn watch(api: Api<ReplicaSet>, changes: Changes) -> NewReplicaSets {
-        let times = Arc::new(Mutex::new(NewReplicaSetTimes::default()));
-        let out = times.clone();
+impl<T: Clone + Default + Send + 'static> Following<T> {
+    /// Starts `follow` with the record it writes to and the sender it tells once its first
+    /// listing is done.
+    pub(crate) fn start<Fut>(
+        follow: impl FnOnce(Arc<Mutex<T>>, tokio::sync::watch::Sender<bool>) -> Fut,
+    ) -> Following<T>
+    where
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let times = Arc::new(Mutex::new(T::default()));
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            let mut newness = Newness::default();
-            // The new ReplicaSets not yet seen with all their pods available, by name: their
-            // owner's name.
-            let mut waiting: HashMap<String, String> = HashMap::new();
-            // Backed off: while the API server is down (the soak's faults), not a busy loop.
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                let Ok(event) = event else { continue };
-                let seen = Instant::now();
-                let Some(rs) = newness.sees(event, &listed_tx) else {
-                    continue;
-                };
-                let name = rs.name_any();
-                if rs.first_sight {
-                    let owner = rs
-                        .owner_references()
-                        .iter()
-                        .find(|o| o.controller == Some(true))
-                        .map(|o| o.name.clone());
-                    let Some(owner) = owner else { continue };
-                    let Some(latency) = changes.since(&owner, seen) else {
-                        continue;
-                    };
-                    let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                    times.seen.entry(owner.clone()).or_insert(latency);
-                    waiting.insert(name.clone(), owner);
-                }
-                if all_available(&rs)
-                    && let Some(owner) = waiting.remove(&name)
-                    && let Some(latency) = changes.since(&owner, seen)
-                {
-                    let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                    times.available.entry(owner).or_insert(latency);
-                }
-            }
-        });
-        NewReplicaSets {
+        let task = tokio::spawn(follow(times.clone(), listed_tx));
+        Following {
             times,
             listed,
             task,
         }
     }
 
-    /// Waits until the watch has listed what exists, so later ReplicaSets count as new.
+    /// Waits until the watch has listed what exists, so that what comes later counts as new.
     pub async fn ready(&self) {
         let mut listed = self.listed.clone();
         let _ = listed.wait_for(|l| *l).await;
     }
 
     /// Stops watching and returns what it saw.
-    pub fn finish(self) -> NewReplicaSetTimes {
+    pub fn finish(self) -> T {
         self.task.abort();
         self.times.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Follows the new ReplicaSets of a run (see [`NewReplicaSetTimes`]).
+pub type NewReplicaSets = Following<NewReplicaSetTimes>;
+
+impl NewReplicaSets {
+    /// Watches the ReplicaSets of `api` from now on.
+    pub fn watch(api: Api<ReplicaSet>, changes: Changes) -> NewReplicaSets {
+        Following::start(
+            move |out: Arc<Mutex<NewReplicaSetTimes>>, listed_tx| async move {
+                let mut newness = Newness::default();
+                // The new ReplicaSets not yet seen with all their pods available, by name: their
+                // owner's name.
+                let mut waiting: HashMap<String, String> = HashMap::new();
+                // Backed off: while the API server is down (the soak's faults), not a busy loop.
+                let mut stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                while let Some(event) = stream.next().await {
+                    let Ok(event) = event else { continue };
+                    let seen = Instant::now();
+                    let Some(rs) = newness.sees(event, &listed_tx) else {
+                        continue;
+                    };
+                    let name = rs.name_any();
+                    if rs.first_sight {
+                        let owner = rs
+                            .owner_references()
+                            .iter()
+                            .find(|o| o.controller == Some(true))
+                            .map(|o| o.name.clone());
+                        let Some(owner) = owner else { continue };
+                        let Some(latency) = changes.since(&owner, seen) else {
+                            continue;
+                        };
+                        let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                        times.seen.entry(owner.clone()).or_insert(latency);
+                        waiting.insert(name.clone(), owner);
+                    }
+                    if all_available(&rs)
+                        && let Some(owner) = waiting.remove(&name)
+                        && let Some(latency) = changes.since(&owner, seen)
+                    {
+                        let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
+                        times.available.entry(owner).or_insert(latency);
+                    }
+                }
+            },
+        )
     }
 }
 
