@@ -6,15 +6,12 @@
 //! reporting.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use crate::progress::{Changes, Following, Newness};
+use crate::progress::{Changes, Following};
 
 /// The label naming a pod's workload (the bench's pod templates carry it).
 const WORKLOAD_LABEL: &str = "app";
@@ -33,34 +30,22 @@ pub type NewPods = Following<NewPodTimes>;
 impl NewPods {
     /// Watches the pods of `api` from now on.
     pub fn watch(api: Api<Pod>, changes: Changes) -> NewPods {
-        Following::start(move |out: Arc<Mutex<NewPodTimes>>, listed_tx| async move {
-            let mut newness = Newness::default();
-            // New pods not yet seen Ready, by name.
-            let mut waiting: HashSet<String> = HashSet::new();
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(event) = stream.next().await {
-                let Ok(event) = event else { continue };
-                let seen = Instant::now();
-                let Some(pod) = newness.sees(event, &listed_tx) else {
-                    continue;
-                };
-                let Some(workload) = pod.labels().get(WORKLOAD_LABEL).cloned() else {
-                    continue;
-                };
-                let Some(latency) = changes.since(&workload, seen) else {
-                    continue;
-                };
-                let name = pod.name_any();
-                let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                if pod.first_sight {
-                    times.created.entry(workload.clone()).or_insert(latency);
-                    waiting.insert(name.clone());
-                }
-                if is_ready(&pod) && waiting.remove(&name) {
-                    times.ready.entry(workload).or_insert(latency);
-                }
+        // New pods not yet seen Ready, by name.
+        let mut waiting: HashSet<String> = HashSet::new();
+        Following::new_objects(api, move |times: &mut NewPodTimes, pod, seen| {
+            let Some(workload) = pod.labels().get(WORKLOAD_LABEL).cloned() else {
+                return;
+            };
+            let Some(latency) = changes.since(&workload, seen) else {
+                return;
+            };
+            let name = pod.name_any();
+            if pod.first_sight {
+                times.created.entry(workload.clone()).or_insert(latency);
+                waiting.insert(name.clone());
+            }
+            if is_ready(&pod) && waiting.remove(&name) {
+                times.ready.entry(workload).or_insert(latency);
             }
         })
     }

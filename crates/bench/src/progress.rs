@@ -190,17 +190,36 @@ pub struct Following<T> {
 }
 
 impl<T: Clone + Default + Send + 'static> Following<T> {
-    /// Starts `follow` with the record it writes to and the sender it tells once its first
-    /// listing is done.
-    pub(crate) fn start<Fut>(
-        follow: impl FnOnce(Arc<Mutex<T>>, tokio::sync::watch::Sender<bool>) -> Fut,
+    /// Watches `api` from now on, in the background, and hands `record` the record and every
+    /// object changed after the first listing, with when it was seen. Backed off while the
+    /// API server is down (the soak's faults), not a busy loop.
+    pub(crate) fn new_objects<K>(
+        api: Api<K>,
+        mut record: impl FnMut(&mut T, Sighting<K>, Instant) + Send + 'static,
     ) -> Following<T>
     where
-        Fut: std::future::Future<Output = ()> + Send + 'static,
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     {
         let times = Arc::new(Mutex::new(T::default()));
         let (listed_tx, listed) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(follow(times.clone(), listed_tx));
+        let out = times.clone();
+        let task = tokio::spawn(async move {
+            let mut newness = Newness::default();
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                let Ok(event) = event else { continue };
+                let seen = Instant::now();
+                if let Some(sighting) = newness.sees(event, &listed_tx) {
+                    record(
+                        &mut out.lock().unwrap_or_else(|p| p.into_inner()),
+                        sighting,
+                        seen,
+                    );
+                }
+            }
+        });
         Following {
             times,
             listed,
@@ -227,47 +246,31 @@ pub type NewReplicaSets = Following<NewReplicaSetTimes>;
 impl NewReplicaSets {
     /// Watches the ReplicaSets of `api` from now on.
     pub fn watch(api: Api<ReplicaSet>, changes: Changes) -> NewReplicaSets {
-        Following::start(
-            move |out: Arc<Mutex<NewReplicaSetTimes>>, listed_tx| async move {
-                let mut newness = Newness::default();
-                // The new ReplicaSets not yet seen with all their pods available, by name: their
-                // owner's name.
-                let mut waiting: HashMap<String, String> = HashMap::new();
-                // Backed off: while the API server is down (the soak's faults), not a busy loop.
-                let mut stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(event) = stream.next().await {
-                    let Ok(event) = event else { continue };
-                    let seen = Instant::now();
-                    let Some(rs) = newness.sees(event, &listed_tx) else {
-                        continue;
-                    };
-                    let name = rs.name_any();
-                    if rs.first_sight {
-                        let owner = rs
-                            .owner_references()
-                            .iter()
-                            .find(|o| o.controller == Some(true))
-                            .map(|o| o.name.clone());
-                        let Some(owner) = owner else { continue };
-                        let Some(latency) = changes.since(&owner, seen) else {
-                            continue;
-                        };
-                        let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                        times.seen.entry(owner.clone()).or_insert(latency);
-                        waiting.insert(name.clone(), owner);
-                    }
-                    if all_available(&rs)
-                        && let Some(owner) = waiting.remove(&name)
-                        && let Some(latency) = changes.since(&owner, seen)
-                    {
-                        let mut times = out.lock().unwrap_or_else(|p| p.into_inner());
-                        times.available.entry(owner).or_insert(latency);
-                    }
-                }
-            },
-        )
+        // The new ReplicaSets not yet seen with all their pods available, by name: their
+        // owner's name.
+        let mut waiting: HashMap<String, String> = HashMap::new();
+        Following::new_objects(api, move |times: &mut NewReplicaSetTimes, rs, seen| {
+            let name = rs.name_any();
+            if rs.first_sight {
+                let owner = rs
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| o.name.clone());
+                let Some(owner) = owner else { return };
+                let Some(latency) = changes.since(&owner, seen) else {
+                    return;
+                };
+                times.seen.entry(owner.clone()).or_insert(latency);
+                waiting.insert(name.clone(), owner);
+            }
+            if all_available(&rs)
+                && let Some(owner) = waiting.remove(&name)
+                && let Some(latency) = changes.since(&owner, seen)
+            {
+                times.available.entry(owner).or_insert(latency);
+            }
+        })
     }
 }
 
