@@ -253,11 +253,32 @@ impl<'a> UpdateRuns<'a> {
         recorded: Option<&str>,
         retried_after: Option<jiff::Timestamp>,
     ) -> Option<&'a AnalysisRun> {
-        self.role_runs(role, revision)
-            .into_iter()
+        let runs = self.role_runs(role, revision);
+        // The status names a run of this role and revision that the cache does not hold
+        // yet (created by the last reconcile, after a resume): the finished runs before it
+        // are done with. Falling back on one of them would pause again on the very
+        // Inconclusive run a user just resumed from; without a current run the reconcile
+        // asks for the recorded one again, and its 409 waits for the cache.
+        let record_unseen = recorded.is_some_and(|name| {
+            self.names_role_run(name, role, revision) && !runs.iter().any(|r| run_name(r) == name)
+        });
+        runs.into_iter()
             .filter(|r| !superseded(r, retried_after))
             .filter(|r| Some(run_name(r)) == recorded || r.spec.terminate != Some(true))
+            .filter(|r| !(record_unseen && is_finished(r)))
             .max_by_key(|r| (created(r), run_name(r).to_string()))
+    }
+
+    /// Whether `name` is one this Rollout gives a run for `role` at `revision` of the current
+    /// pod template (the base name, or it with a collision suffix).
+    fn names_role_run(&self, name: &str, role: Role, revision: i64) -> bool {
+        let rollout = self.ro.metadata.name.as_deref().unwrap_or_default();
+        let base = build::run_name(rollout, self.pod_hash, &revision.to_string(), role.kind());
+        name == base
+            || name
+                .strip_prefix(base.as_str())
+                .and_then(|rest| rest.strip_prefix('.'))
+                .is_some_and(|n| n.parse::<u32>().is_ok())
     }
 
     /// At a retry, marks the runs of the aborted attempt (see [`SUPERSEDED_BY_RETRY`]).

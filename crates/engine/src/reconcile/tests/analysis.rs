@@ -340,6 +340,48 @@ fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
     );
 }
 
+/// The reconcile after a resume may not see the run it created yet (the cache lags): the
+/// Inconclusive run before it is done with, and must not pause the update again.
+#[test]
+fn a_resume_is_not_undone_by_a_cache_without_the_new_run() {
+    let steps = json!([
+        {"setWeight": 25},
+        {"analysis": {"templates": [{"templateName": "health"}]}}
+    ]);
+    let mut w = analysis_world(rollout(4, steps));
+    w.set_image("app:v2");
+    w.settle();
+    w.verdict("Step", AnalysisPhase::Inconclusive, "");
+    w.settle();
+    assert_eq!(
+        w.pause_reasons(),
+        vec!["InconclusiveAnalysisRun".to_string()]
+    );
+
+    w.promote();
+    w.reconcile();
+    assert_eq!(w.runs_of("Step").len(), 2, "measured again");
+    let created = w.runs.pop().expect("the new run");
+    let plan = w.reconcile();
+    assert!(
+        w.pause_reasons().is_empty(),
+        "paused again on the resumed run: {:?}",
+        w.status().pause_conditions
+    );
+    // It asks for the recorded run again (the API server answers 409), never for another.
+    for action in &plan.actions {
+        if let Action::CreateAnalysisRun { run } = action {
+            assert_eq!(run.metadata.name, created.metadata.name);
+        }
+    }
+    w.runs.retain(|r| r.metadata.name != created.metadata.name);
+    w.runs.push(created);
+    w.settle();
+    assert_eq!(w.runs_of("Step").len(), 2, "no third run");
+    assert!(w.pause_reasons().is_empty());
+    assert_eq!(w.phase(), RolloutPhase::Progressing);
+}
+
 #[test]
 fn a_resume_after_an_inconclusive_step_analysis_passes_on_success() {
     let steps = json!([
