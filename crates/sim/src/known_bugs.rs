@@ -18,16 +18,7 @@ pub struct KnownBug {
 }
 
 /// Fixed bugs leave this list; their seeds become regression tests in `tests/known_bugs.rs`.
-pub const KNOWN: &[KnownBug] = &[KnownBug {
-    scenario: "superseded-background-analysis",
-    invariant: "analysis-runs-as-inputs-dictate",
-    whole_scenario: false,
-    seeds: &[33344],
-    summary: "under lost replies and conflicts, the background run of the update's revision \
-              is created twice (demo-5dfddc7996-2, then -3 half a second later) and the \
-              first is then terminated: at the end both exist, where the invariant expects \
-              one background run per revision",
-}];
+pub const KNOWN: &[KnownBug] = &[];
 
 /// A known bug that keeps a whole scenario out of the CI suite.
 pub fn excluded(scenario: &str) -> Option<&'static KnownBug> {

@@ -15,11 +15,26 @@ impl World<'_> {
     /// The revision of the current ReplicaSet: its own; the next one when another ReplicaSet
     /// has a revision as high (a rollback re-used it), recording its old number in its
     /// revision history; the next one for a ReplicaSet yet to be created.
+    ///
+    /// The Rollout's own revision annotation counts as another ReplicaSet's when it is not
+    /// this one's: the ReplicaSet it names may not be in the cache yet (a watch behind the
+    /// last update's create), and a revision given twice would name this update's
+    /// AnalysisRuns and Experiments after the last one's, then rename them once the cache
+    /// caught up.
     pub(super) fn revision(&self, plan: &mut Plan) -> i64 {
+        let recorded = self
+            .ro
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION))
+            .and_then(|r| r.parse::<i64>().ok())
+            .unwrap_or(0);
         match self.new_rs {
             Some(rs) => {
                 let current = rs.revision().unwrap_or(0);
-                let max_other = self.max_revision(true);
+                let recorded = if recorded == current { 0 } else { recorded };
+                let max_other = self.max_revision(true).max(recorded);
                 if current <= max_other {
                     let next = max_other + 1;
                     let mut history: Vec<String> = rs
@@ -42,7 +57,7 @@ impl World<'_> {
                     current
                 }
             }
-            None => self.max_revision(false) + 1,
+            None => self.max_revision(false).max(recorded) + 1,
         }
     }
 

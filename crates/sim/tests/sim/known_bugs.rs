@@ -174,3 +174,15 @@ fn conflicted_chaos_seed_reads_afresh_and_completes() {
     let outcome = run(&s, 32453, real_apply);
     assert!(outcome.passed(), "seed 32453:\n{}", outcome.report());
 }
+
+/// Fixed: an update's ReplicaSet created while the ReplicaSet cache had not yet seen the
+/// previous update's took that one's revision. Its background AnalysisRun was named after the
+/// taken revision, then made again under the next one once the cache caught up and the
+/// ReplicaSet's revision was raised: two runs measured one update. A new revision is now
+/// above the Rollout's own revision annotation too.
+#[test]
+fn an_update_over_a_stale_replica_set_cache_gets_a_revision_of_its_own() {
+    let s = scenarios::find("superseded-background-analysis").unwrap();
+    let outcome = run(&s, 33344, real_apply);
+    assert!(outcome.passed(), "seed 33344:\n{}", outcome.report());
+}

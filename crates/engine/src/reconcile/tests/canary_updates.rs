@@ -398,6 +398,45 @@ fn rollback_to_stable_template_is_immediate() {
     );
 }
 
+/// A ReplicaSet cache behind the last update's create: the new ReplicaSet's revision is
+/// still above the Rollout's, never the one the unseen ReplicaSet has.
+#[test]
+fn a_new_replica_set_takes_a_revision_above_the_rollouts_when_the_cache_lags() {
+    let mut w = healthy_world(4, json!([{"setWeight": 25}, {"pause": {}}]));
+    w.set_image("app:v2");
+    w.settle();
+    let v2 = w.rs_named_by_image("app:v2");
+    w.set_image("app:v3");
+    let unseen = w.rss.iter().position(|r| r.name() == v2).unwrap();
+    let unseen = w.rss.remove(unseen);
+    let plan = w.reconcile();
+    let created: Vec<Option<i64>> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateReplicaSet { replica_set } => Some(replica_set.revision()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created, vec![Some(3)]);
+    w.rss.push(unseen);
+    w.settle();
+    let mut revisions: Vec<(String, Option<i64>)> = w
+        .rss
+        .iter()
+        .map(|r| (World::image_of(r), r.revision()))
+        .collect();
+    revisions.sort();
+    assert_eq!(
+        revisions,
+        vec![
+            ("app:v1".into(), Some(1)),
+            ("app:v2".into(), Some(2)),
+            ("app:v3".into(), Some(3))
+        ]
+    );
+}
+
 #[test]
 fn history_limit_deletes_oldest_idle_replica_sets() {
     let mut ro = rollout(1, json!([]));
