@@ -168,25 +168,34 @@ fn a_run_left_measuring_after_its_update_is_caught() {
     );
 }
 
-/// A resume that does not measure again: the run a user's resume calls for is never created,
-/// so the update judges the old Inconclusive run once more and pauses on it again, one run
-/// where the resume should have made two.
+/// A resume that does not measure again: the run a user's resume calls for is never created
+/// and the status keeps naming the old Inconclusive run, so the update judges that run once
+/// more and pauses on it again, one run where the resume should have made two. (Dropping only
+/// the create is not this bug: the status then names the new run, and the next reconcile
+/// asks for it again.)
 fn resume_without_a_new_run(
     w: SimWriter,
     ro: Rollout,
     mut plan: Plan,
 ) -> BoxFuture<Result<Applied, WriteError>> {
-    let resumed = ro.status.as_ref().is_some_and(|s| {
-        s.controller_pause == Some(true)
-            && s.pause_conditions.as_ref().is_none_or(Vec::is_empty)
-            && s.canary
-                .as_ref()
-                .and_then(|c| c.current_background_analysis_run_status.as_ref())
-                .is_some_and(|r| r.status == Some(sluice_api::common::AnalysisPhase::Inconclusive))
+    let inconclusive = ro.status.as_ref().and_then(|s| {
+        let recorded = s
+            .canary
+            .as_ref()
+            .and_then(|c| c.current_background_analysis_run_status.as_ref())
+            .filter(|r| r.status == Some(sluice_api::common::AnalysisPhase::Inconclusive));
+        (s.controller_pause == Some(true) && s.pause_conditions.as_ref().is_none_or(Vec::is_empty))
+            .then_some(recorded)
+            .flatten()
+            .cloned()
     });
-    if resumed {
+    if let Some(old) = inconclusive {
         plan.actions
             .retain(|a| !matches!(a, Action::CreateAnalysisRun { .. }));
+        plan.status
+            .canary
+            .get_or_insert_with(Default::default)
+            .current_background_analysis_run_status = Some(old);
     }
     apply(w, ro, plan)
 }
