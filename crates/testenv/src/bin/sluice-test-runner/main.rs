@@ -33,7 +33,8 @@ use schedule::Rule;
 #[derive(Parser)]
 #[command(name = "sluice-test-runner")]
 struct Args {
-    /// Test binaries run at once [default: the machine's cores plus one]
+    /// Test binaries run at once [default: twice the machine's cores plus one: most of a
+    /// binary's time is spent waiting on the control plane]
     #[arg(long, short = 'j', env = "TEST_JOBS")]
     jobs: Option<usize>,
     /// Run only the test binaries whose name contains one of these (`canary`, `sluice_engine`)
@@ -44,7 +45,7 @@ struct Args {
     /// Print the binaries in the order they would start, with their rules, and run nothing
     #[arg(long)]
     list: bool,
-    /// Print the binaries that do not simply share the machine, and why
+    /// Print the binaries that do not simply share the machine, the modules run in parts, and why
     #[arg(long)]
     rules: bool,
     /// Arguments for every test binary (after `--`: `-- --nocapture`)
@@ -80,11 +81,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default();
             println!("{name}: {:?}{group}: {why}", rule.sharing);
         }
+        for (module, count, why) in suites::PARTS {
+            println!("{module}: in {count} parts: {why}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let jobs = args
         .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
+        .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
         .max(1);
     let cargo::Built { tests, programs } = cargo::build(&args.cargo_args)?;
     let mut binaries = Vec::new();

@@ -15,8 +15,20 @@ use crate::cargo::TestBinary;
 /// The test targets run module by module.
 pub const SUITES: &[&str] = &["e2e", "cli", "sim"];
 
+/// Modules whose tests are independent of each other and so long together that the module
+/// would be the run's longest pole: each runs as this many processes (`<module>.1`, ...),
+/// its tests dealt out in turn, which the runner schedules like any other.
+#[rustfmt::skip]
+pub const PARTS: &[(&str, usize, &str)] = &[
+    ("live_scenarios_match_argo", 4,
+     "twelve scenarios of 20 to 70 s, two at a time in one process: six minutes alone"),
+    ("crash_at_every_write", 2,
+     "five crash walks of up to a minute and a half, two at a time in one process"),
+];
+
 /// Splits `binary` into one run per top-level module if it is a suite, listing its tests
-/// (`--list --format terse`); any other binary is returned as it is.
+/// (`--list --format terse`), and a module of [`PARTS`] into its parts; any other binary
+/// is returned as it is.
 pub fn split(binary: TestBinary) -> anyhow::Result<Vec<TestBinary>> {
     if !SUITES.contains(&binary.target.as_str()) {
         return Ok(vec![binary]);
@@ -38,13 +50,38 @@ pub fn split(binary: TestBinary) -> anyhow::Result<Vec<TestBinary>> {
     }
     Ok(modules(&String::from_utf8_lossy(&out.stdout))
         .into_iter()
-        .map(|(module, tests)| TestBinary {
-            target: module.clone(),
-            name: module,
-            tests,
-            ..binary.clone()
+        .flat_map(|(module, tests)| {
+            let count = PARTS
+                .iter()
+                .find(|(name, ..)| *name == module)
+                .map_or(1, |(_, count, _)| *count);
+            parts(&module, tests, count)
+                .into_iter()
+                .map(|(name, tests)| TestBinary {
+                    target: module.clone(),
+                    name,
+                    tests,
+                    ..binary.clone()
+                })
+                .collect::<Vec<_>>()
         })
         .collect())
+}
+
+/// A module's tests dealt out in turn into at most `count` runs, named `<module>.<n>`; one
+/// run keeps the module's name.
+pub fn parts(module: &str, tests: Vec<String>, count: usize) -> Vec<(String, Vec<String>)> {
+    let count = count.clamp(1, tests.len().max(1));
+    if count == 1 {
+        return vec![(module.to_string(), tests)];
+    }
+    let mut runs: Vec<(String, Vec<String>)> = (1..=count)
+        .map(|n| (format!("{module}.{n}"), Vec::new()))
+        .collect();
+    for (i, test) in tests.into_iter().enumerate() {
+        runs[i % count].1.push(test);
+    }
+    runs
 }
 
 /// The tests of a `--list --format terse` listing (`canary::promotes: test` lines), by
@@ -84,6 +121,31 @@ mod tests {
                 ("loose".to_string(), vec!["loose".to_string()]),
             ])
         );
+    }
+
+    #[test]
+    fn a_module_in_parts_deals_its_tests_out_in_turn() {
+        let tests: Vec<String> = (1..=5).map(|n| format!("m::t{n}")).collect();
+        assert_eq!(
+            parts("m", tests.clone(), 2),
+            vec![
+                (
+                    "m.1".to_string(),
+                    vec!["m::t1".into(), "m::t3".into(), "m::t5".into()]
+                ),
+                ("m.2".to_string(), vec!["m::t2".into(), "m::t4".into()]),
+            ]
+        );
+        assert_eq!(parts("m", tests.clone(), 1), vec![("m".to_string(), tests)]);
+        let two = vec!["m::a".to_string(), "m::b".to_string()];
+        assert_eq!(parts("m", two, 4).len(), 2, "never an empty part");
+    }
+
+    #[test]
+    fn every_module_in_parts_says_why() {
+        for (module, count, why) in PARTS {
+            assert!(*count > 1 && !why.is_empty(), "{module}");
+        }
     }
 
     #[test]
