@@ -13,6 +13,9 @@
 #                         ports of its own (cluster-down.sh takes the same variable)
 #   SLUICE_FAKE_KUBELET   fake kubelet binary to run instead of building it with cargo
 #   SLUICE_READY_DELAY    default readiness delay of pods (fake kubelet --ready-delay, 1s)
+#   SLUICE_ETCD_NO_FSYNC  1: etcd does not fsync its writes (`make test` sets it). A process
+#                         killed, etcd's included, loses nothing; only a machine that stops
+#                         does, and a test control plane is made afresh then.
 #
 # `cluster-up.sh --check` only tells whether the control plane is up (exit 0) or not (exit 1).
 # `cluster-up.sh --restart kube-apiserver` starts the API server again, with the flags, port and
@@ -351,12 +354,15 @@ chmod 600 "$DEV/pki/tokens.csv" "$DEV/cluster.env"
 openssl genrsa -out "$DEV/pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$DEV/pki/sa.key" -pubout -out "$DEV/pki/sa.pub" 2>/dev/null
 
-log "starting etcd on 127.0.0.1:$ETCD_PORT"
+etcd_flags=()
+[ "${SLUICE_ETCD_NO_FSYNC:-}" = 1 ] && etcd_flags+=(--unsafe-no-fsync)
+log "starting etcd on 127.0.0.1:$ETCD_PORT${etcd_flags[*]:+ (${etcd_flags[*]})}"
 start etcd "$KUBE_BIN/etcd" --name sluice --data-dir "$DEV/etcd" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "sluice=http://127.0.0.1:$ETCD_PEER_PORT"
+  --initial-cluster "sluice=http://127.0.0.1:$ETCD_PEER_PORT" \
+  "${etcd_flags[@]}"
 wait_until "etcd to be healthy" 30 etcd \
   bash -c "curl -sf --max-time 2 http://127.0.0.1:$ETCD_PORT/health | grep -q '\"health\":\"true\"'"
 
