@@ -65,8 +65,6 @@ dashboard-ui: ## Build the dashboard page into crates/cli/dashboard-ui/dist (typ
 
 TESTS ?=
 TEST_JOBS ?=
-# The tests' control plane need not outlive the machine: etcd keeps its data in memory.
-test: export SLUICE_ETCD_IN_MEMORY = 1
 test: ## Format check, clippy, then every test binary against the local control plane, several at a time (TEST_JOBS=n; TESTS="canary analysis" for some; stopped again if this started it; KEEP_CLUSTER=1 keeps it)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

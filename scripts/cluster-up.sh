@@ -13,9 +13,6 @@
 #                         ports of its own (cluster-down.sh takes the same variable)
 #   SLUICE_FAKE_KUBELET   fake kubelet binary to run instead of building it with cargo
 #   SLUICE_READY_DELAY    default readiness delay of pods (fake kubelet --ready-delay, 1s)
-#   SLUICE_ETCD_IN_MEMORY 1: etcd's data in /dev/shm rather than .dev/etcd (`make test` sets
-#                         it): a killed process, etcd's included, loses nothing, a machine
-#                         that stops loses the control plane's state, which tests make afresh
 #
 # `cluster-up.sh --check` only tells whether the control plane is up (exit 0) or not (exit 1).
 # `cluster-up.sh --restart kube-apiserver` starts the API server again, with the flags, port and
@@ -323,13 +320,7 @@ ensure_packages
 KUBE_BIN=$("$ROOT/scripts/build-control-plane.sh")
 KUBELET_BIN=$(fake_kubelet_binary)
 
-mkdir -p "$PIDS" "$LOGS" "$DEV/bin" "$DEV/pki"
-if [ "${SLUICE_ETCD_IN_MEMORY:-}" = 1 ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-  mkdir -p "$(etcd_memory_dir)"
-  ln -sfn "$(etcd_memory_dir)" "$DEV/etcd"
-else
-  mkdir -p "$DEV/etcd"
-fi
+mkdir -p "$PIDS" "$LOGS" "$DEV/bin" "$DEV/pki" "$DEV/etcd"
 # A copy, so that rebuilding the workspace does not touch the running binary. Its time stamp is
 # the start time, against which later builds are compared.
 cp "$KUBELET_BIN" "$DEV/bin/sluice-fake-kubelet"
@@ -360,9 +351,7 @@ chmod 600 "$DEV/pki/tokens.csv" "$DEV/cluster.env"
 openssl genrsa -out "$DEV/pki/sa.key" 2048 2>/dev/null
 openssl rsa -in "$DEV/pki/sa.key" -pubout -out "$DEV/pki/sa.pub" 2>/dev/null
 
-where=""
-[ -L "$DEV/etcd" ] && where=", its data in $(readlink "$DEV/etcd")"
-log "starting etcd on 127.0.0.1:$ETCD_PORT$where"
+log "starting etcd on 127.0.0.1:$ETCD_PORT"
 start etcd "$KUBE_BIN/etcd" --name sluice --data-dir "$DEV/etcd" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \

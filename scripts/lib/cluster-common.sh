@@ -98,13 +98,6 @@ stop_wave() {
 }
 
 # Removes everything in the state directory but the lock file.
-# Where etcd keeps its data when SLUICE_ETCD_IN_MEMORY=1 (cluster-up.sh): one directory per
-# state directory, so that a second control plane has its own.
-etcd_memory_dir() {
-  echo "/dev/shm/sluice-etcd-$(printf %s "$DEV" | md5sum | cut -c1-16)"
-}
-
 remove_state() {
   find "$DEV" -mindepth 1 -maxdepth 1 ! -name cluster.lock -exec rm -rf {} +
-  rm -rf "$(etcd_memory_dir)"
 }
