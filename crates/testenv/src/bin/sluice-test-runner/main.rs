@@ -290,7 +290,7 @@ fn start_binary(
     })
 }
 
-/// Durations of a full run three at a time on 2 cores, for a machine that has not run the
+/// Durations of a full run five at a time on 2 cores (2026-12-02), for a machine that has not run the
 /// tests yet: without them a fresh machine would start the binaries in name order, and a
 /// long one could start last.
 const KNOWN_DURATIONS: &str = include_str!("durations.tsv");
