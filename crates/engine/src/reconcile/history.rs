@@ -23,11 +23,7 @@ impl World<'_> {
     /// caught up.
     pub(super) fn revision(&self, plan: &mut Plan) -> i64 {
         let recorded = self
-            .ro
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION))
+            .rollout_revision()
             .and_then(|r| r.parse::<i64>().ok())
             .unwrap_or(0);
         match self.new_rs {
@@ -61,16 +57,19 @@ impl World<'_> {
         }
     }
 
-    /// Records `revision` on the Rollout; returns whether it was another one before.
-    pub(super) fn annotate_rollout_revision(&self, revision: i64, plan: &mut Plan) -> bool {
-        let rollout_revision = self
-            .ro
+    /// The revision the Rollout's annotation records.
+    fn rollout_revision(&self) -> Option<&str> {
+        self.ro
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(REVISION))
-            .cloned();
-        if rollout_revision.as_deref() == Some(revision.to_string().as_str()) {
+            .map(String::as_str)
+    }
+
+    /// Records `revision` on the Rollout; returns whether it was another one before.
+    pub(super) fn annotate_rollout_revision(&self, revision: i64, plan: &mut Plan) -> bool {
+        if self.rollout_revision() == Some(revision.to_string().as_str()) {
             return false;
         }
         plan.annotate_rollout(

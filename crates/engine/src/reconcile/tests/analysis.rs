@@ -286,8 +286,8 @@ fn analysis_step_waits_for_success_and_a_failure_aborts() {
     );
 }
 
-#[test]
-fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
+/// An update of four replicas paused at its analysis step, whose run was Inconclusive.
+fn paused_on_an_inconclusive_step() -> World {
     let steps = json!([
         {"setWeight": 25},
         {"analysis": {"templates": [{"templateName": "health"}]}}
@@ -297,6 +297,12 @@ fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
     w.settle();
     w.verdict("Step", AnalysisPhase::Inconclusive, "");
     w.settle();
+    w
+}
+
+#[test]
+fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
+    let mut w = paused_on_an_inconclusive_step();
     assert_eq!(w.phase(), RolloutPhase::Paused);
     assert_eq!(
         w.status().message.as_deref(),
@@ -344,15 +350,7 @@ fn a_resume_after_an_inconclusive_step_analysis_measures_again() {
 /// Inconclusive run before it is done with, and must not pause the update again.
 #[test]
 fn a_resume_is_not_undone_by_a_cache_without_the_new_run() {
-    let steps = json!([
-        {"setWeight": 25},
-        {"analysis": {"templates": [{"templateName": "health"}]}}
-    ]);
-    let mut w = analysis_world(rollout(4, steps));
-    w.set_image("app:v2");
-    w.settle();
-    w.verdict("Step", AnalysisPhase::Inconclusive, "");
-    w.settle();
+    let mut w = paused_on_an_inconclusive_step();
     assert_eq!(
         w.pause_reasons(),
         vec!["InconclusiveAnalysisRun".to_string()]
