@@ -274,11 +274,7 @@ impl<'a> UpdateRuns<'a> {
     fn names_role_run(&self, name: &str, role: Role, revision: i64) -> bool {
         let rollout = self.ro.metadata.name.as_deref().unwrap_or_default();
         let base = build::run_name(rollout, self.pod_hash, &revision.to_string(), role.kind());
-        name == base
-            || name
-                .strip_prefix(base.as_str())
-                .and_then(|rest| rest.strip_prefix('.'))
-                .is_some_and(|n| n.parse::<u32>().is_ok())
+        build::is_named_after(name, &base)
     }
 
     /// At a retry, marks the runs of the aborted attempt (see [`SUPERSEDED_BY_RETRY`]).

@@ -222,6 +222,15 @@ pub fn collision_name(base: &str, attempt: u32) -> String {
     format!("{base}.{attempt}")
 }
 
+/// Whether `name` is `base` or one of its [`collision_name`]s.
+pub fn is_named_after(name: &str, base: &str) -> bool {
+    name == base
+        || name
+            .strip_prefix(base)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
 /// Everything needed to build one run.
 #[derive(Debug, Clone)]
 pub struct RunRequest<'a> {

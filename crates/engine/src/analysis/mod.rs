@@ -19,8 +19,8 @@ mod task;
 use std::time::Duration;
 
 pub use build::{
-    ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, merge_args,
-    merge_templates, not_found, resolve_nested, run_name,
+    ResolvedTemplate, RunKind, RunRequest, build_analysis_run, collision_name, is_named_after,
+    merge_args, merge_templates, not_found, resolve_nested, run_name,
 };
 pub(crate) use build::{resolve_rollout_args, unique_rules};
 pub use retention::{Disposal, in_flight_measurement, measurements_kept};

@@ -667,3 +667,13 @@ fn nested_template_errors() {
     );
     assert!(resolve_nested(&refs(json!([{}])), &lookup).is_err());
 }
+
+#[test]
+fn a_name_is_named_after_its_base_and_its_collision_names_only() {
+    let base = "web-abc-2-1";
+    assert!(is_named_after(base, base));
+    assert!(is_named_after(&collision_name(base, 3), base));
+    assert!(!is_named_after("web-abc-2-10", base));
+    assert!(!is_named_after("web-abc-2-1.x", base));
+    assert!(!is_named_after("web-abc-2", base));
+}
