@@ -1,7 +1,7 @@
 //! The workspace's test binaries, as cargo builds them (`cargo test --no-run`, its JSON
 //! messages on stdout, its progress on the terminal).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use anyhow::{Context as _, bail};
@@ -57,6 +57,23 @@ pub fn build(cargo_args: &[String]) -> anyhow::Result<Built> {
     tests.dedup_by(|a, b| a.executable == b.executable);
     let programs = stdout.lines().filter_map(program).collect();
     Ok(Built { tests, programs })
+}
+
+/// Why the tests cannot run when they were compiled from another checkout: cargo names a
+/// workspace's artifacts by paths relative to the workspace, so a second checkout sharing a
+/// `CARGO_TARGET_DIR` finds the first one's builds fresh and keeps them, and with them the
+/// first checkout's paths compiled into the test support (its scripts, its manifests).
+/// `compiled_in` is this runner's own package directory as compiled; `tests` are what cargo
+/// reports for the checkout it was asked to build.
+pub fn built_for_another_checkout(compiled_in: &Path, tests: &[TestBinary]) -> Option<String> {
+    let here = tests.iter().find(|t| t.package == "sluice-testenv")?;
+    (here.dir != compiled_in).then(|| {
+        format!(
+            "the builds in this target directory were compiled in another checkout ({}), not in this one ({}): cargo reuses them and they would run that checkout's scripts; give each checkout a target directory of its own (CARGO_TARGET_DIR)",
+            compiled_in.display(),
+            here.dir.display()
+        )
+    })
 }
 
 /// The program one of cargo's messages announces, if it is one: a `bin` target built as
@@ -117,6 +134,19 @@ fn package_name(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builds_of_another_checkout_are_refused() {
+        let line = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/testenv#sluice-testenv@0.1.0","manifest_path":"/w/crates/testenv/Cargo.toml","target":{"kind":["bin"],"name":"sluice-test-runner"},"profile":{"test":true},"executable":"/t/debug/deps/sluice_test_runner-1"}"#;
+        let tests = vec![binary(line).unwrap()];
+        let here = Path::new("/w/crates/testenv");
+        assert_eq!(built_for_another_checkout(here, &tests), None);
+        let elsewhere = Path::new("/old/crates/testenv");
+        let why = built_for_another_checkout(elsewhere, &tests).expect("refused");
+        assert!(why.contains("/old/crates/testenv") && why.contains("CARGO_TARGET_DIR"));
+        // Without the runner's own package among the tests there is nothing to compare.
+        assert_eq!(built_for_another_checkout(elsewhere, &[]), None);
+    }
 
     #[test]
     fn reads_test_binaries_from_cargos_messages() {

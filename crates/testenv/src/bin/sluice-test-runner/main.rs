@@ -91,6 +91,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
         .max(1);
     let cargo::Built { tests, programs } = cargo::build(&args.cargo_args)?;
+    let compiled_in = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(why) = cargo::built_for_another_checkout(compiled_in, &tests) {
+        bail!("{why}");
+    }
     let mut binaries = Vec::new();
     for binary in tests {
         binaries.extend(suites::split(binary)?);
