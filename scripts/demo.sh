@@ -24,7 +24,11 @@ CTRL_LOG=.dev/logs/demo-controller.log
 STARTED_CLUSTER=0
 cleanup() {
   local status=$?
-  trap - EXIT INT TERM
+  # Further INT and TERM are ignored until everything is stopped: `make demo` sends its child
+  # the TERM it receives, so a TERM to the whole process group reaches this script twice, and
+  # the second one used to end the cleanup half-way, with the control plane left running.
+  trap - EXIT
+  trap '' INT TERM
   # Stop everything even when the terminal or a pipe reading our output is already gone
   # (`make demo | tee log` and Ctrl-C ends tee too): with SIGPIPE ignored a write to a gone
   # pipe fails instead of killing us, and once one fails everything, the scripts called
