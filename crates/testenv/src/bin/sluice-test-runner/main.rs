@@ -279,6 +279,11 @@ fn start_binary(
         .current_dir(&binary.dir)
         .env("CARGO_MANIFEST_DIR", &binary.dir)
         .env("CARGO_PKG_NAME", &binary.package)
+        .envs(allocator_conf(
+            &binary.package,
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+            std::env::var_os(ALLOCATOR_CONF).is_some(),
+        ))
         .envs(programs.iter().map(|(var, path)| (var, path)))
         .stdin(Stdio::null())
         .stdout(out)
@@ -292,6 +297,24 @@ fn start_binary(
         log,
         started: Instant::now(),
     })
+}
+
+/// jemalloc's run-time options, read from the environment before `main`.
+const ALLOCATOR_CONF: &str = "_RJEM_MALLOC_CONF";
+
+/// jemalloc's options for a test binary, unless the caller set their own. The workspace
+/// compiles one arena into jemalloc (`.cargo/config.toml`: the controller's memory), but the
+/// simulator's tests run their seeds on every core and allocate at every step, and their
+/// threads queue on that one arena's lock. Two arenas per core: the `ci::` module took 121
+/// and 134 CPU-seconds with one arena, 104 with four, in runs one after the other on 2 cores
+/// (glibc's allocator: 130).
+fn allocator_conf(
+    package: &str,
+    cores: usize,
+    set_by_caller: bool,
+) -> Option<(&'static str, String)> {
+    (package == "sluice-sim" && !set_by_caller)
+        .then(|| (ALLOCATOR_CONF, format!("narenas:{}", 2 * cores.max(1))))
 }
 
 /// Durations of a full run five at a time on 2 cores (2026-12-02), for a machine that has not run the
@@ -325,5 +348,20 @@ fn write_durations(path: &Path, took: &BTreeMap<String, f64>) {
         .collect();
     if let Err(e) = std::fs::write(path, text) {
         eprintln!("sluice-test-runner: writing {}: {e}", path.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simulators_tests_get_an_arena_per_thread_unless_the_caller_chose() {
+        assert_eq!(
+            allocator_conf("sluice-sim", 2, false),
+            Some((ALLOCATOR_CONF, "narenas:4".to_string()))
+        );
+        assert_eq!(allocator_conf("sluice-sim", 2, true), None);
+        assert_eq!(allocator_conf("sluice-e2e", 2, false), None);
     }
 }
