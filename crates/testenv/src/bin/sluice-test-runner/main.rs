@@ -86,10 +86,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 1)
-        .max(1);
+    let jobs = args.jobs.unwrap_or_else(|| 2 * cores() + 1).max(1);
     let cargo::Built { tests, programs } = cargo::build(&args.cargo_args)?;
     let compiled_in = Path::new(env!("CARGO_MANIFEST_DIR"));
     if let Some(why) = cargo::built_for_another_checkout(compiled_in, &tests) {
@@ -281,7 +278,7 @@ fn start_binary(
         .env("CARGO_PKG_NAME", &binary.package)
         .envs(allocator_conf(
             &binary.package,
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
+            cores(),
             std::env::var_os(ALLOCATOR_CONF).is_some(),
         ))
         .envs(programs.iter().map(|(var, path)| (var, path)))
@@ -297,6 +294,12 @@ fn start_binary(
         log,
         started: Instant::now(),
     })
+}
+
+/// The machine's cores (2 when it cannot be told): the default number of binaries at a time
+/// is set from them, and so are the simulator's arenas.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// jemalloc's run-time options, read from the environment before `main`.
